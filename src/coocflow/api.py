@@ -1,0 +1,46 @@
+"""The Python API behind the CLI (and notebooks)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Callable
+
+from coocflow.config import Config, config_from_dict, load_toml, parse_override
+from coocflow.errors import ConfigError
+from coocflow.experiments import EXPERIMENTS, get_experiment
+from coocflow.plots import write_run_figures
+from coocflow.runner import RunResult, train, write_run
+
+
+def resolve_config(target: str, overrides: list[str] = (), seed: int | None = None) -> Config:
+    """An experiment name or a TOML path, then `--set` overrides, then `--seed`."""
+    if target in EXPERIMENTS:
+        config = get_experiment(target).config()
+    elif target.endswith(".toml") or Path(target).exists():
+        tree = load_toml(Path(target))
+        tree.setdefault("name", Path(target).stem)
+        config = config_from_dict(tree)
+    else:
+        raise ConfigError(f"unknown experiment or config file '{target}': choose one of "
+                          f"{', '.join(EXPERIMENTS)} or pass a .toml file")
+    parsed = dict(parse_override(text) for text in overrides)
+    if seed is not None:
+        parsed["seed"] = seed
+    return config.replace(parsed) if parsed else config
+
+
+def _figures(result: RunResult, folder: Path) -> None:
+    write_run_figures(result.series, result.t1, folder, title=_title(result.config))
+
+
+def _title(c: Config) -> str:
+    return (f"{c.name}: n={c.data.n}, L={c.data.L}, d={c.data.d} ({c.data.random_tokens}), m={c.model.m}, "
+            f"m1={c.model.m1}, init={c.init.scheme} (c0={c.init.c0:g}, c1={c.init.c1:g}), "
+            f"{c.train.method} lr={c.train.lr:g}, seed={c.seed}")
+
+
+def run_and_write(config: Config, out: Path, force: bool = False,
+                  progress: Callable[[int], None] | None = None) -> tuple[Path, RunResult]:
+    """Train `config` and write its run folder with figures."""
+    result = train(config, progress)
+    return write_run(result, out, force=force, figures=_figures), result

@@ -1,0 +1,255 @@
+"""Typed, validated configuration (SPEC sections 2-5).
+
+A `Config` is a frozen tree of dataclasses. It is built from nested dicts (TOML files,
+experiment presets) and dotted `key=value` overrides, and validated at the door: every bad
+value raises `ConfigError` with one line naming the field and the fix.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import difflib
+import json
+import tomllib
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from coocflow.errors import ConfigError
+
+RANDOM_TOKEN_MODES = ("distinct", "uniform")
+INIT_SCHEMES = ("theory", "kaiming")
+TRAIN_METHODS = ("gd",)
+DTYPES = ("float64", "float32")
+GRID_SPACINGS = ("log-linear", "log", "linear")
+
+
+@dataclass(frozen=True)
+class DataConfig:
+    """Data model of SPEC section 2 (Definition 2.1, Assumption 2.3)."""
+
+    n: int = 60
+    L: int = 5
+    d: int = 64
+    random_tokens: str = "uniform"
+    n_test: int = 600
+
+
+@dataclass(frozen=True)
+class ModelConfig:
+    """Widths of eq. (1): W_Q, W_K, W_V are m x d, W is m1 x m."""
+
+    m: int = 128
+    m1: int = 256
+
+
+@dataclass(frozen=True)
+class InitConfig:
+    """SPEC section 4. c0 scales W_Q, W_K, W_V and c1 scales W, under either scheme."""
+
+    scheme: str = "kaiming"
+    c0: float = 1.0
+    c1: float = 1.0
+
+
+@dataclass(frozen=True)
+class TrainConfig:
+    """Training of the flow. `gd` is the explicit-Euler solution, flow time t = lr * steps."""
+
+    method: str = "gd"
+    lr: float = 0.01
+    steps: int = 30000
+
+
+@dataclass(frozen=True)
+class ObserveConfig:
+    """Observation grid: `points` observed times from t=0 to the end, dense early."""
+
+    points: int = 200
+    spacing: str = "log-linear"
+    chunks: int = 25
+
+
+@dataclass(frozen=True)
+class Config:
+    """A whole run: what to build, how to train it, where to look."""
+
+    name: str = "custom"
+    seed: int = 0
+    dtype: str = "float64"
+    data: DataConfig = field(default_factory=DataConfig)
+    model: ModelConfig = field(default_factory=ModelConfig)
+    init: InitConfig = field(default_factory=InitConfig)
+    train: TrainConfig = field(default_factory=TrainConfig)
+    observe: ObserveConfig = field(default_factory=ObserveConfig)
+
+    @property
+    def t_end(self) -> float:
+        """Flow time reached at the end of training."""
+        return self.train.lr * self.train.steps
+
+    def to_dict(self) -> dict[str, Any]:
+        return dataclasses.asdict(self)
+
+    def replace(self, overrides: dict[str, Any]) -> "Config":
+        """A new validated config with dotted-key overrides applied."""
+        tree = self.to_dict()
+        for key, value in overrides.items():
+            set_dotted(tree, key, value)
+        return config_from_dict(tree)
+
+
+
+_SECTIONS = {
+    "data": DataConfig,
+    "model": ModelConfig,
+    "init": InitConfig,
+    "train": TrainConfig,
+    "observe": ObserveConfig,
+}
+
+
+def all_keys() -> list[str]:
+    """Every public dotted key, e.g. `data.n`, `train.lr`."""
+    keys = [f.name for f in dataclasses.fields(Config) if f.name not in _SECTIONS]
+    for section, cls in _SECTIONS.items():
+        keys += [f"{section}.{f.name}" for f in dataclasses.fields(cls)]
+    return keys
+
+
+def _unknown_key(key: str) -> ConfigError:
+    close = difflib.get_close_matches(key, all_keys(), n=1)
+    hint = f"did you mean '{close[0]}'?" if close else "see `coocflow keys` for the valid keys"
+    return ConfigError(f"unknown config key '{key}': {hint}")
+
+
+def set_dotted(tree: dict[str, Any], key: str, value: Any) -> None:
+    """Set `tree[a][b] = value` for key `a.b`, refusing keys the schema does not have."""
+    if key not in all_keys():
+        raise _unknown_key(key)
+    parts = key.split(".")
+    node = tree
+    for part in parts[:-1]:
+        node = node.setdefault(part, {})
+    node[parts[-1]] = value
+
+
+def _coerce(key: str, value: Any, kind: type | str) -> Any:
+    kind_name = kind if isinstance(kind, str) else kind.__name__
+    if kind_name == "int":
+        if isinstance(value, bool) or not isinstance(value, int):
+            if isinstance(value, float) and value.is_integer():
+                return int(value)
+            raise ConfigError(f"{key}: expected a whole number, got {value!r}")
+        return value
+    if kind_name == "float":
+        if isinstance(value, bool) or not isinstance(value, (int, float)):
+            raise ConfigError(f"{key}: expected a number, got {value!r}")
+        return float(value)
+    if kind_name == "str":
+        if not isinstance(value, str):
+            raise ConfigError(f"{key}: expected a string, got {value!r}")
+        return value
+    raise AssertionError(f"unhandled field type {kind_name} for {key}")
+
+
+def _build_section(cls: type, section: str, values: Any) -> Any:
+    if not isinstance(values, dict):
+        raise ConfigError(f"{section}: expected a table of keys, got {values!r}")
+    fields = {f.name: f for f in dataclasses.fields(cls)}
+    kwargs = {}
+    for key, value in values.items():
+        if key not in fields:
+            raise _unknown_key(f"{section}.{key}")
+        kwargs[key] = _coerce(f"{section}.{key}", value, fields[key].type)
+    return cls(**kwargs)
+
+
+def config_from_dict(tree: dict[str, Any]) -> Config:
+    """Build and validate a `Config` from a nested dict (missing keys take defaults)."""
+    if not isinstance(tree, dict):
+        raise ConfigError(f"config: expected a table of keys, got {type(tree).__name__}")
+    top = {f.name: f for f in dataclasses.fields(Config)}
+    kwargs: dict[str, Any] = {}
+    for key, value in tree.items():
+        if key in _SECTIONS:
+            kwargs[key] = _build_section(_SECTIONS[key], key, value)
+        elif key in top:
+            kwargs[key] = _coerce(key, value, top[key].type)
+        else:
+            raise _unknown_key(key)
+    config = Config(**kwargs)
+    validate(config)
+    return config
+
+
+def _need(condition: bool, message: str) -> None:
+    if not condition:
+        raise ConfigError(message)
+
+
+def random_slots(n: int, L: int) -> int:
+    """Random-token slots of a training set with exact group sizes (SPEC section 2)."""
+    return (n // 2) * (L - 3) + (n // 6) * 2 * (L - 2) + (n // 6) * (L - 1)
+
+
+def validate(c: Config) -> None:
+    """Refuse impossible or nonsensical settings with one line naming the field and the fix."""
+    d = c.data
+    _need(c.seed >= 0, f"seed: must be >= 0 (got {c.seed})")
+    _need(c.dtype in DTYPES, f"dtype: must be one of {', '.join(DTYPES)} (got '{c.dtype}')")
+    _need(d.n > 0 and d.n % 6 == 0,
+          f"data.n: must be a positive multiple of 6 so the groups are n/2, n/6, n/6, n/6 (got {d.n}); try data.n={max(6, 6 * round(d.n / 6))}")
+    _need(d.L >= 3, f"data.L: a sample holds mu_1, mu_2 and mu_3, so L must be >= 3 (got {d.L})")
+    _need(d.d >= 4, f"data.d: the vocabulary needs mu_1, mu_2, mu_3 and at least one random token, so d >= 4 (got {d.d})")
+    _need(d.n_test >= 1, f"data.n_test: need at least one test sample (got {d.n_test})")
+    _need(d.random_tokens in RANDOM_TOKEN_MODES,
+          f"data.random_tokens: must be one of {', '.join(RANDOM_TOKEN_MODES)} (got '{d.random_tokens}')")
+    if d.random_tokens == "distinct":
+        slots = random_slots(d.n, d.L)
+        _need(d.d - 3 >= slots,
+              f"data.d: 'distinct' random tokens need d - 3 >= {slots} random slots (got d={d.d}); set data.d={slots + 3} or data.random_tokens=uniform")
+    _need(c.model.m > 0, f"model.m: must be a positive width (got {c.model.m})")
+    _need(c.model.m1 > 0, f"model.m1: must be a positive width (got {c.model.m1})")
+    _need(c.init.scheme in INIT_SCHEMES,
+          f"init.scheme: must be one of {', '.join(INIT_SCHEMES)} (got '{c.init.scheme}')")
+    _need(c.init.c0 > 0, f"init.c0: must be > 0 (got {c.init.c0})")
+    _need(c.init.c1 > 0, f"init.c1: must be > 0 (got {c.init.c1})")
+    _need(c.train.method in TRAIN_METHODS,
+          f"train.method: must be one of {', '.join(TRAIN_METHODS)} (got '{c.train.method}')")
+    _need(c.train.lr > 0, f"train.lr: must be > 0 (got {c.train.lr})")
+    _need(c.train.steps > 0, f"train.steps: must be > 0 (got {c.train.steps})")
+    _need(c.observe.points >= 2, f"observe.points: need at least 2 observed times (got {c.observe.points})")
+    _need(c.observe.spacing in GRID_SPACINGS,
+          f"observe.spacing: must be one of {', '.join(GRID_SPACINGS)} (got '{c.observe.spacing}')")
+    _need(c.observe.chunks >= 1, f"observe.chunks: must be >= 1 (got {c.observe.chunks})")
+
+
+def parse_override(text: str) -> tuple[str, Any]:
+    """Parse one `--set key=value`; the value is read as a TOML literal, else as a string."""
+    if "=" not in text:
+        raise ConfigError(f"--set {text!r}: expected key=value, e.g. --set train.lr=0.05")
+    key, raw = (part.strip() for part in text.split("=", 1))
+    if key not in all_keys():
+        raise _unknown_key(key)
+    try:
+        value = tomllib.loads(f"v = {raw}")["v"]
+    except tomllib.TOMLDecodeError:
+        value = raw
+    return key, value
+
+
+def load_toml(path: Path) -> dict[str, Any]:
+    """Read a TOML config file into a nested dict, reporting syntax errors with their line."""
+    try:
+        text = Path(path).read_text()
+    except OSError as err:
+        raise ConfigError(f"{path}: cannot read config file ({err.strerror})") from None
+    try:
+        return tomllib.loads(text)
+    except tomllib.TOMLDecodeError as err:
+        raise ConfigError(f"{path}: not valid TOML: {err}") from None
+
+
+def config_to_json(config: Config) -> str:
+    return json.dumps(config.to_dict(), indent=2, sort_keys=True)

@@ -1,0 +1,84 @@
+"""Training and test sets of the paper's data model (Definition 2.1, Assumption 2.3).
+
+Tokens are vocabulary indices: 0 is mu_1, 1 is mu_2, 2 is the common token mu_3 and 3..d-1
+are the random tokens R. Groups are 0..3 for I1..I4. Everything is drawn from a seed with
+NumPy's PCG64 generator, so a dataset is a pure function of (config, seed).
+"""
+
+from __future__ import annotations
+
+import equinox as eqx
+import jax.numpy as jnp
+import numpy as np
+
+from coocflow.config import DataConfig, random_slots
+from coocflow.errors import ConfigError
+
+MU1, MU2, COMMON, FIRST_RANDOM = 0, 1, 2, 3
+GROUP_NAMES = ("I1", "I2", "I3", "I4")
+GROUP_PROBS = (1 / 2, 1 / 6, 1 / 6, 1 / 6)
+_SPECIAL = {0: (MU1, MU2), 1: (MU1,), 2: (MU2,), 3: ()}
+
+
+class Dataset(eqx.Module):
+    """Samples as token indices: tokens (n, L) int, labels (n,) +-1, groups (n,) in 0..3."""
+
+    tokens: jnp.ndarray
+    labels: jnp.ndarray
+    groups: jnp.ndarray
+
+    @property
+    def n(self) -> int:
+        return self.tokens.shape[0]
+
+
+def _layout(rng: np.random.Generator, groups: np.ndarray, L: int) -> tuple[np.ndarray, np.ndarray]:
+    """Place mu_3 and the group's target words at distinct random positions.
+
+    Returns the token array with -1 in the random slots, and the mask of those slots.
+    """
+    n = len(groups)
+    tokens = np.full((n, L), -1, dtype=np.int64)
+    for i, group in enumerate(groups):
+        special = (COMMON,) + _SPECIAL[int(group)]
+        positions = rng.choice(L, size=len(special), replace=False)
+        tokens[i, positions] = special
+    return tokens, tokens < 0
+
+
+def _labels(groups: np.ndarray) -> np.ndarray:
+    return np.where(groups == 0, 1.0, -1.0)
+
+
+def make_train_set(cfg: DataConfig, seed: int) -> Dataset:
+    """Training set with exact group sizes n/2, n/6, n/6, n/6 (Assumption 2.3 (i)).
+
+    `distinct` mode gives every random slot its own token (Assumption 2.3 (ii)); `uniform` mode
+    draws each slot i.i.d. from R (the authors' relaxation).
+    """
+    rng = np.random.default_rng([seed, 0])
+    sizes = (cfg.n // 2, cfg.n // 6, cfg.n // 6, cfg.n // 6)
+    groups = np.repeat(np.arange(4), sizes)
+    tokens, random_mask = _layout(rng, groups, cfg.L)
+    slots = int(random_mask.sum())
+    assert slots == random_slots(cfg.n, cfg.L)
+    n_random = cfg.d - FIRST_RANDOM
+    if cfg.random_tokens == "distinct":
+        if n_random < slots:
+            raise ConfigError(f"data.d: 'distinct' random tokens need d - 3 >= {slots} (got d={cfg.d})")
+        fill = FIRST_RANDOM + rng.permutation(n_random)[:slots]
+    elif cfg.random_tokens == "uniform":
+        fill = rng.integers(FIRST_RANDOM, cfg.d, size=slots)
+    else:
+        raise ConfigError(f"data.random_tokens: must be distinct or uniform (got '{cfg.random_tokens}')")
+    tokens[random_mask] = fill
+    return Dataset(jnp.asarray(tokens), jnp.asarray(_labels(groups)), jnp.asarray(groups))
+
+
+def make_test_set(cfg: DataConfig, seed: int) -> Dataset:
+    """I.i.d. test samples: types by probabilities 1/2, 1/6, 1/6, 1/6, fresh uniform random tokens."""
+    rng = np.random.default_rng([seed, 1])
+    groups = np.sort(rng.choice(4, size=cfg.n_test, p=GROUP_PROBS))
+    tokens, random_mask = _layout(rng, groups, cfg.L)
+    tokens[random_mask] = rng.integers(FIRST_RANDOM, cfg.d, size=int(random_mask.sum()))
+    return Dataset(jnp.asarray(tokens), jnp.asarray(_labels(groups)), jnp.asarray(groups))

@@ -1,0 +1,109 @@
+"""The model of the paper's eq. (1), computed from token indices (SPEC section 3).
+
+`W @ onehot(x)` is the column `W[:, x]`, so every per-token quantity is a gather: keys and
+queries are rows of `W_K.T` and `W_Q.T`, and the MLP is one vector over the vocabulary,
+G = u^T W_V with u = W^T a, read at the tokens. Nothing dense in the vocabulary is formed on
+the training path. Scores come either from A = W_K^T W_Q read at token pairs (small
+vocabularies) or from per-token keys and queries (large ones); both are the same function.
+"""
+
+from __future__ import annotations
+
+import equinox as eqx
+import jax
+import jax.numpy as jnp
+
+from coocflow.data import Dataset
+
+
+class Transformer(eqx.Module):
+    """Weights of eq. (1). `a` (the fixed +-1 readout) is held here but never trained."""
+
+    W_Q: jnp.ndarray  # (m, d)
+    W_K: jnp.ndarray  # (m, d)
+    W_V: jnp.ndarray  # (m, d)
+    W: jnp.ndarray  # (m1, m)
+    a: jnp.ndarray  # (m1,)
+
+    @property
+    def m(self) -> int:
+        return self.W_Q.shape[0]
+
+    @property
+    def u(self) -> jnp.ndarray:
+        """u = W^T a, so that G(x) = u^T W_V x."""
+        return self.W.T @ self.a
+
+
+def trainable_spec(model: Transformer) -> Transformer:
+    """Filter spec for eqx.partition: W_Q, W_K, W_V, W train; `a` stays fixed."""
+    return Transformer(W_Q=True, W_K=True, W_V=True, W=True, a=False)
+
+
+def partition(model: Transformer) -> tuple[Transformer, Transformer]:
+    """Split into (trainable, frozen) pytrees; the trainable part is the state of the flow."""
+    return eqx.partition(model, trainable_spec(model))
+
+
+def combine(trainable: Transformer, frozen: Transformer) -> Transformer:
+    return eqx.combine(trainable, frozen)
+
+
+def token_mlp(model: Transformer) -> jnp.ndarray:
+    """G over the whole vocabulary, shape (d,): G(x) = sum_j a_j w_j^T W_V x."""
+    return model.u @ model.W_V
+
+
+def score_matrix(model: Transformer) -> jnp.ndarray:
+    """A = W_K^T W_Q (d x d); A[nu, mu] is the score of key token nu for query token mu."""
+    return model.W_K.T @ model.W_Q
+
+
+VOCABULARY_LEVEL_MAX_D = 512
+"""Up to this vocabulary size the scores are read from A = W_K^T W_Q (m d^2 flops, two matmuls
+back) instead of per-token keys and queries (n L^2 m flops, but a scatter of n L rows of width m
+back, which XLA on CPU runs slowly). Measured on the paper's configuration: 249 us versus 603 us
+per gradient step; see benchmarks/README.md."""
+
+
+def scores(model: Transformer, tokens: jnp.ndarray) -> jnp.ndarray:
+    """s[i, h, l] = k(x_h) . q(x_l) / sqrt(m) for key position h and query position l."""
+    if model.W_Q.shape[1] <= VOCABULARY_LEVEL_MAX_D:
+        A = score_matrix(model)
+        return A[tokens[:, :, None], tokens[:, None, :]] / jnp.sqrt(model.m)
+    keys = model.W_K.T[tokens]  # (n, L, m)
+    queries = model.W_Q.T[tokens]  # (n, L, m)
+    return jnp.einsum("nhk,nlk->nhl", keys, queries) / jnp.sqrt(model.m)
+
+
+def attention(model: Transformer, tokens: jnp.ndarray) -> jnp.ndarray:
+    """Attention p[i, h, l]: the weight the query at position l gives the key at position h
+    (softmax over keys h of the scores)."""
+    return jax.nn.softmax(scores(model, tokens), axis=1)
+
+
+def logits(model: Transformer, tokens: jnp.ndarray) -> jnp.ndarray:
+    """F(X) = sum over queries l and keys h of G(x_h) p_l[h] (eq. (1)); shape (n,)."""
+    g_tokens = token_mlp(model)[tokens]  # (n, L)
+    return jnp.einsum("nh,nhl->n", g_tokens, attention(model, tokens))
+
+
+def sample_losses(model: Transformer, data: Dataset) -> jnp.ndarray:
+    """Per-sample logistic loss log(1 + exp(-y F))."""
+    return jax.nn.softplus(-data.labels * logits(model, data.tokens))
+
+
+def loss(model: Transformer, data: Dataset) -> jnp.ndarray:
+    """Mean logistic loss over the samples (the objective of the flow)."""
+    return jnp.mean(sample_losses(model, data))
+
+
+def trainable_loss(trainable: Transformer, frozen: Transformer, data: Dataset) -> jnp.ndarray:
+    """The loss as a function of the trainable part only: the potential of the flow."""
+    return loss(combine(trainable, frozen), data)
+
+
+def loss_grad(model: Transformer, data: Dataset) -> Transformer:
+    """Gradient of the loss with respect to W_Q, W_K, W_V, W (`a` is None in the result)."""
+    trainable, frozen = partition(model)
+    return jax.grad(trainable_loss)(trainable, frozen, data)

@@ -1,0 +1,11 @@
+"""Named observables of (model, problem): the quantities the theory tracks (SPEC section 6)."""
+
+from coocflow.observables.registry import (
+    OBSERVABLES,
+    Observable,
+    Problem,
+    names,
+    observe,
+)
+
+__all__ = ["OBSERVABLES", "Observable", "Problem", "names", "observe"]

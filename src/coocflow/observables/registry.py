@@ -1,0 +1,162 @@
+"""Every quantity coocflow records, as a small named pure function of (model, problem).
+
+The same functions feed the training loop's observation, the ODE solver's saving, the
+verification checks and the figures: there are no probes anywhere else. Each returns a scalar;
+`observe` evaluates all of them (one jit-friendly dict) and the metrics table has one column per
+name, in registry order. Group sums S_k and the balancing ratios follow Lemmas 4.4-4.5.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Callable
+
+import equinox as eqx
+import jax
+import jax.numpy as jnp
+
+from coocflow.data import COMMON, FIRST_RANDOM, MU1, MU2, Dataset
+from coocflow.model import Transformer, attention, logits, sample_losses, score_matrix, token_mlp
+
+
+class Problem(eqx.Module):
+    """What the observables look at besides the weights: the training and test sets."""
+
+    train: Dataset
+    test: Dataset
+
+
+@dataclass(frozen=True)
+class Observable:
+    name: str
+    group: str
+    doc: str
+    fn: Callable[[Transformer, Problem], jnp.ndarray]
+
+
+OBSERVABLES: dict[str, Observable] = {}
+
+
+def _register(name: str, group: str, doc: str, fn: Callable) -> None:
+    OBSERVABLES[name] = Observable(name, group, doc, fn)
+
+
+def names() -> list[str]:
+    return list(OBSERVABLES)
+
+
+def observe(model: Transformer, problem: Problem) -> dict[str, jnp.ndarray]:
+    """Evaluate every registered observable; a dict of scalars keyed by column name."""
+    return {name: obs.fn(model, problem) for name, obs in OBSERVABLES.items()}
+
+
+TOKENS = {1: MU1, 2: MU2, 3: COMMON}
+
+
+def margins(model: Transformer, data: Dataset) -> jnp.ndarray:
+    """y_i F_i per sample."""
+    return data.labels * logits(model, data.tokens)
+
+
+def loss_weights(model: Transformer, data: Dataset) -> jnp.ndarray:
+    """g_i = 1 / (1 + exp(y_i F_i)), minus the derivative of the logistic loss."""
+    return jax.nn.sigmoid(-margins(model, data))
+
+
+def group_sums(model: Transformer, data: Dataset) -> jnp.ndarray:
+    """S_1..S_4: sums of g_i over the groups I1..I4."""
+    g = loss_weights(model, data)
+    return jnp.stack([jnp.sum(jnp.where(data.groups == k, g, 0.0)) for k in range(4)])
+
+
+def _group_mean(values: jnp.ndarray, data: Dataset, k: int) -> jnp.ndarray:
+    mask = data.groups == k
+    return jnp.sum(jnp.where(mask, values, 0.0)) / jnp.maximum(jnp.sum(mask), 1)
+
+
+def _position(tokens: jnp.ndarray, token: int) -> tuple[jnp.ndarray, jnp.ndarray]:
+    """Position of `token` in each sample and whether it is there at all."""
+    hit = tokens == token
+    return jnp.argmax(hit, axis=1), jnp.any(hit, axis=1)
+
+
+def mean_attention(model: Transformer, data: Dataset, query: int, key: int) -> jnp.ndarray:
+    """Mean of p_{q<-query, k<-key} over the samples that hold both tokens."""
+    p = attention(model, data.tokens)
+    q_pos, q_has = _position(data.tokens, query)
+    k_pos, k_has = _position(data.tokens, key)
+    weights = p[jnp.arange(data.n), k_pos, q_pos]
+    both = q_has & k_has
+    return jnp.sum(jnp.where(both, weights, 0.0)) / jnp.maximum(jnp.sum(both), 1)
+
+
+def value_gram(model: Transformer, a: int, b: int) -> jnp.ndarray:
+    """mu_a^T W_V^T W_V mu_b."""
+    return model.W_V[:, TOKENS[a]] @ model.W_V[:, TOKENS[b]]
+
+
+def _register_all() -> None:
+    _register("loss", "loss", "training loss (mean logistic loss)",
+              lambda model, pr: jnp.mean(sample_losses(model, pr.train)))
+    for k in range(4):
+        _register(f"loss_I{k + 1}", "loss", f"mean training loss over group I{k + 1}",
+                  lambda model, pr, k=k: _group_mean(sample_losses(model, pr.train), pr.train, k))
+    _register("train_acc", "accuracy", "fraction of training samples with y F > 0",
+              lambda model, pr: jnp.mean((margins(model, pr.train) > 0).astype(model.W.dtype)))
+    _register("min_margin", "accuracy", "smallest training margin min_i y_i F_i",
+              lambda model, pr: jnp.min(margins(model, pr.train)))
+    _register("mean_margin", "accuracy", "mean training margin",
+              lambda model, pr: jnp.mean(margins(model, pr.train)))
+    _register("test_loss", "loss", "mean logistic loss on the i.i.d. test set",
+              lambda model, pr: jnp.mean(sample_losses(model, pr.test)))
+    _register("test_acc", "accuracy", "test accuracy",
+              lambda model, pr: jnp.mean((margins(model, pr.test) > 0).astype(model.W.dtype)))
+    for a, token in TOKENS.items():
+        _register(f"G_mu{a}", "mlp", f"G(mu_{a}) = u^T W_V mu_{a}",
+                  lambda model, pr, token=token: token_mlp(model)[token])
+    _register("G_rand_mean", "mlp", "mean of G over the random tokens",
+              lambda model, pr: jnp.mean(token_mlp(model)[FIRST_RANDOM:]))
+    _register("G_rand_maxabs", "mlp", "max |G| over the random tokens",
+              lambda model, pr: jnp.max(jnp.abs(token_mlp(model)[FIRST_RANDOM:])))
+    for a, key in TOKENS.items():
+        for b, query in TOKENS.items():
+            _register(f"A_mu{a}_mu{b}", "scores", f"score A[mu_{a}, mu_{b}] = mu_{a}^T W_K^T W_Q mu_{b} (key mu_{a}, query mu_{b})",
+                      lambda model, pr, key=key, query=query: model.W_K[:, key] @ model.W_Q[:, query])
+    _register("A_rand_maxabs", "scores", "max |A| over entries with a random token (key or query)",
+              lambda model, pr: jnp.max(jnp.abs(score_matrix(model).at[:FIRST_RANDOM, :FIRST_RANDOM].set(0.0))))
+    for q, k in ((1, 2), (2, 1), (1, 3), (2, 3)):
+        _register(f"p_q{q}_k{k}", "attention",
+                  f"mean attention the query mu_{q} gives the key mu_{k}, over training samples holding both",
+                  lambda model, pr, q=q, k=k: mean_attention(model, pr.train, TOKENS[q], TOKENS[k]))
+    for a in (1, 2, 3):
+        for b in range(a, 4):
+            _register(f"V_mu{a}_mu{b}", "value", f"value Gram mu_{a}^T W_V^T W_V mu_{b}",
+                      lambda model, pr, a=a, b=b: value_gram(model, a, b))
+    _register("u_norm2", "mlp", "||u||^2 with u = W^T a (Eq. (5))",
+              lambda model, pr: model.u @ model.u)
+    for k in range(4):
+        _register(f"S_I{k + 1}", "balance", f"S_{k + 1}: sum of g_i over group I{k + 1}",
+                  lambda model, pr, k=k: group_sums(model, pr.train)[k])
+    _register("bal_S2_S3", "balance", "|S_2 - S_3| / min(S_2, S_3) (Lemma 4.4)",
+              lambda model, pr: _balance(model, pr)["S2_S3"])
+    _register("bal_sum_neg", "balance", "sum g / (S_2 + S_3 + S_4 - S_1) (Lemma 4.5)",
+              lambda model, pr: _balance(model, pr)["sum_neg"])
+    _register("bal_sum_S1_S2", "balance", "sum g / (S_1 - S_2) (Lemma 4.5)",
+              lambda model, pr: _balance(model, pr)["sum_S1_S2"])
+    _register("R", "balance", "R = (S_2 + S_3 + S_4 - S_1) / (S_1 - S_2) (Lemma 4.5)",
+              lambda model, pr: _balance(model, pr)["R"])
+
+
+def _balance(model: Transformer, pr: Problem) -> dict[str, jnp.ndarray]:
+    s1, s2, s3, s4 = group_sums(model, pr.train)
+    total = s1 + s2 + s3 + s4
+    negative_excess = s2 + s3 + s4 - s1
+    return {
+        "S2_S3": jnp.abs(s2 - s3) / jnp.minimum(s2, s3),
+        "sum_neg": total / negative_excess,
+        "sum_S1_S2": total / (s1 - s2),
+        "R": negative_excess / (s1 - s2),
+    }
+
+
+_register_all()

@@ -1,0 +1,130 @@
+"""The paper's Figure 1 and an overview of the other observables, from a metrics table.
+
+Every figure takes the series dict of `metrics.parquet` (so it works on a loaded run folder as
+well as a fresh run), uses a log time axis (t > 0) and marks Phase 1 (t < T1) and Phase 2.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import matplotlib
+
+matplotlib.use("Agg")
+import matplotlib.pyplot as plt  # noqa: E402
+import numpy as np  # noqa: E402
+
+SCORE_CURVES = (
+    ("A_mu2_mu1", r"$A[\mu_2,\mu_1]$", "tab:blue"),
+    ("A_mu1_mu2", r"$A[\mu_1,\mu_2]$", "tab:orange"),
+    ("A_mu3_mu1", r"$A[\mu_3,\mu_1]$", "tab:green"),
+    ("A_mu3_mu2", r"$A[\mu_3,\mu_2]$", "tab:red"),
+)
+LOSS_CURVES = (
+    ("loss", "total", "black"),
+    ("loss_I1", r"$I_1$ ($\mu_1,\mu_2$; y=+1)", "tab:blue"),
+    ("loss_I2", r"$I_2$ ($\mu_1$ only)", "tab:orange"),
+    ("loss_I3", r"$I_3$ ($\mu_2$ only)", "tab:green"),
+    ("loss_I4", r"$I_4$ (neither)", "tab:red"),
+)
+
+
+def _mark_phases(ax, t: np.ndarray, t1: float | None) -> None:
+    """Shade Phase 1 and draw T1, the first time every training sample is correct."""
+    if t1 is None or t1 <= 0:
+        return
+    ax.axvspan(t[t > 0].min(), t1, color="0.92", zorder=0)
+    ax.axvline(t1, color="0.4", lw=1, ls="--", zorder=1)
+
+
+def _phase_labels(ax, t: np.ndarray, t1: float | None) -> None:
+    if t1 is None or t1 <= 0:
+        ax.set_title("no T1 observed: some training sample never classified correctly", fontsize=8)
+        return
+    ax.text(np.sqrt(t[t > 0].min() * t1), 1.01, "Phase 1", transform=ax.get_xaxis_transform(),
+            ha="center", va="bottom", fontsize=8)
+    ax.text(np.sqrt(t1 * t.max()), 1.01, "Phase 2", transform=ax.get_xaxis_transform(),
+            ha="center", va="bottom", fontsize=8)
+    ax.text(t1, 0.02, f" T1={t1:.3g}", transform=ax.get_xaxis_transform(), fontsize=7, color="0.3")
+
+
+def _plot(ax, series, curves, t1, transform=lambda y: y):
+    t = np.asarray(series["t"])
+    positive = t > 0
+    for key, label, color in curves:
+        ax.plot(t[positive], transform(np.asarray(series[key]))[positive], label=label, color=color, lw=1.5)
+    ax.set_xscale("log")
+    ax.set_xlabel("flow time t")
+    _mark_phases(ax, t, t1)
+    _phase_labels(ax, t, t1)
+    ax.legend(fontsize=7, loc="best")
+    ax.grid(alpha=0.3, which="both", lw=0.4)
+
+
+def figure1(series: dict[str, np.ndarray], t1: float | None, title: str = ""):
+    """Figure 1: (a) the four scores, raw and minus their initial value; (b) the losses."""
+    fig, axes = plt.subplots(1, 3, figsize=(15, 4.2), constrained_layout=True)
+    _plot(axes[0], series, SCORE_CURVES, t1)
+    axes[0].set_ylabel(r"score $\nu^\top W_K^\top W_Q \mu$")
+    axes[0].set_xlabel("flow time t\n(a) attention scores")
+    _plot(axes[1], series, SCORE_CURVES, t1, transform=lambda y: y - y[0])
+    axes[1].set_ylabel("score minus its value at t=0")
+    axes[1].axhline(0, color="0.5", lw=0.6)
+    axes[1].set_xlabel("flow time t\n(a') score changes A(t) - A(0)")
+    _plot(axes[2], series, LOSS_CURVES, t1)
+    axes[2].set_yscale("log")
+    axes[2].set_ylabel("training loss")
+    axes[2].set_xlabel("flow time t\n(b) total and per-group loss")
+    if title:
+        fig.suptitle(title, fontsize=10)
+    return fig
+
+
+OVERVIEW_PANELS = (
+    ("MLP alignment G", (("G_mu1", r"$G(\mu_1)$", "tab:blue"), ("G_mu2", r"$G(\mu_2)$", "tab:orange"),
+                         ("G_mu3", r"$G(\mu_3)$", "tab:green"), ("G_rand_mean", "mean G(random)", "0.4"),
+                         ("G_rand_maxabs", "max |G(random)|", "0.7")), "linear"),
+    ("attention weights", (("p_q1_k2", r"$p_{q\leftarrow\mu_1,k\leftarrow\mu_2}$", "tab:blue"),
+                           ("p_q2_k1", r"$p_{q\leftarrow\mu_2,k\leftarrow\mu_1}$", "tab:orange"),
+                           ("p_q1_k3", r"$p_{q\leftarrow\mu_1,k\leftarrow\mu_3}$", "tab:green"),
+                           ("p_q2_k3", r"$p_{q\leftarrow\mu_2,k\leftarrow\mu_3}$", "tab:red")), "linear"),
+    ("value Gram", (("V_mu1_mu2", r"$\mu_1^\top W_V^\top W_V \mu_2$", "tab:blue"),
+                    ("V_mu1_mu3", r"$\mu_1^\top W_V^\top W_V \mu_3$", "tab:green"),
+                    ("V_mu2_mu3", r"$\mu_2^\top W_V^\top W_V \mu_3$", "tab:red")), "linear"),
+    ("balancing (Lemmas 4.4, 4.5)", (("R", "R(t)", "black"), ("bal_S2_S3", r"$|S_2-S_3|/\min$", "tab:orange"),
+                                     ("bal_sum_neg", r"$\sum g/(S_2+S_3+S_4-S_1)$", "tab:blue"),
+                                     ("bal_sum_S1_S2", r"$\sum g/(S_1-S_2)$", "tab:green")), "symlog"),
+    ("accuracy and margin", (("train_acc", "train acc", "tab:blue"), ("test_acc", "test acc", "tab:orange"),
+                             ("min_margin", r"min $y_iF_i$", "black")), "linear"),
+    ("loss", (("loss", "train", "black"), ("test_loss", "test", "tab:orange")), "log"),
+)
+
+
+def overview(series: dict[str, np.ndarray], t1: float | None, title: str = ""):
+    """The other tracked quantities: G, attention weights, value Grams, balancing, accuracy, loss."""
+    fig, axes = plt.subplots(2, 3, figsize=(15, 7.5), constrained_layout=True)
+    for ax, (name, curves, yscale) in zip(axes.ravel(), OVERVIEW_PANELS):
+        _plot(ax, series, curves, t1)
+        ax.set_ylabel(name)
+        ax.set_yscale(yscale)
+    if title:
+        fig.suptitle(title, fontsize=10)
+    return fig
+
+
+def save(fig, stem: Path, formats=("png", "pdf")) -> list[Path]:
+    paths = []
+    for fmt in formats:
+        path = Path(f"{stem}.{fmt}")
+        fig.savefig(path, dpi=130)
+        paths.append(path)
+    plt.close(fig)
+    return paths
+
+
+def write_run_figures(series: dict[str, np.ndarray], t1: float | None, folder: Path, title: str = "") -> list[Path]:
+    """figure1.png/.pdf and overview.png in `folder`."""
+    folder = Path(folder)
+    paths = save(figure1(series, t1, title), folder / "figure1")
+    paths += save(overview(series, t1, title), folder / "overview", formats=("png",))
+    return paths

@@ -1,0 +1,117 @@
+"""The run folder format (version 1), documented in the README.
+
+    config.json       resolved configuration
+    manifest.json     format version, seed, versions, git commit, device, timings, T1, status
+    metrics.parquet   one row per observed time: `t`, `step`, then one column per observable
+    state_init.npz    tokens, labels, groups, W_Q, W_K, W_V, W, a at t = 0 (golden-file keys)
+    state_final.npz   the same keys at the end of the run
+    test_set.npz      tokens, labels, groups of the i.i.d. test set
+    figure1.png/.pdf  the paper's Figure 1 for this run; overview.png the other observables
+
+Nothing is pickled; each file is standard JSON, Parquet or npz.
+"""
+
+from __future__ import annotations
+
+import io
+import json
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.parquet as pq
+
+from coocflow.errors import RunFolderError
+from coocflow.storage.atomic import atomic_write_bytes, atomic_write_with
+
+FORMAT_VERSION = 1
+STATE_KEYS = ("tokens", "labels", "groups", "W_Q", "W_K", "W_V", "W", "a")
+REQUIRED_FILES = ("config.json", "manifest.json", "metrics.parquet", "state_init.npz", "state_final.npz")
+
+
+def write_state(path: Path, arrays: dict[str, np.ndarray]) -> None:
+    """Save an npz with exactly the golden-file keys."""
+    missing = set(STATE_KEYS) - set(arrays)
+    assert not missing, f"state is missing {sorted(missing)}"
+    buffer = io.BytesIO()
+    np.savez(buffer, **{k: np.asarray(arrays[k]) for k in STATE_KEYS})
+    atomic_write_bytes(path, buffer.getvalue())
+
+
+def write_arrays(path: Path, arrays: dict[str, np.ndarray]) -> None:
+    buffer = io.BytesIO()
+    np.savez(buffer, **{k: np.asarray(v) for k, v in arrays.items()})
+    atomic_write_bytes(path, buffer.getvalue())
+
+
+def write_metrics(path: Path, series: dict[str, np.ndarray]) -> None:
+    table = pa.table({k: np.asarray(v) for k, v in series.items()})
+    atomic_write_with(path, lambda tmp: pq.write_table(table, tmp))
+
+
+def read_metrics(path: Path) -> dict[str, np.ndarray]:
+    try:
+        table = pq.read_table(path)
+    except (OSError, pa.ArrowInvalid) as err:
+        raise RunFolderError(f"{path}: not a readable Parquet file ({err}); re-run to regenerate it") from None
+    return {name: table.column(name).to_numpy() for name in table.column_names}
+
+
+def read_state(path: Path) -> dict[str, np.ndarray]:
+    try:
+        with np.load(path, allow_pickle=False) as z:
+            arrays = {k: z[k] for k in z.files}
+    except (OSError, ValueError, EOFError) as err:
+        raise RunFolderError(f"{path}: not a readable npz file ({err}); re-run to regenerate it") from None
+    missing = set(STATE_KEYS) - set(arrays)
+    if missing:
+        raise RunFolderError(f"{path}: missing arrays {sorted(missing)}; re-run to regenerate it")
+    return arrays
+
+
+def _read_json(path: Path) -> dict[str, Any]:
+    try:
+        return json.loads(path.read_text())
+    except OSError as err:
+        raise RunFolderError(f"{path}: cannot read ({err.strerror})") from None
+    except json.JSONDecodeError as err:
+        raise RunFolderError(f"{path}: not valid JSON (line {err.lineno}); re-run to regenerate it") from None
+
+
+@dataclass
+class LoadedRun:
+    """A run folder read back: plain dicts and NumPy arrays, no coocflow objects."""
+
+    path: Path
+    config: dict[str, Any]
+    manifest: dict[str, Any]
+    metrics: dict[str, np.ndarray]
+    state_init: dict[str, np.ndarray]
+    state_final: dict[str, np.ndarray]
+
+
+def load_run(path: Path) -> LoadedRun:
+    """Read a run folder, refusing missing, partial, corrupted or future-format folders."""
+    path = Path(path)
+    if not path.is_dir():
+        raise RunFolderError(f"{path}: no such run folder; pass the folder `coocflow run` wrote")
+    missing = [name for name in REQUIRED_FILES if not (path / name).is_file()]
+    if missing:
+        raise RunFolderError(f"{path}: not a complete run folder (missing {', '.join(missing)})")
+    manifest = _read_json(path / "manifest.json")
+    version = manifest.get("format_version")
+    if version != FORMAT_VERSION:
+        raise RunFolderError(
+            f"{path}: run folder format {version!r} is not the supported format {FORMAT_VERSION}; "
+            "re-run it with this coocflow version"
+        )
+    return LoadedRun(
+        path=path,
+        config=_read_json(path / "config.json"),
+        manifest=manifest,
+        metrics=read_metrics(path / "metrics.parquet"),
+        state_init=read_state(path / "state_init.npz"),
+        state_final=read_state(path / "state_final.npz"),
+    )
