@@ -121,19 +121,10 @@ def keys() -> None:
 def main() -> None:
     """Entry point: user errors become one red line and exit code 2, never a traceback."""
     try:
-        app(standalone_mode=False)
+        app()
     except CoocflowError as err:
         errors.print(f"[red]error:[/] {err}", highlight=False, soft_wrap=True)
         sys.exit(2)
     except KeyboardInterrupt:
         errors.print("[red]interrupted[/]")
         sys.exit(130)
-    except Exception as err:  # click's own usage errors
-        import click
-
-        if isinstance(err, click.exceptions.ClickException):
-            err.show()
-            sys.exit(err.exit_code)
-        if isinstance(err, click.exceptions.Abort):
-            sys.exit(1)
-        raise

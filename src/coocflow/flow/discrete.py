@@ -9,6 +9,7 @@ learning rate is a traced array, so changing it does not recompile.
 
 from __future__ import annotations
 
+from collections import Counter
 from dataclasses import dataclass, field
 from typing import Callable
 
@@ -40,8 +41,14 @@ def make_optimizer(method: str, lr: jax.Array) -> optax.GradientTransformation:
     raise ValueError(f"unknown method {method}")
 
 
+TRACE_COUNTS: Counter = Counter()
+"""How many times each compiled function was traced; tests assert it does not grow when only
+array arguments (learning rate, seeds) change."""
+
+
 @eqx.filter_jit
 def _advance(trainable, frozen, opt_state, problem: Problem, lr, intervals, method: str):
+    TRACE_COUNTS["advance"] += 1
     optimizer = make_optimizer(method, lr)
     grad_fn = jax.grad(trainable_loss)
 

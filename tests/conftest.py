@@ -1,0 +1,32 @@
+import os
+from pathlib import Path
+
+import jax
+import numpy as np
+import pytest
+
+jax.config.update("jax_enable_x64", True)
+
+import coocflow  # noqa: E402,F401  (enables float64 for the whole suite)
+
+REPO = Path(__file__).resolve().parents[1]
+SHARED = Path(os.environ.get("COOCFLOW_SHARED", REPO.parent / "shared"))
+GOLDEN_DIR = SHARED / "golden"
+
+
+def load_golden(name: str) -> dict[str, np.ndarray]:
+    path = GOLDEN_DIR / f"{name}.npz"
+    assert path.is_file(), f"golden file {path} not found (set COOCFLOW_SHARED to the shared/ folder)"
+    with np.load(path, allow_pickle=False) as z:
+        return {k: z[k] for k in z.files}
+
+
+@pytest.fixture(params=["tiny", "small"])
+def golden(request):
+    return load_golden(request.param)
+
+
+TINY = {
+    "data.n": 12, "data.L": 4, "data.d": 16, "data.n_test": 24, "model.m": 8, "model.m1": 8,
+    "train.lr": 0.1, "train.steps": 200, "observe.points": 30, "observe.chunks": 3,
+}

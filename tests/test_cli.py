@@ -1,0 +1,60 @@
+"""The command line: a run end to end, `show`, and one-line errors for bad input."""
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from conftest import TINY
+
+BIN = Path(sys.executable).parent / "coocflow"
+
+
+def coocflow(*args, cwd=None):
+    env = {**os.environ, "COLUMNS": "200"}
+    return subprocess.run([str(BIN), *args], capture_output=True, text=True, cwd=cwd, env=env, timeout=300)
+
+
+def test_run_and_show(tmp_path):
+    out = tmp_path / "run"
+    sets = [x for k, v in TINY.items() for x in ("--set", f"{k}={v}")]
+    done = coocflow("run", "paper", *sets, "--seed", "3", "--out", str(out))
+    assert done.returncode == 0, done.stderr
+    assert "T1" in done.stdout and "figure1.png" in done.stdout
+    assert (out / "figure1.png").is_file()
+    again = coocflow("run", "paper", *sets, "--out", str(out))
+    assert again.returncode == 2 and "--force" in again.stderr
+    shown = coocflow("show", str(out))
+    assert shown.returncode == 0 and "loss" in shown.stdout and "seed=3" in shown.stdout
+
+
+@pytest.mark.parametrize(
+    "args,expected",
+    [
+        (["run", "nosuch"], "unknown experiment or config file 'nosuch'"),
+        (["run", "paper", "--set", "data.n=61"], "data.n: must be a positive multiple of 6"),
+        (["run", "paper", "--set", "trian.lr=1"], "did you mean 'train.lr'"),
+        (["run", "paper", "--set", "train.lr"], "expected key=value"),
+        (["run", "paper", "--set", "data.random_tokens=distinct"], "data.d: 'distinct'"),
+        (["run", "paper", "--seed", "-4"], "seed: must be >= 0"),
+        (["show", "/nonexistent/run"], "no such run folder"),
+    ],
+)
+def test_bad_input_is_one_line_without_traceback(args, expected):
+    done = coocflow(*args)
+    assert done.returncode != 0
+    assert expected in done.stderr, done.stderr
+    assert "Traceback" not in done.stderr + done.stdout
+    assert len(done.stderr.strip().splitlines()) == 1, done.stderr
+
+
+def test_seed_flag_must_be_a_number():
+    done = coocflow("run", "paper", "--seed", "abc")
+    assert done.returncode != 0 and "Traceback" not in done.stderr and "--seed" in done.stderr
+
+
+def test_lists():
+    assert "paper-phenomena" in coocflow("experiments").stdout
+    assert "train.lr" in coocflow("keys").stdout

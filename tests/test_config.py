@@ -1,0 +1,90 @@
+"""Every bad input is refused with one clear line naming the field."""
+
+import pytest
+
+from coocflow.api import resolve_config
+from coocflow.config import Config, config_from_dict, parse_override
+from coocflow.errors import ConfigError
+
+
+@pytest.mark.parametrize(
+    "overrides,field",
+    [
+        ({"data.n": 61}, "data.n"),
+        ({"data.n": -6}, "data.n"),
+        ({"data.n": 0}, "data.n"),
+        ({"data.L": 2}, "data.L"),
+        ({"data.d": 3}, "data.d"),
+        ({"data.random_tokens": "distinct"}, "data.d"),
+        ({"data.random_tokens": "gaussian"}, "data.random_tokens"),
+        ({"data.n_test": -1}, "data.n_test"),
+        ({"model.m": 0}, "model.m"),
+        ({"model.m1": -2}, "model.m1"),
+        ({"init.scheme": "xavier"}, "init.scheme"),
+        ({"init.c0": 0.0}, "init.c0"),
+        ({"train.method": "lbfgs"}, "train.method"),
+        ({"train.lr": -0.1}, "train.lr"),
+        ({"train.steps": 0}, "train.steps"),
+        ({"observe.points": 1}, "observe.points"),
+        ({"dtype": "float16"}, "dtype"),
+        ({"seed": -1}, "seed"),
+        ({"data.n": "sixty"}, "data.n"),
+        ({"train.lr": True}, "train.lr"),
+    ],
+)
+def test_bad_values_name_their_field(overrides, field):
+    with pytest.raises(ConfigError) as err:
+        Config().replace(overrides)
+    message = str(err.value)
+    assert message.startswith(field), message
+    assert "\n" not in message
+
+
+def test_distinct_error_says_how_large_d_must_be():
+    with pytest.raises(ConfigError, match=r"data.d=163"):
+        Config().replace({"data.random_tokens": "distinct"})
+    Config().replace({"data.random_tokens": "distinct", "data.d": 163})
+
+
+def test_unknown_key_suggests_the_closest():
+    with pytest.raises(ConfigError, match="did you mean 'train.lr'"):
+        Config().replace({"train.lrr": 0.1})
+    with pytest.raises(ConfigError, match="unknown config key 'foo'"):
+        config_from_dict({"foo": 1})
+    with pytest.raises(ConfigError, match="did you mean 'model.m1'"):
+        config_from_dict({"model": {"mm1": 3}})
+
+
+def test_set_parses_toml_literals():
+    assert parse_override("train.lr=0.05") == ("train.lr", 0.05)
+    assert parse_override("data.n = 120") == ("data.n", 120)
+    assert parse_override("init.scheme=theory") == ("init.scheme", "theory")
+    assert parse_override('init.scheme="theory"') == ("init.scheme", "theory")
+    with pytest.raises(ConfigError, match="expected key=value"):
+        parse_override("train.lr")
+
+
+def test_whole_numbers_accepted_for_int_fields_and_ints_for_floats():
+    config = Config().replace({"train.steps": 1e3, "train.lr": 1})
+    assert config.train.steps == 1000 and isinstance(config.train.steps, int)
+    assert config.train.lr == 1.0 and isinstance(config.train.lr, float)
+
+
+def test_toml_file_round_trip_and_syntax_error(tmp_path):
+    good = tmp_path / "mine.toml"
+    good.write_text('seed = 4\n[data]\nn = 12\nL = 4\nd = 16\n[train]\nlr = 0.1\nsteps = 50\n')
+    config = resolve_config(str(good), ["model.m=4"])
+    assert (config.name, config.seed, config.data.n, config.model.m) == ("mine", 4, 12, 4)
+    bad = tmp_path / "bad.toml"
+    bad.write_text("[data]\nn = 12\nL = = 4\n")
+    with pytest.raises(ConfigError, match=r"bad.toml: not valid TOML.*line 3"):
+        resolve_config(str(bad))
+    with pytest.raises(ConfigError, match="cannot read config file"):
+        resolve_config(str(tmp_path / "missing.toml"))
+    with pytest.raises(ConfigError, match="unknown experiment or config file 'nope'"):
+        resolve_config("nope")
+
+
+def test_config_dict_round_trip():
+    config = Config().replace({"init.scheme": "theory", "data.random_tokens": "distinct", "data.d": 300})
+    assert config_from_dict(config.to_dict()) == config

@@ -1,0 +1,66 @@
+"""Data invariants of SPEC section 2 for both random-token modes."""
+
+import numpy as np
+import pytest
+
+from coocflow.config import DataConfig, random_slots
+from coocflow.data import COMMON, FIRST_RANDOM, MU1, MU2, make_test_set, make_train_set
+
+EXPECTED_SPECIAL = {0: {MU1, MU2, COMMON}, 1: {MU1, COMMON}, 2: {MU2, COMMON}, 3: {COMMON}}
+
+
+@pytest.mark.parametrize("mode,d", [("uniform", 20), ("distinct", 200), ("uniform", 64)])
+def test_train_set_invariants(mode, d):
+    cfg = DataConfig(n=36, L=6, d=d, random_tokens=mode, n_test=10)
+    data = make_train_set(cfg, seed=5)
+    tokens, labels, groups = map(np.asarray, (data.tokens, data.labels, data.groups))
+    assert tokens.shape == (36, 6)
+    np.testing.assert_array_equal(np.bincount(groups, minlength=4), [18, 6, 6, 6])
+    np.testing.assert_array_equal(labels, np.where(groups == 0, 1.0, -1.0))
+    for row, group in zip(tokens, groups):
+        special = [t for t in row if t < FIRST_RANDOM]
+        assert len(special) == len(set(special)), "each of mu_1, mu_2, mu_3 appears at most once"
+        assert set(special) == EXPECTED_SPECIAL[int(group)]
+    random = tokens[tokens >= FIRST_RANDOM]
+    assert random.size == random_slots(36, 6)
+    assert random.min() >= FIRST_RANDOM and random.max() < d
+    if mode == "distinct":
+        assert len(np.unique(random)) == random.size, "distinct mode: every random token differs"
+
+
+def test_uniform_mode_repeats_tokens_when_vocabulary_is_small():
+    data = make_train_set(DataConfig(n=60, L=5, d=64, random_tokens="uniform"), seed=0)
+    random = np.asarray(data.tokens)[np.asarray(data.tokens) >= FIRST_RANDOM]
+    assert len(np.unique(random)) < random.size
+
+
+def test_positions_are_random():
+    data = make_train_set(DataConfig(n=600, L=5, d=64), seed=1)
+    positions = np.argmax(np.asarray(data.tokens) == COMMON, axis=1)
+    counts = np.bincount(positions, minlength=5)
+    assert counts.min() > 80, counts
+
+
+def test_test_set_is_iid_with_group_probabilities():
+    cfg = DataConfig(n=60, L=5, d=64, n_test=6000)
+    test = make_test_set(cfg, seed=2)
+    fractions = np.bincount(np.asarray(test.groups), minlength=4) / 6000
+    np.testing.assert_allclose(fractions, [1 / 2, 1 / 6, 1 / 6, 1 / 6], atol=0.02)
+    for row, group in zip(np.asarray(test.tokens)[:200], np.asarray(test.groups)[:200]):
+        assert {t for t in row if t < FIRST_RANDOM} == EXPECTED_SPECIAL[int(group)]
+
+
+def test_distinct_mode_test_tokens_mostly_unseen():
+    cfg = DataConfig(n=12, L=4, d=400, random_tokens="distinct", n_test=100)
+    seen = set(np.asarray(make_train_set(cfg, 0).tokens).ravel())
+    test_random = np.asarray(make_test_set(cfg, 0).tokens)
+    test_random = test_random[test_random >= FIRST_RANDOM]
+    assert np.mean([t not in seen for t in test_random]) > 0.8
+
+
+def test_same_seed_same_data_different_seed_different_data():
+    cfg = DataConfig()
+    a, b, c = make_train_set(cfg, 7), make_train_set(cfg, 7), make_train_set(cfg, 8)
+    np.testing.assert_array_equal(a.tokens, b.tokens)
+    assert not np.array_equal(a.tokens, c.tokens)
+    np.testing.assert_array_equal(make_test_set(cfg, 7).tokens, make_test_set(cfg, 7).tokens)

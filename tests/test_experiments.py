@@ -1,0 +1,35 @@
+"""Every named experiment runs at tiny size and writes its figure."""
+
+import pytest
+
+from coocflow.api import resolve_config, run_and_write
+from coocflow.experiments import EXPERIMENTS
+from coocflow.storage import load_run
+
+from conftest import TINY
+
+
+@pytest.mark.parametrize("name", sorted(EXPERIMENTS))
+def test_experiment_smoke(name, tmp_path):
+    config = resolve_config(name, [f"{k}={v}" for k, v in TINY.items()])
+    folder, result = run_and_write(config, tmp_path / name)
+    assert result.trajectory.status == "completed"
+    run = load_run(folder)
+    assert run.manifest["name"] == name
+    assert (folder / "figure1.png").is_file()
+
+
+def test_paper_is_the_stated_configuration():
+    c = EXPERIMENTS["paper"].config()
+    assert (c.data.n, c.data.L, c.data.d, c.model.m, c.model.m1) == (60, 5, 64, 128, 256)
+    assert (c.train.method, c.train.lr, c.train.steps, c.init.scheme) == ("gd", 0.01, 30000, "kaiming")
+    assert c.t_end == pytest.approx(300)
+
+
+def test_paper_phenomena_differs_only_in_output_scale_and_step_size():
+    paper = EXPERIMENTS["paper"].config()
+    found = EXPERIMENTS["paper-phenomena"].config()
+    assert (found.init.c1, paper.init.c1) == (0.01, 1.0)
+    assert found.t_end == pytest.approx(paper.t_end) and found.train.lr == 0.001
+    same = paper.replace({"init.c1": 0.01, "train.lr": 0.001, "train.steps": 300000}).to_dict()
+    assert {**same, "name": "x"} == {**found.to_dict(), "name": "x"}
