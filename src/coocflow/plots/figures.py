@@ -62,8 +62,9 @@ def _plot(ax, series, curves, t1, transform=lambda y: y):
 
 
 def figure1(series: dict[str, np.ndarray], t1: float | None, title: str = ""):
-    """Figure 1: (a) the four scores, raw and minus their initial value; (b) the losses."""
-    fig, axes = plt.subplots(1, 3, figsize=(15, 4.2), constrained_layout=True)
+    """Figure 1: (a) the four scores, raw and minus their initial value; (b) the losses, and a
+    linear-scale zoom on Phase 1 where the I2/I3 losses first rise, then fall."""
+    fig, axes = plt.subplots(1, 4, figsize=(20, 4.2), constrained_layout=True)
     _plot(axes[0], series, SCORE_CURVES, t1)
     axes[0].set_ylabel(r"score $\nu^\top W_K^\top W_Q \mu$")
     axes[0].set_xlabel("flow time t\n(a) attention scores")
@@ -75,9 +76,25 @@ def figure1(series: dict[str, np.ndarray], t1: float | None, title: str = ""):
     axes[2].set_yscale("log")
     axes[2].set_ylabel("training loss")
     axes[2].set_xlabel("flow time t\n(b) total and per-group loss")
+    _phase1_zoom(axes[3], series, t1)
     if title:
         fig.suptitle(title, fontsize=10)
     return fig
+
+
+def _phase1_zoom(ax, series, t1: float | None) -> None:
+    """Group losses on a linear scale up to 3 T1 (or the first tenth of the run)."""
+    t = np.asarray(series["t"])
+    horizon = 3 * t1 if t1 else t[-1] / 10
+    window = (t > 0) & (t <= horizon)
+    for key, label, color in LOSS_CURVES:
+        ax.plot(t[window], np.asarray(series[key])[window], label=label, color=color, lw=1.5)
+    ax.set_xscale("log")
+    _mark_phases(ax, t[window | (t == 0)], t1)
+    ax.set_ylabel("training loss (linear)")
+    ax.set_xlabel("flow time t\n(b') Phase 1 zoom: I2/I3 rise, then fall")
+    ax.legend(fontsize=7, loc="best")
+    ax.grid(alpha=0.3, which="both", lw=0.4)
 
 
 OVERVIEW_PANELS = (
