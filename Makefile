@@ -15,7 +15,7 @@ demo: $(BIN)/coocflow
 	$(BIN)/coocflow run paper --out runs/paper --force
 
 test: $(BIN)/coocflow
-	$(BIN)/python -m pytest -q
+	$(BIN)/python -m pytest -q -n 2
 
 clean:
 	rm -rf $(VENV) runs

@@ -5,10 +5,12 @@ import numpy as np
 import pytest
 
 from coocflow.data import Dataset
-from coocflow.flow import integrate_gd
+from coocflow.config import TrainConfig
+from coocflow.flow import integrate_discrete
 from coocflow.model import Transformer, loss, loss_grad, logits, sample_losses, score_matrix, token_mlp
 from coocflow.model import transformer as transformer_module
 from coocflow.observables import Problem
+from coocflow.runner import stack, unstack
 
 TOL = 1e-10
 
@@ -50,11 +52,13 @@ def test_golden_gradients(golden, formulation):
 def test_golden_gradient_descent(golden, formulation):
     data = golden_data(golden)
     steps = int(golden["gd_steps"])
-    trajectory = integrate_gd(golden_model(golden), Problem(data, data), np.array([0, steps]),
-                              float(golden["gd_lr"]), chunks=1)
+    train = TrainConfig(method="gd", lr=float(golden["gd_lr"]), steps=steps)
+    trajectory = integrate_discrete(stack([golden_model(golden)]), stack([Problem(data, data)]),
+                                    np.array([0, steps]), train, seeds=(0,), chunks=1)
+    final = unstack(trajectory.final, 0)
     for name in ("W_Q", "W_K", "W_V", "W"):
-        np.testing.assert_allclose(getattr(trajectory.final, name), golden[f"expected_after_gd_{name}"],
+        np.testing.assert_allclose(getattr(final, name), golden[f"expected_after_gd_{name}"],
                                    rtol=0, atol=TOL, err_msg=name)
-    np.testing.assert_allclose(trajectory.series["loss"][-1], golden["expected_loss_after_gd"], rtol=0, atol=TOL)
-    np.testing.assert_allclose(trajectory.series["loss"][0], golden["expected_loss"], rtol=0, atol=TOL)
-    np.testing.assert_array_equal(np.asarray(trajectory.final.a), golden["a"])
+    np.testing.assert_allclose(trajectory.series["loss"][0, -1], golden["expected_loss_after_gd"], rtol=0, atol=TOL)
+    np.testing.assert_allclose(trajectory.series["loss"][0, 0], golden["expected_loss"], rtol=0, atol=TOL)
+    np.testing.assert_array_equal(np.asarray(final.a), golden["a"])

@@ -1,13 +1,16 @@
-"""Gradient-descent training: one step, time convention, grid, determinism, divergence."""
+"""Discrete training: one step, time convention, grid, determinism, divergence, no recompiles."""
+
+import dataclasses
 
 import jax.numpy as jnp
 import numpy as np
+import pytest
 
 from coocflow.api import resolve_config
-from coocflow.flow import integrate_gd, observation_steps
-from coocflow.flow import discrete
+from coocflow.config import TrainConfig
+from coocflow.flow import discrete, integrate_discrete, observation_steps
 from coocflow.model import loss_grad
-from coocflow.runner import build_model, build_problem, train
+from coocflow.runner import build_model, build_problem, stack, train, unstack
 
 from conftest import TINY
 
@@ -16,15 +19,22 @@ def tiny_config(seed=1, **extra):
     return resolve_config("paper", [f"{k}={v}" for k, v in {**TINY, **extra}.items()], seed=seed)
 
 
+def run_single(model, problem, grid, lr, chunks=3, **train_keys):
+    """One seed through the batched integrator; returns (final weights, 1-D series)."""
+    trajectory = integrate_discrete(stack([model]), stack([problem]), grid,
+                                    TrainConfig(lr=lr, **train_keys), seeds=(0,), chunks=chunks)
+    return unstack(trajectory.final, 0), {k: v[0] for k, v in trajectory.series.items()}, trajectory
+
+
 def test_one_step_is_params_minus_lr_grad():
     config = tiny_config()
     model, problem = build_model(config), build_problem(config)
     lr = 0.37
     grads = loss_grad(model, problem.train)
-    trajectory = integrate_gd(model, problem, np.array([0, 1]), lr, chunks=1)
+    final, _, _ = run_single(model, problem, np.array([0, 1]), lr, chunks=1)
     for name in ("W_Q", "W_K", "W_V", "W"):
         expected = getattr(model, name) - lr * getattr(grads, name)
-        np.testing.assert_allclose(getattr(trajectory.final, name), expected, rtol=1e-13, atol=1e-16, err_msg=name)
+        np.testing.assert_allclose(getattr(final, name), expected, rtol=1e-13, atol=1e-16, err_msg=name)
 
 
 def test_observation_grid_default_and_coverage():
@@ -43,12 +53,12 @@ def test_time_is_lr_times_steps_and_chunking_does_not_change_results():
     config = tiny_config()
     model, problem = build_model(config), build_problem(config)
     grid = observation_steps(120, 25)
-    one = integrate_gd(model, problem, grid, 0.1, chunks=1)
-    many = integrate_gd(model, problem, grid, 0.1, chunks=7)
-    np.testing.assert_allclose(one.series["t"], grid * 0.1)
-    np.testing.assert_array_equal(one.series["step"], grid)
-    for key in one.series:
-        np.testing.assert_array_equal(one.series[key], many.series[key], err_msg=key)
+    _, one, trajectory = run_single(model, problem, grid, 0.1, chunks=1)
+    _, many, _ = run_single(model, problem, grid, 0.1, chunks=7)
+    np.testing.assert_allclose(trajectory.t, grid * 0.1)
+    np.testing.assert_array_equal(trajectory.step, grid)
+    for key in one:
+        np.testing.assert_array_equal(one[key], many[key], err_msg=key)
 
 
 def test_same_seed_gives_identical_numbers():
@@ -64,9 +74,10 @@ def test_loss_decreases_and_all_correct_at_the_end():
     loss = result.series["loss"]
     assert loss[-1] < 0.05 * loss[0]
     assert result.series["train_acc"][-1] == 1.0
-    assert result.t1 is not None and 0 < result.t1 <= result.series["t"][-1]
+    t1 = result.t1[0]
+    assert t1 is not None and 0 < t1 <= result.series["t"][-1]
     first = np.flatnonzero(result.series["min_margin"] > 0)[0]
-    assert result.t1 == result.series["t"][first]
+    assert t1 == result.series["t"][first]
 
 
 def test_float32_is_selectable():
@@ -78,21 +89,86 @@ def test_float32_is_selectable():
 def test_divergence_stops_and_keeps_observations():
     config = tiny_config(**{"train.lr": 1e6, "train.steps": 400, "observe.points": 40})
     result = train(config)
-    assert result.trajectory.status == "diverged"
-    info = result.trajectory.divergence
+    assert result.trajectory.status == ["diverged"]
+    info = result.trajectory.divergence[0]
     kept = result.series["t"]
     assert 0 < len(kept) < 40
     assert np.all(np.isfinite(result.series["loss"]))
-    assert info["step"] > kept[-1] / config.train.lr - 1e-9
+    assert info["t"] > kept[-1] and info["last_finite_t"] == kept[-1]
     assert info["quantity"] in ("loss", "u_norm2", "A_mu1_mu2", "V_mu1_mu1")
+    final = unstack(result.trajectory.final, 0)
+    assert all(np.isfinite(np.asarray(getattr(final, k))).all() for k in ("W_Q", "W_K", "W_V", "W"))
 
 
-def test_changing_lr_does_not_recompile():
-    config = tiny_config()
-    model, problem = build_model(config), build_problem(config)
-    grid = observation_steps(50, 10)
-    integrate_gd(model, problem, grid, 0.1, chunks=2)
+def test_changing_hyperparameters_or_seeds_does_not_recompile():
+    config = tiny_config(seeds=[1, 2])
+    train(config)
     traced = discrete.TRACE_COUNTS["advance"]
-    integrate_gd(model, problem, grid, 0.05, chunks=2)
-    integrate_gd(model, problem, grid, 0.2, chunks=2)
+    train(config.replace({"train.lr": 0.05}))
+    train(config.replace({"seeds": [5, 9]}))
     assert discrete.TRACE_COUNTS["advance"] == traced
+
+
+@pytest.mark.parametrize("method", ["sgd", "momentum", "adam", "adamw"])
+def test_every_optimizer_trains(method):
+    extra = {"train.method": method, "train.steps": 600}
+    if method == "sgd":
+        extra["train.batch_size"] = 4
+    if method in ("adam", "adamw"):
+        extra["train.lr"] = 0.01
+    result = train(tiny_config(**extra))
+    assert result.trajectory.status == ["completed"]
+    assert result.series["loss"][-1] < 0.5 * result.series["loss"][0]
+
+
+def test_full_batch_sgd_is_gd_and_minibatches_differ():
+    base = tiny_config()
+    gd = train(base)
+    full = train(base.replace({"train.method": "sgd"}))
+    np.testing.assert_array_equal(gd.series["loss"], full.series["loss"])
+    mini = train(base.replace({"train.method": "sgd", "train.batch_size": 6}))
+    assert not np.allclose(gd.series["loss"][-1], mini.series["loss"][-1])
+
+
+def test_minibatches_cover_each_epoch_once():
+    config = tiny_config()
+    data = build_problem(config).train
+    key = discrete.jax.random.PRNGKey(0)
+    batch = 4
+    seen = []
+    for step in range(3):
+        picked = discrete.minibatch(data, key, jnp.asarray(step), batch)
+        seen.append(np.asarray(picked.tokens))
+    epoch = np.concatenate(seen)
+    rows = {tuple(r) for r in np.asarray(data.tokens)}
+    assert len({tuple(r) for r in epoch}) == len(rows) == 12, "one epoch visits every sample once"
+    next_epoch = np.asarray(discrete.minibatch(data, key, jnp.asarray(3), batch).tokens)
+    assert not np.array_equal(next_epoch, seen[0]), "the next epoch reshuffles"
+
+
+def test_ensemble_equals_separate_runs():
+    both = train(tiny_config(seeds=[3, 4]))
+    alone = train(tiny_config(seed=4))
+    np.testing.assert_allclose(both.trajectory.series["loss"][1], alone.series["loss"], rtol=1e-12)
+    np.testing.assert_allclose(both.trajectory.series["A_mu1_mu2"][1], alone.series["A_mu1_mu2"], rtol=1e-10)
+
+
+def test_only_diverged_seeds_are_marked():
+    config = tiny_config(**{"train.lr": 1.6, "train.steps": 300})
+    result = train(config.replace({"seeds": list(range(8))}))
+    statuses = result.trajectory.status
+    if "diverged" not in statuses or "completed" not in statuses:
+        pytest.fail(f"the setting must mix diverged and completed seeds, got {statuses}")
+    table = result.table()
+    for i, seed in enumerate(result.seeds):
+        rows = table["seed"] == seed
+        assert np.all(np.isfinite(table["loss"][rows]))
+        if statuses[i] == "completed":
+            assert rows.sum() == len(result.trajectory.t)
+        else:
+            assert rows.sum() < len(result.trajectory.t)
+
+
+def test_train_config_dataclass_fields_are_hyperparameters():
+    fields = {f.name for f in dataclasses.fields(TrainConfig)}
+    assert set(discrete.HYPERPARAMETERS) <= fields

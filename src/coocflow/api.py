@@ -8,12 +8,14 @@ from typing import Callable
 from coocflow.config import Config, config_from_dict, load_toml, parse_override
 from coocflow.errors import ConfigError
 from coocflow.experiments import EXPERIMENTS, get_experiment
-from coocflow.plots import write_run_figures
+from coocflow.plots import SeriesView, write_run_figures
 from coocflow.runner import RunResult, train, write_run
 
 
-def resolve_config(target: str, overrides: list[str] = (), seed: int | None = None) -> Config:
-    """An experiment name or a TOML path, then `--set` overrides, then `--seed`."""
+def resolve_config(target: str, overrides: list[str] = (), seed: int | None = None,
+                   n_seeds: int | None = None) -> Config:
+    """An experiment name or a TOML path, then `--set` overrides, then `--seed` and `--seeds N`
+    (N consecutive seeds starting at the seed)."""
     if target in EXPERIMENTS:
         config = get_experiment(target).config()
     elif target.endswith(".toml") or Path(target).exists():
@@ -26,17 +28,28 @@ def resolve_config(target: str, overrides: list[str] = (), seed: int | None = No
     parsed = dict(parse_override(text) for text in overrides)
     if seed is not None:
         parsed["seed"] = seed
-    return config.replace(parsed) if parsed else config
+    config = config.replace(parsed) if parsed else config
+    if n_seeds is not None:
+        if n_seeds < 1:
+            raise ConfigError(f"--seeds: must be at least 1 (got {n_seeds})")
+        config = config.replace({"seeds": list(range(config.seed, config.seed + n_seeds))})
+    return config
 
 
 def _figures(result: RunResult, folder: Path) -> None:
-    write_run_figures(result.series, result.t1, folder, title=_title(result.config))
+    view = SeriesView(result.trajectory.t, result.trajectory.series, result.t1)
+    write_run_figures(view, folder, title=_title(result.config))
 
 
 def _title(c: Config) -> str:
+    seeds = c.seed_list
+    seed_text = f"seed={seeds[0]}" if len(seeds) == 1 else f"{len(seeds)} seeds (median, 10-90% band)"
+    if c.is_flow:
+        method = f"flow ({c.train.solver}, rtol={c.train.rtol:g}) to t={c.t_end:g}"
+    else:
+        method = f"{c.train.method} lr={c.train.lr:g}" + (f" batch={c.train.batch_size}" if c.train.batch_size else "")
     return (f"{c.name}: n={c.data.n}, L={c.data.L}, d={c.data.d} ({c.data.random_tokens}), m={c.model.m}, "
-            f"m1={c.model.m1}, init={c.init.scheme} (c0={c.init.c0:g}, c1={c.init.c1:g}), "
-            f"{c.train.method} lr={c.train.lr:g}, seed={c.seed}")
+            f"m1={c.model.m1}, init={c.init.scheme} (c0={c.init.c0:g}, c1={c.init.c1:g}), {method}, {seed_text}")
 
 
 def run_and_write(config: Config, out: Path, force: bool = False,
@@ -44,3 +57,8 @@ def run_and_write(config: Config, out: Path, force: bool = False,
     """Train `config` and write its run folder with figures."""
     result = train(config, progress)
     return write_run(result, out, force=force, figures=_figures), result
+
+
+def describe(c: Config) -> str:
+    """One line saying what a run will do."""
+    return f"[bold]{c.name}[/]: {_title(c).split(': ', 1)[1]}, {c.dtype}"

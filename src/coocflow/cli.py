@@ -6,6 +6,7 @@ import sys
 from pathlib import Path
 from typing import Optional
 
+import numpy as np
 import typer
 from rich.console import Console
 from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn, TimeRemainingColumn
@@ -24,36 +25,40 @@ def run(
     target: str = typer.Argument(..., help="an experiment name (see `coocflow experiments`) or a config .toml"),
     set_: list[str] = typer.Option([], "--set", help="override a config key, e.g. --set train.lr=0.05"),
     seed: Optional[int] = typer.Option(None, "--seed", help="random seed for data and initialization"),
+    seeds: Optional[int] = typer.Option(None, "--seeds", help="run N seeds (seed, seed+1, ...) as one vmapped ensemble"),
     out: Optional[Path] = typer.Option(None, "--out", help="run folder to write (default runs/NAME-TIMESTAMP)"),
     force: bool = typer.Option(False, "--force", help="replace --out if it exists"),
 ) -> None:
     """Train as configured and write a run folder with metrics, states and figures."""
     from coocflow.api import resolve_config, run_and_write
 
-    config = resolve_config(target, set_, seed)
+    config = resolve_config(target, set_, seed, seeds)
     if out is None:
         import datetime as dt
 
         out = Path("runs") / f"{config.name}-{dt.datetime.now().strftime('%Y%m%d-%H%M%S')}"
     if out.exists() and not force:
         raise CoocflowError(f"--out {out}: folder exists; pass --force to replace it or choose another --out")
-    console.print(f"[bold]{config.name}[/]: n={config.data.n} L={config.data.L} d={config.data.d} "
-                  f"m={config.model.m} m1={config.model.m1} init={config.init.scheme} "
-                  f"{config.train.method} lr={config.train.lr} steps={config.train.steps} "
-                  f"(t_end={config.t_end:g}) seed={config.seed} {config.dtype}")
-    columns = (TextColumn("training"), BarColumn(), TextColumn("{task.completed}/{task.total} steps"),
+    from coocflow.api import describe
+
+    console.print(describe(config))
+    columns = (TextColumn("training"), BarColumn(), TextColumn("{task.percentage:>5.1f}%"),
                TimeElapsedColumn(), TextColumn("eta"), TimeRemainingColumn())
     with Progress(*columns, console=console, transient=False) as bar:
-        task = bar.add_task("train", total=config.train.steps)
+        task = bar.add_task("train", total=1.0)
         folder, result = run_and_write(config, out, force=force,
                                        progress=lambda done: bar.update(task, completed=done))
     _print_summary(folder)
-    if result.trajectory.status == "diverged":
-        div = result.trajectory.divergence
-        raise CoocflowError(
-            f"run diverged: {div['quantity']} became non-finite at step {div['step']} (t={div['t']:g}); "
-            f"kept {len(result.series['t'])} observations in {folder}; lower train.lr")
     console.print(f"figure: [bold]{folder / 'figure1.png'}[/]")
+    failed = [(seed, status, div) for seed, status, div in
+              zip(result.seeds, result.trajectory.status, result.trajectory.divergence) if status != "completed"]
+    if failed:
+        seed, status, div = failed[0]
+        why = div.get("reason") or f"{div['quantity']} became non-finite"
+        fix = "" if div.get("reason") else "; lower train.lr"
+        raise CoocflowError(
+            f"{len(failed)} of {len(result.seeds)} seeds {status} (seed {seed}: {why} at t={div['t']:g}, "
+            f"last finite observation t={div['last_finite_t']}); observations before it are kept in {folder}{fix}")
 
 
 @app.command()
@@ -62,7 +67,13 @@ def show(run_dir: Path = typer.Argument(..., help="a run folder written by `cooc
     _print_summary(run_dir)
 
 
+def _last(values: np.ndarray) -> np.ndarray:
+    """Each seed's last valid observation."""
+    return np.array([row[np.isfinite(row)][-1] if np.isfinite(row).any() else np.nan for row in values])
+
+
 def _print_summary(run_dir: Path) -> None:
+    from coocflow.plots import SeriesView
     from coocflow.storage import load_run
 
     loaded = load_run(run_dir)
@@ -74,20 +85,40 @@ def _print_summary(run_dir: Path) -> None:
     table.add_row("init", man["init"])
     table.add_row("training", f"{cfg['train']['method']} lr={cfg['train']['lr']} steps={cfg['train']['steps']} "
                               f"seed={man['seed']} {man['dtype']}")
-    t1 = man.get("T1")
-    table.add_row("T1 (all train correct)", "not reached" if t1 is None else f"{t1:.4g}")
+    if len(man.get("seeds", [man["seed"]])) > 1:
+        spread = man["T1_spread"]
+        t1_text = (f"median {spread['median']:.4g} (10-90%: {spread['q10']:.4g}-{spread['q90']:.4g}, "
+                   f"reached by {spread['reached']}/{spread['of']} seeds)") if spread.get("reached") else "not reached"
+        table.add_row("seeds", f"{len(man['seeds'])}: {man['seeds'][0]}..{man['seeds'][-1]}")
+        table.add_row("T1 (all train correct)", t1_text)
+        table.add_row("per-seed status", ", ".join(f"{st}: {sum(p['status'] == st for p in man['per_seed'])}"
+                                                   for st in sorted({p['status'] for p in man['per_seed']})))
+    else:
+        t1 = man.get("T1")
+        table.add_row("T1 (all train correct)", "not reached" if t1 is None else f"{t1:.4g}")
     final = man["final"]
-    table.add_row("loss", f"{man['initial_loss']:.4g} -> {final['loss']:.4g} at t={final['t']:.4g}")
+    if final is None:
+        table.add_row("result", "no valid observation")
+        console.print(table)
+        return
+    median = " (median over seeds)" if len(man.get("seeds", [])) > 1 else ""
+    table.add_row("loss" + median, f"{man['initial_loss']:.4g} -> {final['loss']:.4g} at t={final['t']:.4g}")
     table.add_row("train / test acc", f"{final['train_acc']:.3f} / {final['test_acc']:.3f} "
                                       f"(test loss {final['test_loss']:.4g})")
     table.add_row("G(mu1), G(mu2), G(mu3)", f"{final['G_mu1']:.4g}, {final['G_mu2']:.4g}, {final['G_mu3']:.4g}")
-    m = loaded.metrics
-    deltas = ", ".join(f"{k[2:].replace('_', ',')}: {m[k][-1] - m[k][0]:+.3g}"
+    view = SeriesView.from_metrics(loaded.metrics)
+    deltas = ", ".join(f"{k[2:].replace('_', ',')}: {np.nanmedian(_last(view.series[k]) - view.series[k][:, 0]):+.3g}"
                        for k in ("A_mu1_mu2", "A_mu2_mu1", "A_mu3_mu1", "A_mu3_mu2"))
-    table.add_row("score change A(T)-A(0)", deltas)
+    table.add_row("score change A(T)-A(0)" + median, deltas)
     table.add_row("R(t) final", f"{final['R']:.4g}")
     if man.get("divergence"):
-        table.add_row("divergence", str(man["divergence"]))
+        table.add_row("stopped early", str(man["divergence"]))
+    stats = man.get("solver_stats") or {}
+    if stats.get("num_steps"):
+        table.add_row("solver", f"{stats['solver']}: {int(np.median(stats['num_steps']))} steps "
+                                f"({int(np.median(stats['num_rejected_steps']))} rejected), "
+                                f"~{int(np.median(stats['gradient_evaluations']))} gradient evaluations"
+                                + (" (median over seeds)" if median else ""))
     table.add_row("wall time", f"{man['timings'].get('train_s', float('nan')):.2f} s (training, compile included)")
     console.print(table)
 

@@ -19,7 +19,9 @@ from coocflow.errors import ConfigError
 
 RANDOM_TOKEN_MODES = ("distinct", "uniform")
 INIT_SCHEMES = ("theory", "kaiming")
-TRAIN_METHODS = ("gd",)
+DISCRETE_METHODS = ("gd", "sgd", "momentum", "adam", "adamw")
+TRAIN_METHODS = DISCRETE_METHODS + ("flow",)
+SOLVERS = ("tsit5", "dopri5", "dopri8", "kvaerno5")
 DTYPES = ("float64", "float32")
 GRID_SPACINGS = ("log-linear", "log", "linear")
 
@@ -54,11 +56,27 @@ class InitConfig:
 
 @dataclass(frozen=True)
 class TrainConfig:
-    """Training of the flow. `gd` is the explicit-Euler solution, flow time t = lr * steps."""
+    """How the flow is followed.
+
+    `flow` integrates d(theta)/dt = -grad L with an adaptive Runge-Kutta solver to `t_end`;
+    the discrete methods take `steps` optimizer steps, and their flow time is t = lr * steps
+    (`gd` is the explicit-Euler solution of the flow).
+    """
 
     method: str = "gd"
     lr: float = 0.01
     steps: int = 30000
+    batch_size: int = 0
+    momentum: float = 0.9
+    b1: float = 0.9
+    b2: float = 0.999
+    eps: float = 1e-8
+    weight_decay: float = 1e-4
+    t_end: float = 0.0
+    rtol: float = 1e-6
+    atol: float = 1e-9
+    solver: str = "tsit5"
+    max_steps: int = 1_000_000
 
 
 @dataclass(frozen=True)
@@ -76,6 +94,7 @@ class Config:
 
     name: str = "custom"
     seed: int = 0
+    seeds: tuple[int, ...] = ()
     dtype: str = "float64"
     data: DataConfig = field(default_factory=DataConfig)
     model: ModelConfig = field(default_factory=ModelConfig)
@@ -85,8 +104,19 @@ class Config:
 
     @property
     def t_end(self) -> float:
-        """Flow time reached at the end of training."""
+        """Flow time reached at the end of training (`train.t_end`, or lr * steps)."""
+        if self.train.method == "flow" and self.train.t_end > 0:
+            return self.train.t_end
         return self.train.lr * self.train.steps
+
+    @property
+    def seed_list(self) -> tuple[int, ...]:
+        """The seeds of the ensemble: `seeds` when given, else just `seed`."""
+        return tuple(self.seeds) if self.seeds else (self.seed,)
+
+    @property
+    def is_flow(self) -> bool:
+        return self.train.method == "flow"
 
     def to_dict(self) -> dict[str, Any]:
         return dataclasses.asdict(self)
@@ -136,6 +166,10 @@ def set_dotted(tree: dict[str, Any], key: str, value: Any) -> None:
 
 def _coerce(key: str, value: Any, kind: type | str) -> Any:
     kind_name = kind if isinstance(kind, str) else kind.__name__
+    if kind_name.startswith("tuple[int"):
+        if not isinstance(value, (list, tuple)):
+            raise ConfigError(f"{key}: expected a list of whole numbers, e.g. {key} = [0, 1, 2], got {value!r}")
+        return tuple(_coerce(f"{key}[{i}]", item, "int") for i, item in enumerate(value))
     if kind_name == "int":
         if isinstance(value, bool) or not isinstance(value, int):
             if isinstance(value, float) and value.is_integer():
@@ -197,6 +231,8 @@ def validate(c: Config) -> None:
     """Refuse impossible or nonsensical settings with one line naming the field and the fix."""
     d = c.data
     _need(c.seed >= 0, f"seed: must be >= 0 (got {c.seed})")
+    _need(all(s >= 0 for s in c.seeds), f"seeds: every seed must be >= 0 (got {list(c.seeds)})")
+    _need(len(set(c.seeds)) == len(c.seeds), f"seeds: must not repeat a seed (got {list(c.seeds)})")
     _need(c.dtype in DTYPES, f"dtype: must be one of {', '.join(DTYPES)} (got '{c.dtype}')")
     _need(d.n > 0 and d.n % 6 == 0,
           f"data.n: must be a positive multiple of 6 so the groups are n/2, n/6, n/6, n/6 (got {d.n}); try data.n={max(6, 6 * round(d.n / 6))}")
@@ -217,8 +253,23 @@ def validate(c: Config) -> None:
     _need(c.init.c1 > 0, f"init.c1: must be > 0 (got {c.init.c1})")
     _need(c.train.method in TRAIN_METHODS,
           f"train.method: must be one of {', '.join(TRAIN_METHODS)} (got '{c.train.method}')")
-    _need(c.train.lr > 0, f"train.lr: must be > 0 (got {c.train.lr})")
-    _need(c.train.steps > 0, f"train.steps: must be > 0 (got {c.train.steps})")
+    t = c.train
+    _need(t.lr > 0, f"train.lr: must be > 0 (got {t.lr})")
+    _need(t.steps > 0, f"train.steps: must be > 0 (got {t.steps})")
+    _need(0 <= t.batch_size <= d.n,
+          f"train.batch_size: must be between 1 and data.n={d.n}, or 0 for the full batch (got {t.batch_size})")
+    _need(0 <= t.momentum < 1, f"train.momentum: must be in [0, 1) (got {t.momentum})")
+    _need(0 <= t.b1 < 1 and 0 <= t.b2 < 1, f"train.b1, train.b2: must be in [0, 1) (got {t.b1}, {t.b2})")
+    _need(t.eps > 0, f"train.eps: must be > 0 (got {t.eps})")
+    _need(t.weight_decay >= 0, f"train.weight_decay: must be >= 0 (got {t.weight_decay})")
+    _need(t.t_end >= 0, f"train.t_end: must be >= 0, 0 meaning lr * steps (got {t.t_end})")
+    _need(t.t_end == 0 or t.method == "flow",
+          f"train.t_end: applies to train.method=flow; {t.method} runs train.steps steps to t = lr * steps, so set train.steps={max(1, round(t.t_end / t.lr))} instead")
+    _need(t.rtol > 0 and t.atol > 0, f"train.rtol, train.atol: must be > 0 (got {t.rtol}, {t.atol})")
+    _need(t.solver in SOLVERS, f"train.solver: must be one of {', '.join(SOLVERS)} (got '{t.solver}')")
+    _need(t.max_steps > 0, f"train.max_steps: must be > 0 (got {t.max_steps})")
+    _need(t.batch_size in (0, d.n) or t.method != "flow",
+          f"train.batch_size: the flow is full-batch; remove train.batch_size or pick a discrete method")
     _need(c.observe.points >= 2, f"observe.points: need at least 2 observed times (got {c.observe.points})")
     _need(c.observe.spacing in GRID_SPACINGS,
           f"observe.spacing: must be one of {', '.join(GRID_SPACINGS)} (got '{c.observe.spacing}')")

@@ -1,4 +1,8 @@
-"""One run, end to end: config -> dataset + init -> flow -> observables -> run folder -> figures."""
+"""One run, end to end: config -> dataset + init -> flow -> observables -> run folder -> figures.
+
+A run is an ensemble of seeds (one by default): each seed draws its own training set, test set
+and initialization, and all seeds are integrated in one vmapped, compiled call.
+"""
 
 from __future__ import annotations
 
@@ -17,7 +21,7 @@ import numpy as np
 from coocflow.config import Config
 from coocflow.data import Dataset, make_test_set, make_train_set
 from coocflow.errors import CoocflowError
-from coocflow.flow import Trajectory, integrate_gd, observation_steps
+from coocflow.flow import Trajectory, integrate_discrete, integrate_flow, observation_steps, observation_times
 from coocflow.model import Transformer, init_model
 from coocflow.observables import Problem
 from coocflow.phases import first_time_all_correct
@@ -28,50 +32,93 @@ INIT_NOTES = {
     "kaiming": "kaiming: uniform(-c/sqrt(fan_in), c/sqrt(fan_in)), fan-in d for W_Q, W_K, W_V (c = c0) and m for W (c = c1); a uniform on {+1,-1}",
     "theory": "theory (Condition 1): W_Q, W_K, W_V ~ N(0, (c0/sqrt(L m))^2), W ~ N(0, (c1/sqrt(m1))^2); a uniform on {+1,-1}",
 }
+TIME_CONVENTIONS = {
+    "flow": "t is the flow time of d(theta)/dt = -grad L, integrated by an adaptive Runge-Kutta solver",
+    "discrete": "t = lr * steps (gradient descent is the explicit-Euler solution of the flow)",
+}
 
 
 def _cast(data: Dataset, dtype) -> Dataset:
     return Dataset(data.tokens, data.labels.astype(dtype), data.groups)
 
 
-def build_problem(config: Config) -> Problem:
-    """Training and test sets of `config`, drawn from its seed."""
+def stack(trees):
+    """Stack pytrees on a new leading (seed) axis."""
+    return jax.tree.map(lambda *leaves: jnp.stack(leaves), *trees)
+
+
+def build_problem(config: Config, seed: int | None = None) -> Problem:
+    """Training and test sets of one seed (default `config.seed`)."""
+    seed = config.seed if seed is None else seed
     dtype = jnp.dtype(config.dtype)
-    return Problem(
-        train=_cast(make_train_set(config.data, config.seed), dtype),
-        test=_cast(make_test_set(config.data, config.seed), dtype),
-    )
+    return Problem(train=_cast(make_train_set(config.data, seed), dtype),
+                   test=_cast(make_test_set(config.data, seed), dtype))
 
 
-def build_model(config: Config) -> Transformer:
-    """Initial weights of `config`, drawn from its seed."""
-    return init_model(config, jax.random.fold_in(jax.random.PRNGKey(config.seed), 1))
+def build_model(config: Config, seed: int | None = None) -> Transformer:
+    """Initial weights of one seed (default `config.seed`)."""
+    seed = config.seed if seed is None else seed
+    return init_model(config, jax.random.fold_in(jax.random.PRNGKey(seed), 1))
+
+
+def build_ensemble(config: Config) -> tuple[Transformer, Problem]:
+    """Initial weights and problems of every seed, stacked on a leading seed axis."""
+    seeds = config.seed_list
+    return stack([build_model(config, s) for s in seeds]), stack([build_problem(config, s) for s in seeds])
+
+
+def unstack(tree, index: int):
+    return jax.tree.map(lambda leaf: leaf[index], tree)
 
 
 @dataclass
 class RunResult:
+    """A trained ensemble: batched initial weights and problems, the trajectory, T1 per seed."""
+
     config: Config
     problem: Problem
     initial: Transformer
     trajectory: Trajectory
-    t1: float | None
+    t1: list[float | None]
+
+    @property
+    def seeds(self) -> tuple[int, ...]:
+        return self.trajectory.seeds
 
     @property
     def series(self) -> dict[str, np.ndarray]:
-        return self.trajectory.series
+        """Series of the first seed, 1-D over observed times (its valid observations only)."""
+        return self.seed_series(0)
+
+    def seed_series(self, index: int) -> dict[str, np.ndarray]:
+        tr = self.trajectory
+        keep = tr.kept(index)
+        return {"t": tr.t[:keep], "step": tr.step[:keep],
+                **{k: v[index, :keep] for k, v in tr.series.items()}}
+
+    def table(self) -> dict[str, np.ndarray]:
+        """The metrics table: one row per (seed, observed time), valid observations only."""
+        rows = [{"seed": np.full(len(s["t"]), seed, dtype=np.int64), **s}
+                for seed, s in ((seed, self.seed_series(i)) for i, seed in enumerate(self.seeds))]
+        return {k: np.concatenate([r[k] for r in rows]) for k in rows[0]}
 
 
-def train(config: Config, progress: Callable[[int], None] | None = None) -> RunResult:
-    """Build the problem and initial weights and integrate the flow as configured."""
-    problem = build_problem(config)
-    initial = build_model(config)
-    steps = observation_steps(config.train.steps, config.observe.points, config.observe.spacing)
+def train(config: Config, progress: Callable[[float], None] | None = None) -> RunResult:
+    """Build every seed's problem and initial weights and follow the flow as configured."""
+    model, problem = build_ensemble(config)
     start = time.perf_counter()
-    trajectory = integrate_gd(initial, problem, steps, config.train.lr, config.train.method,
-                              config.observe.chunks, progress)
+    if config.is_flow:
+        times = observation_times(config.t_end, config.train.lr, config.observe.points, config.observe.spacing)
+        trajectory = integrate_flow(model, problem, times, config.train, config.seed_list,
+                                    config.observe.chunks, progress)
+    else:
+        steps = observation_steps(config.train.steps, config.observe.points, config.observe.spacing)
+        trajectory = integrate_discrete(model, problem, steps, config.train, config.seed_list,
+                                        config.observe.chunks, progress)
     trajectory.timings["train_s"] = time.perf_counter() - start
-    t1 = first_time_all_correct(trajectory.series["t"], trajectory.series["min_margin"])
-    return RunResult(config, problem, initial, trajectory, t1)
+    t1 = [first_time_all_correct(trajectory.t, trajectory.series["min_margin"][i])
+          for i in range(trajectory.n_seeds)]
+    return RunResult(config, problem, model, trajectory, t1)
 
 
 def state_arrays(model: Transformer, data: Dataset) -> dict[str, np.ndarray]:
@@ -84,20 +131,55 @@ def state_arrays(model: Transformer, data: Dataset) -> dict[str, np.ndarray]:
     }
 
 
+FINAL_KEYS = ("t", "loss", "train_acc", "test_loss", "test_acc", "min_margin", "G_mu1", "G_mu2", "G_mu3",
+              "A_mu1_mu2", "A_mu2_mu1", "A_mu3_mu1", "A_mu3_mu2", "R")
+
+
+def _spread(values: list[float | None]) -> dict:
+    found = np.array([v for v in values if v is not None], dtype=float)
+    if not found.size:
+        return {"reached": 0, "of": len(values)}
+    q10, q50, q90 = np.quantile(found, [0.1, 0.5, 0.9])
+    return {"reached": int(found.size), "of": len(values), "median": float(q50), "q10": float(q10),
+            "q90": float(q90), "min": float(found.min()), "max": float(found.max())}
+
+
 def summary(result: RunResult) -> dict:
-    """The headline numbers of a run, stored in the manifest and printed by `coocflow show`."""
-    s = result.series
-    final = {k: float(s[k][-1]) for k in ("t", "loss", "train_acc", "test_loss", "test_acc", "min_margin",
-                                           "G_mu1", "G_mu2", "G_mu3", "A_mu1_mu2", "A_mu2_mu1",
-                                           "A_mu3_mu1", "A_mu3_mu2", "R")}
+    """Headline numbers, stored in the manifest and printed by `coocflow show`.
+
+    For an ensemble, `final` and `T1` are medians over the seeds that have them, `T1_spread`
+    gives the 10-90% range, and `per_seed` lists each seed.
+    """
+    tr = result.trajectory
+    per_seed = []
+    for i, seed in enumerate(result.seeds):
+        s = result.seed_series(i)
+        per_seed.append({"seed": seed, "status": tr.status[i], "T1": result.t1[i],
+                         "initial_loss": float(s["loss"][0]) if len(s["loss"]) else None,
+                         "final": {k: float(s[k][-1]) for k in FINAL_KEYS} if len(s["loss"]) else None,
+                         "divergence": tr.divergence[i]})
+    finished = [p for p in per_seed if p["final"] is not None]
+    statuses = set(tr.status)
     return {
-        "status": result.trajectory.status,
-        "divergence": result.trajectory.divergence,
-        "T1": result.t1,
-        "observed_points": int(len(s["t"])),
-        "initial_loss": float(s["loss"][0]),
-        "final": final,
+        "status": statuses.pop() if len(statuses) == 1 else "partial",
+        "seeds": list(result.seeds),
+        "divergence": next((d for d in tr.divergence if d), None),
+        "T1": result.t1[0] if len(result.seeds) == 1 else _spread(result.t1).get("median"),
+        "T1_spread": _spread(result.t1),
+        "observed_points": int(len(tr.t)),
+        "initial_loss": float(np.median([p["initial_loss"] for p in finished])) if finished else None,
+        "final": {k: float(np.median([p["final"][k] for p in finished])) for k in FINAL_KEYS} if finished else None,
+        "per_seed": per_seed,
+        "solver_stats": tr.stats,
     }
+
+
+def _states(result: RunResult, model: Transformer) -> dict[str, np.ndarray]:
+    """Golden-key arrays; a leading seed axis only for ensembles of more than one seed."""
+    arrays = state_arrays(model, result.problem.train)
+    if len(result.seeds) == 1:
+        arrays = {k: v[0] for k, v in arrays.items()}
+    return arrays
 
 
 def write_run(result: RunResult, out: Path, force: bool = False,
@@ -114,10 +196,10 @@ def write_run(result: RunResult, out: Path, force: bool = False,
     manifest = {
         "format_version": FORMAT_VERSION,
         "name": config.name,
-        "seed": config.seed,
+        "seed": config.seed_list[0],
         "dtype": config.dtype,
         "method": config.train.method,
-        "time_convention": "t = lr * steps (gradient descent is the explicit-Euler solution of the flow)",
+        "time_convention": TIME_CONVENTIONS["flow" if config.is_flow else "discrete"],
         "init": INIT_NOTES[config.init.scheme],
         "created": dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds"),
         "timings": result.trajectory.timings,
@@ -125,12 +207,13 @@ def write_run(result: RunResult, out: Path, force: bool = False,
         **provenance(),
     }
     atomic_write_json(staging / "config.json", config.to_dict())
-    write_metrics(staging / "metrics.parquet", result.series)
-    write_state(staging / "state_init.npz", state_arrays(result.initial, result.problem.train))
-    write_state(staging / "state_final.npz", state_arrays(result.trajectory.final, result.problem.train))
-    write_arrays(staging / "test_set.npz", {"tokens": result.problem.test.tokens,
-                                           "labels": result.problem.test.labels,
-                                           "groups": result.problem.test.groups})
+    write_metrics(staging / "metrics.parquet", result.table())
+    write_state(staging / "state_init.npz", _states(result, result.initial))
+    write_state(staging / "state_final.npz", _states(result, result.trajectory.final))
+    test = result.problem.test
+    arrays = {"tokens": test.tokens, "labels": test.labels, "groups": test.groups}
+    write_arrays(staging / "test_set.npz",
+                 {k: np.asarray(v)[0] if len(result.seeds) == 1 else np.asarray(v) for k, v in arrays.items()})
     if figures is not None:
         figures(result, staging)
     atomic_write_json(staging / "manifest.json", manifest)

@@ -1,16 +1,17 @@
-"""Discrete optimizers as solutions of the flow, with one time convention: t = lr * steps.
+"""Discrete optimizers through Optax, with one time convention: t = lr * steps.
 
-Full-batch gradient descent is the explicit-Euler solution of d(theta)/dt = -grad L. The whole
-trajectory runs in compiled calls: `lax.scan` over observation intervals, a `fori_loop` of
-optimizer steps inside each, and the registry's observables evaluated at every observed step.
-The host splits the grid into a few equal-length chunks only so a progress bar can move; the
-learning rate is a traced array, so changing it does not recompile.
+Full-batch gradient descent (`gd`) is the explicit-Euler solution of d(theta)/dt = -grad L.
+`sgd` takes mini-batches of `batch_size` samples, reshuffled every epoch from the seed;
+`momentum` is heavy-ball SGD (its effective flow time is about t / (1 - momentum));
+`adam` and `adamw` rescale each coordinate, so their t is nominal. The trajectory runs in
+compiled calls: `lax.scan` over observation intervals, a `fori_loop` of steps inside each, the
+observables at every observed step, all vmapped over the seeds. Hyperparameters are traced
+arrays, so changing the learning rate (or any other one) does not recompile.
 """
 
 from __future__ import annotations
 
 from collections import Counter
-from dataclasses import dataclass, field
 from typing import Callable
 
 import equinox as eqx
@@ -19,114 +20,119 @@ import jax.numpy as jnp
 import numpy as np
 import optax
 
+from coocflow.config import TrainConfig
+from coocflow.data import Dataset
+from coocflow.flow.trajectory import Trajectory, divergence_record, drive
 from coocflow.model import Transformer, combine, partition, trainable_loss
 from coocflow.observables import Problem, observe
 
-
-@dataclass
-class Trajectory:
-    """Observed series (column -> array over observed times) and the final weights."""
-
-    series: dict[str, np.ndarray]
-    final: Transformer
-    status: str = "completed"
-    divergence: dict | None = None
-    timings: dict[str, float] = field(default_factory=dict)
-
-
-def make_optimizer(method: str, lr: jax.Array) -> optax.GradientTransformation:
-    """The optax transformation for `method`; `lr` may be a traced array."""
-    if method == "gd":
-        return optax.sgd(lr)
-    raise ValueError(f"unknown method {method}")
-
-
 TRACE_COUNTS: Counter = Counter()
 """How many times each compiled function was traced; tests assert it does not grow when only
-array arguments (learning rate, seeds) change."""
+array arguments (learning rate, tolerances, seeds) change."""
+
+HYPERPARAMETERS = ("lr", "momentum", "b1", "b2", "eps", "weight_decay")
+
+
+def hyperparameters(train: TrainConfig, dtype) -> dict[str, jax.Array]:
+    return {name: jnp.asarray(getattr(train, name), dtype=dtype) for name in HYPERPARAMETERS}
+
+
+def make_optimizer(method: str, h: dict[str, jax.Array]) -> optax.GradientTransformation:
+    """The Optax transformation for `method`; every hyperparameter may be a traced array."""
+    if method in ("gd", "sgd"):
+        return optax.sgd(h["lr"])
+    if method == "momentum":
+        return optax.sgd(h["lr"], momentum=h["momentum"])
+    if method == "adam":
+        return optax.adam(h["lr"], b1=h["b1"], b2=h["b2"], eps=h["eps"])
+    if method == "adamw":
+        return optax.adamw(h["lr"], b1=h["b1"], b2=h["b2"], eps=h["eps"], weight_decay=h["weight_decay"])
+    raise ValueError(f"unknown discrete method {method}")
+
+
+def minibatch(data: Dataset, key: jax.Array, step: jax.Array, batch_size: int) -> Dataset:
+    """The samples of optimizer step `step`: a slice of this epoch's permutation of the data.
+
+    Epoch e = step // (n // batch_size) uses the permutation drawn from fold_in(key, e); the
+    last n mod batch_size samples of each permutation are dropped.
+    """
+    per_epoch = data.n // batch_size
+    epoch, within = step // per_epoch, step % per_epoch
+    order = jax.random.permutation(jax.random.fold_in(key, epoch), data.n)
+    index = jax.lax.dynamic_slice_in_dim(order, within * batch_size, batch_size)
+    return Dataset(data.tokens[index], data.labels[index], data.groups[index])
 
 
 @eqx.filter_jit
-def _advance(trainable, frozen, opt_state, problem: Problem, lr, intervals, method: str):
+def _advance(trainable, frozen, opt_state, step, keys, problem: Problem, h, intervals,
+             method: str, batch_size: int):
+    """Take `intervals[k]` steps then observe, for each k; vmapped over the seed axis."""
     TRACE_COUNTS["advance"] += 1
-    optimizer = make_optimizer(method, lr)
+    optimizer = make_optimizer(method, h)
     grad_fn = jax.grad(trainable_loss)
 
-    def step(_, carry):
-        params, state = carry
-        updates, state = optimizer.update(grad_fn(params, frozen, problem.train), state, params)
-        return optax.apply_updates(params, updates), state
+    def one_seed(params, frozen, state, step, key, problem):
+        def take_step(_, carry):
+            params, state, step = carry
+            data = problem.train if batch_size == 0 else minibatch(problem.train, key, step, batch_size)
+            updates, state = optimizer.update(grad_fn(params, frozen, data), state, params)
+            return optax.apply_updates(params, updates), state, step + 1
 
-    def interval(carry, n_steps):
-        carry = jax.lax.fori_loop(0, n_steps, step, carry)
-        return carry, observe(combine(carry[0], frozen), problem)
+        def interval(carry, n_steps):
+            carry = jax.lax.fori_loop(0, n_steps, take_step, carry)
+            return carry, observe(combine(carry[0], frozen), problem)
 
-    (trainable, opt_state), observed = jax.lax.scan(interval, (trainable, opt_state), intervals)
-    return trainable, opt_state, observed
+        return jax.lax.scan(interval, (params, state, step), intervals)
 
-
-def _first_bad(observed: dict[str, np.ndarray], watch: tuple[str, ...]) -> tuple[int, str] | None:
-    """Index of the first observation whose watched quantities are not finite, and which one."""
-    n = len(next(iter(observed.values())))
-    for i in range(n):
-        for name in watch:
-            if not np.isfinite(observed[name][i]):
-                return i, name
-    return None
+    (trainable, opt_state, step), observed = jax.vmap(one_seed)(trainable, frozen, opt_state, step, keys, problem)
+    return trainable, opt_state, step, observed
 
 
-def integrate_gd(
+def chunk_length(n_obs: int, chunks: int) -> int:
+    return int(np.ceil(n_obs / max(1, min(chunks, n_obs))))
+
+
+def integrate_discrete(
     model: Transformer,
     problem: Problem,
     obs_steps: np.ndarray,
-    lr: float,
-    method: str = "gd",
+    train: TrainConfig,
+    seeds: tuple[int, ...],
     chunks: int = 25,
-    progress: Callable[[int], None] | None = None,
+    progress: Callable[[float], None] | None = None,
 ) -> Trajectory:
-    """Run `method` from `model`, observing at the steps in `obs_steps` (which start at 0).
+    """Run `train.method` on every seed of the batched `model` and `problem`.
 
-    Stops at the first observation with a non-finite loss or weight norm, keeping everything
-    observed before it (status `diverged`).
+    Observes at the steps in `obs_steps` (which start at 0); `progress` gets the fraction done. A seed whose loss or weights turn
+    non-finite is marked diverged at its first bad observation and keeps what came before;
+    the run stops early only when every seed has diverged.
     """
     trainable, frozen = partition(model)
-    optimizer = make_optimizer(method, lr)
-    opt_state = optimizer.init(trainable)
+    h = hyperparameters(train, model.W.dtype)
+    optimizer = make_optimizer(train.method, h)
+    opt_state = jax.vmap(optimizer.init)(trainable)
+    n_seeds = len(seeds)
+    step = jnp.zeros(n_seeds, dtype=jnp.int64)
+    keys = jax.vmap(lambda s: jax.random.fold_in(jax.random.PRNGKey(s), 2))(jnp.asarray(seeds))
+    batch_size = 0 if train.method == "gd" or train.batch_size in (0, problem.train.tokens.shape[1]) else train.batch_size
     intervals = np.diff(np.asarray(obs_steps, dtype=np.int64), prepend=0)
-    chunk_len = int(np.ceil(len(intervals) / max(1, min(chunks, len(intervals)))))
-    padded = np.zeros(chunk_len * int(np.ceil(len(intervals) / chunk_len)), dtype=np.int64)
-    padded[: len(intervals)] = intervals
-    lr_array = jnp.asarray(lr, dtype=model.W.dtype)
-    pieces: list[dict[str, np.ndarray]] = []
-    done = 0
-    divergence = None
-    for start in range(0, len(padded), chunk_len):
-        block = padded[start : start + chunk_len]
-        trainable_next, opt_state, observed = _advance(
-            trainable, frozen, opt_state, problem, lr_array, jnp.asarray(block), method
-        )
-        observed = {k: np.asarray(v) for k, v in observed.items()}
-        keep = min(chunk_len, len(intervals) - start)
-        observed = {k: v[:keep] for k, v in observed.items()}
-        bad = _first_bad(observed, ("loss", "u_norm2", "A_mu1_mu2", "V_mu1_mu1"))
-        if bad is not None:
-            index, quantity = bad
-            pieces.append({k: v[:index] for k, v in observed.items()})
-            step = int(obs_steps[start + index])
-            divergence = {"step": step, "t": float(step * lr), "quantity": quantity,
-                          "last_finite_step": int(obs_steps[start + index - 1]) if start + index > 0 else None}
-            break
-        trainable = trainable_next
-        pieces.append(observed)
-        done += int(block.sum())
-        if progress is not None:
-            progress(done)
-    series = {k: np.concatenate([p[k] for p in pieces]) for k in pieces[0]}
-    n_obs = len(series["loss"])
-    series = {"t": obs_steps[:n_obs] * lr, "step": obs_steps[:n_obs].copy(), **series}
+
+    def advance(carry, block):
+        params, state, step = carry
+        params, state, step, observed = _advance(params, frozen, state, step, keys, problem, h,
+                                                 jnp.asarray(block), train.method, batch_size)
+        return (params, state, step), observed, {}
+
+    series, final, alive, (bad_index, bad_quantity), _ = drive(
+        advance, (trainable, opt_state, step), lambda carry: carry[0], intervals,
+        chunk_length(len(intervals), chunks), n_seeds, pad=0, progress=progress,
+        progress_of=lambda done: float(np.sum(done)) / max(1, int(np.sum(intervals))))
+    n_obs = series["loss"].shape[1]
+    steps = np.asarray(obs_steps[:n_obs], dtype=np.int64)
     return Trajectory(
-        series=series,
-        final=combine(trainable, frozen),
-        status="diverged" if divergence else "completed",
-        divergence=divergence,
+        seeds=tuple(seeds), t=steps * train.lr, step=steps, series=series,
+        final=combine(final, frozen),
+        status=["completed" if a else "diverged" for a in alive],
+        divergence=[None if a else divergence_record(obs_steps * train.lr, int(i), q, obs_steps)
+                    for a, i, q in zip(alive, bad_index, bad_quantity)],
     )

@@ -30,3 +30,14 @@ def observation_steps(steps: int, points: int, spacing: str = "log-linear") -> n
         if len(unique) >= target:
             return unique
         budget += target - len(unique)
+
+
+def observation_times(t_end: float, lr: float, points: int, spacing: str = "log-linear") -> np.ndarray:
+    """Observed flow times from 0 to `t_end` for the ODE flow.
+
+    The same grid gradient descent with learning rate `lr` observes (steps times lr), so the
+    flow and GD can be compared at shared times; the first positive time is `lr`.
+    """
+    steps = max(1, int(round(t_end / lr)))
+    times = observation_steps(steps, points, spacing) * (t_end / steps)
+    return times

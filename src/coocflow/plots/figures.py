@@ -1,11 +1,15 @@
 """The paper's Figure 1 and an overview of the other observables, from a metrics table.
 
-Every figure takes the series dict of `metrics.parquet` (so it works on a loaded run folder as
-well as a fresh run), uses a log time axis (t > 0) and marks Phase 1 (t < T1) and Phase 2.
+Every figure takes a `SeriesView` (built from `metrics.parquet`, so it works on a loaded run
+folder as well as a fresh run), uses a log time axis (t > 0) and marks Phase 1 (t < T1) and
+Phase 2. For a seed ensemble each curve is the median over seeds with a 10-90% band, and T1 is
+the median with its 10-90% range shaded.
 """
 
 from __future__ import annotations
 
+import warnings
+from dataclasses import dataclass
 from pathlib import Path
 
 import matplotlib
@@ -29,15 +33,63 @@ LOSS_CURVES = (
 )
 
 
-def _mark_phases(ax, t: np.ndarray, t1: float | None) -> None:
-    """Shade Phase 1 and draw T1, the first time every training sample is correct."""
+@dataclass
+class SeriesView:
+    """What a figure needs: shared times, per-seed series (seeds, times), and T1 per seed."""
+
+    t: np.ndarray
+    series: dict[str, np.ndarray]
+    t1s: list[float | None]
+
+    @property
+    def t1(self) -> float | None:
+        """Median T1 over the seeds that reached it."""
+        found = [v for v in self.t1s if v is not None]
+        return float(np.median(found)) if found else None
+
+    @property
+    def ensemble(self) -> bool:
+        return len(self.t1s) > 1
+
+    @classmethod
+    def from_metrics(cls, metrics: dict[str, np.ndarray], t1s: list[float | None] | None = None) -> "SeriesView":
+        """Pivot a long metrics table (one row per seed and time) into per-seed series."""
+        seeds = np.unique(metrics["seed"]) if "seed" in metrics else np.zeros(1, dtype=np.int64)
+        seed_col = metrics.get("seed", np.zeros(len(metrics["t"]), dtype=np.int64))
+        t = np.unique(metrics["t"])
+        series = {}
+        for name, column in metrics.items():
+            if name in ("seed", "t", "step"):
+                continue
+            grid = np.full((len(seeds), len(t)), np.nan)
+            for i, seed in enumerate(seeds):
+                rows = seed_col == seed
+                grid[i, np.searchsorted(t, metrics["t"][rows])] = column[rows]
+            series[name] = grid
+        if t1s is None:
+            t1s = []
+            for i in range(len(seeds)):
+                hits = np.flatnonzero(series["min_margin"][i] > 0)
+                t1s.append(float(t[hits[0]]) if hits.size else None)
+        return cls(t=t, series=series, t1s=list(t1s))
+
+
+def _mark_phases(ax, view: SeriesView) -> None:
+    """Shade Phase 1 and draw T1, the first time every training sample is correct (median and
+    10-90% range over seeds for an ensemble)."""
+    t, t1 = view.t, view.t1
     if t1 is None or t1 <= 0:
         return
     ax.axvspan(t[t > 0].min(), t1, color="0.92", zorder=0)
     ax.axvline(t1, color="0.4", lw=1, ls="--", zorder=1)
+    found = [v for v in view.t1s if v is not None]
+    if len(found) > 1:
+        low, high = np.quantile(found, [0.1, 0.9])
+        ax.axvspan(low, high, color="0.75", alpha=0.35, zorder=0, lw=0)
 
 
-def _phase_labels(ax, t: np.ndarray, t1: float | None) -> None:
+def _phase_labels(ax, view: SeriesView) -> None:
+    t, t1 = view.t, view.t1
     if t1 is None or t1 <= 0:
         ax.set_title("no T1 observed: some training sample never classified correctly", fontsize=8)
         return
@@ -48,53 +100,61 @@ def _phase_labels(ax, t: np.ndarray, t1: float | None) -> None:
     ax.text(t1, 0.02, f" T1={t1:.3g}", transform=ax.get_xaxis_transform(), fontsize=7, color="0.3")
 
 
-def _plot(ax, series, curves, t1, transform=lambda y: y):
-    t = np.asarray(series["t"])
-    positive = t > 0
+def _curve(ax, t, values: np.ndarray, label: str, color: str) -> None:
+    """One seed: a line. Several: the median and a 10-90% band over seeds."""
+    if values.shape[0] == 1:
+        ax.plot(t, values[0], label=label, color=color, lw=1.5)
+        return
+    with np.errstate(all="ignore"), warnings.catch_warnings():
+        warnings.simplefilter("ignore", RuntimeWarning)
+        low, mid, high = np.nanquantile(values, [0.1, 0.5, 0.9], axis=0)
+    ax.plot(t, mid, label=label, color=color, lw=1.5)
+    ax.fill_between(t, low, high, color=color, alpha=0.2, lw=0)
+
+
+def _plot(ax, view: SeriesView, curves, transform=lambda y: y, window=None):
+    t = view.t
+    shown = (t > 0) if window is None else window
     for key, label, color in curves:
-        ax.plot(t[positive], transform(np.asarray(series[key]))[positive], label=label, color=color, lw=1.5)
+        values = transform(np.asarray(view.series[key]))
+        _curve(ax, t[shown], values[:, shown], label, color)
     ax.set_xscale("log")
     ax.set_xlabel("flow time t")
-    _mark_phases(ax, t, t1)
-    _phase_labels(ax, t, t1)
+    _mark_phases(ax, view)
+    _phase_labels(ax, view)
     ax.legend(fontsize=7, loc="best")
     ax.grid(alpha=0.3, which="both", lw=0.4)
 
 
-def figure1(series: dict[str, np.ndarray], t1: float | None, title: str = ""):
+def figure1(view: SeriesView, title: str = ""):
     """Figure 1: (a) the four scores, raw and minus their initial value; (b) the losses, and a
     linear-scale zoom on Phase 1 where the I2/I3 losses first rise, then fall."""
     fig, axes = plt.subplots(1, 4, figsize=(20, 4.2), constrained_layout=True)
-    _plot(axes[0], series, SCORE_CURVES, t1)
+    _plot(axes[0], view, SCORE_CURVES)
     axes[0].set_ylabel(r"score $\nu^\top W_K^\top W_Q \mu$")
     axes[0].set_xlabel("flow time t\n(a) attention scores")
-    _plot(axes[1], series, SCORE_CURVES, t1, transform=lambda y: y - y[0])
+    _plot(axes[1], view, SCORE_CURVES, transform=lambda y: y - y[:, :1])
     axes[1].set_ylabel("score minus its value at t=0")
     axes[1].axhline(0, color="0.5", lw=0.6)
     axes[1].set_xlabel("flow time t\n(a') score changes A(t) - A(0)")
-    _plot(axes[2], series, LOSS_CURVES, t1)
+    _plot(axes[2], view, LOSS_CURVES)
     axes[2].set_yscale("log")
     axes[2].set_ylabel("training loss")
     axes[2].set_xlabel("flow time t\n(b) total and per-group loss")
-    _phase1_zoom(axes[3], series, t1)
+    _phase1_zoom(axes[3], view)
     if title:
         fig.suptitle(title, fontsize=10)
     return fig
 
 
-def _phase1_zoom(ax, series, t1: float | None) -> None:
+def _phase1_zoom(ax, view: SeriesView) -> None:
     """Group losses on a linear scale up to 3 T1 (or the first tenth of the run)."""
-    t = np.asarray(series["t"])
-    horizon = 3 * t1 if t1 else t[-1] / 10
-    window = (t > 0) & (t <= horizon)
-    for key, label, color in LOSS_CURVES:
-        ax.plot(t[window], np.asarray(series[key])[window], label=label, color=color, lw=1.5)
-    ax.set_xscale("log")
-    _mark_phases(ax, t[window | (t == 0)], t1)
+    t = view.t
+    horizon = 3 * view.t1 if view.t1 else t[-1] / 10
+    _plot(ax, view, LOSS_CURVES, window=(t > 0) & (t <= horizon))
+    ax.set_xlim(right=horizon)
     ax.set_ylabel("training loss (linear)")
     ax.set_xlabel("flow time t\n(b') Phase 1 zoom: I2/I3 rise, then fall")
-    ax.legend(fontsize=7, loc="best")
-    ax.grid(alpha=0.3, which="both", lw=0.4)
 
 
 OVERVIEW_PANELS = (
@@ -117,11 +177,11 @@ OVERVIEW_PANELS = (
 )
 
 
-def overview(series: dict[str, np.ndarray], t1: float | None, title: str = ""):
+def overview(view: SeriesView, title: str = ""):
     """The other tracked quantities: G, attention weights, value Grams, balancing, accuracy, loss."""
     fig, axes = plt.subplots(2, 3, figsize=(15, 7.5), constrained_layout=True)
     for ax, (name, curves, yscale) in zip(axes.ravel(), OVERVIEW_PANELS):
-        _plot(ax, series, curves, t1)
+        _plot(ax, view, curves)
         ax.set_ylabel(name)
         ax.set_yscale(yscale)
     if title:
@@ -139,9 +199,9 @@ def save(fig, stem: Path, formats=("png", "pdf")) -> list[Path]:
     return paths
 
 
-def write_run_figures(series: dict[str, np.ndarray], t1: float | None, folder: Path, title: str = "") -> list[Path]:
+def write_run_figures(view: SeriesView, folder: Path, title: str = "") -> list[Path]:
     """figure1.png/.pdf and overview.png in `folder`."""
     folder = Path(folder)
-    paths = save(figure1(series, t1, title), folder / "figure1")
-    paths += save(overview(series, t1, title), folder / "overview", formats=("png",))
+    paths = save(figure1(view, title), folder / "figure1")
+    paths += save(overview(view, title), folder / "overview", formats=("png",))
     return paths

@@ -1,0 +1,156 @@
+"""The gradient flow d(theta)/dt = -grad L(theta) as an ODE, integrated with Diffrax.
+
+An adaptive Runge-Kutta solver (Tsit5 by default, Dopri5/Dopri8 selectable) with a PID step-size
+controller follows the flow at the tolerances `rtol`, `atol`; `kvaerno5` is an implicit (stiff)
+solver whose Newton steps use matrix-free GMRES on Hessian-vector products. Only the observables
+are saved at the observation times (SaveAt with a function), never a trajectory of weights.
+The solve is vmapped over seeds; rtol and atol are traced arrays, so new tolerances do not
+recompile. Phase 2 is slow (loss ~ 1/t), so the solver's steps grow with t and t = 1e6 costs
+only a few thousand gradient evaluations.
+"""
+
+from __future__ import annotations
+
+from typing import Callable
+
+import diffrax
+import equinox as eqx
+import jax
+import jax.numpy as jnp
+import lineax
+import numpy as np
+import optimistix
+
+from coocflow.config import TrainConfig
+from coocflow.flow.discrete import TRACE_COUNTS, chunk_length
+from coocflow.flow.trajectory import Trajectory, divergence_record, drive
+from coocflow.model import Transformer, combine, partition, trainable_loss
+from coocflow.observables import Problem, observe
+
+STAGES = {"tsit5": 6, "dopri5": 6, "dopri8": 12, "kvaerno5": 7}
+"""Gradient evaluations per step of each solver (FSAL solvers reuse their last stage), used to
+report the cost of a solve; for `kvaerno5` each stage also takes Hessian-vector products."""
+
+
+def make_solver(name: str, rtol, atol) -> diffrax.AbstractSolver:
+    if name == "tsit5":
+        return diffrax.Tsit5()
+    if name == "dopri5":
+        return diffrax.Dopri5()
+    if name == "dopri8":
+        return diffrax.Dopri8()
+    if name == "kvaerno5":
+        newton = optimistix.Newton(rtol=rtol, atol=atol, linear_solver=lineax.GMRES(rtol=1e-10, atol=1e-12))
+        return diffrax.Kvaerno5(root_finder=newton)
+    raise ValueError(f"unknown solver {name}")
+
+
+def vector_field(frozen: Transformer, problem: Problem):
+    """The right-hand side -grad L(theta) of the flow, as a Diffrax term function."""
+    grad_fn = jax.grad(trainable_loss)
+
+    def field(t, params, args):
+        return jax.tree.map(jnp.negative, grad_fn(params, frozen, problem.train))
+
+    return field
+
+
+@eqx.filter_jit
+def _solve_chunk(trainable, frozen, problem: Problem, t0, ts, rtol, atol, solver_name: str, max_steps: int):
+    """Integrate every seed from t0 to ts[-1], observing at ts; returns the state at ts[-1]."""
+    TRACE_COUNTS["flow"] += 1
+
+    def one_seed(y0, frozen, problem):
+        saveat = diffrax.SaveAt(subs=[
+            diffrax.SubSaveAt(ts=ts, fn=lambda t, y, args: observe(combine(y, frozen), problem)),
+            diffrax.SubSaveAt(t1=True),
+        ])
+        solution = diffrax.diffeqsolve(
+            diffrax.ODETerm(vector_field(frozen, problem)), make_solver(solver_name, rtol, atol),
+            t0, ts[-1], None, y0, saveat=saveat,
+            stepsize_controller=diffrax.PIDController(rtol=rtol, atol=atol),
+            max_steps=max_steps, throw=False,
+        )
+        observed, last = solution.ys
+        stats = {"num_steps": solution.stats["num_steps"],
+                 "num_accepted_steps": solution.stats["num_accepted_steps"],
+                 "num_rejected_steps": solution.stats["num_rejected_steps"],
+                 "result": solution.result._value}
+        return jax.tree.map(lambda a: a[0], last), observed, stats
+
+    return jax.vmap(one_seed)(trainable, frozen, problem)
+
+
+def integrate_flow(
+    model: Transformer,
+    problem: Problem,
+    obs_times: np.ndarray,
+    train: TrainConfig,
+    seeds: tuple[int, ...],
+    chunks: int = 25,
+    progress: Callable[[float], None] | None = None,
+) -> Trajectory:
+    """Integrate the flow for every seed of the batched `model`, observing at `obs_times`.
+
+    A seed stops early when its solver fails (maximum steps reached, or step size underflow:
+    status `stopped`, with Diffrax's reason) or its values turn non-finite (`diverged`); it keeps
+    the observations before that. Solver statistics per seed go into `stats`.
+    """
+    trainable, frozen = partition(model)
+    dtype = model.W.dtype
+    rtol, atol = jnp.asarray(train.rtol, dtype), jnp.asarray(train.atol, dtype)
+    times = np.asarray(obs_times, dtype=np.float64)
+    n_seeds = len(seeds)
+    position = {"t0": 0.0}
+
+    def advance(params, block):
+        observed_t0 = position["t0"]
+        params, observed, stats = _solve_chunk(params, frozen, problem, jnp.asarray(observed_t0, dtype),
+                                               jnp.asarray(block, dtype), rtol, atol, train.solver,
+                                               train.max_steps)
+        position["t0"] = float(block[-1])
+        return params, observed, stats
+
+    series, final, alive, (bad_index, bad_quantity), extras = drive(
+        advance, trainable, lambda params: params, times, chunk_length(len(times), chunks), n_seeds,
+        pad=None, progress=progress, progress_of=lambda done: len(done) / len(times))
+    n_obs = series["loss"].shape[1]
+    stats = _total_stats(extras, train.solver)
+    status, divergence = [], []
+    for s in range(n_seeds):
+        failed = [int(code) for code in stats.pop(f"_results_{s}") if int(code) != 0]
+        if alive[s]:
+            status.append("completed")
+            divergence.append(None)
+            continue
+        record = divergence_record(times, int(bad_index[s]), bad_quantity[s])
+        if failed:
+            status.append("stopped")
+            record["reason"] = _result_message(failed[0])
+        else:
+            status.append("diverged")
+        divergence.append(record)
+    return Trajectory(seeds=tuple(seeds), t=times[:n_obs], step=np.full(n_obs, -1, dtype=np.int64),
+                      series=series, final=combine(final, frozen), status=status,
+                      divergence=divergence, stats=stats)
+
+
+def _total_stats(extras: list[dict[str, np.ndarray]], solver: str) -> dict:
+    """Solver statistics per seed summed over the chunks."""
+    n_seeds = len(extras[0]["num_steps"])
+    stats: dict = {"solver": solver}
+    for key in ("num_steps", "num_accepted_steps", "num_rejected_steps"):
+        stats[key] = [int(sum(int(e[key][s]) for e in extras)) for s in range(n_seeds)]
+    stats["gradient_evaluations"] = [STAGES[solver] * n + len(extras) for n in stats["num_steps"]]
+    for s in range(n_seeds):
+        stats[f"_results_{s}"] = [int(e["result"][s]) for e in extras]
+    return stats
+
+
+def _result_message(code: int) -> str:
+    """A one-line reason for a Diffrax result code, with the fix where there is one."""
+    names = {int(item._value): name for name, item in diffrax.RESULTS._name_to_item.items()}
+    fixes = {"max_steps_reached": "raise train.max_steps or loosen train.rtol",
+             "dt_min_reached": "the flow is too stiff for this solver; try train.solver=kvaerno5"}
+    name = names.get(code, f"code {code}")
+    return f"{name.replace('_', ' ')}" + (f": {fixes[name]}" if name in fixes else "")

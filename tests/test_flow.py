@@ -1,0 +1,117 @@
+"""The ODE flow: agreement with gradient descent as lr -> 0, with tighter tolerances, exact
+identities along the computed trajectory, early stops, and no recompilation."""
+
+import diffrax
+import jax
+import jax.numpy as jnp
+import numpy as np
+
+from coocflow.api import resolve_config
+from coocflow.flow import discrete, vector_field
+from coocflow.model import combine, partition
+from coocflow.observables import OBSERVABLES
+from coocflow.observables.registry import loss_weights, margins
+from coocflow.runner import build_model, build_problem, train
+
+from conftest import TINY
+
+FLOW = {**TINY, "train.method": "flow", "train.t_end": 3.0, "train.lr": 0.1, "observe.points": 40}
+
+
+def flow_config(seed=1, **extra):
+    return resolve_config("paper", [f"{k}={v}" for k, v in {**FLOW, **extra}.items()], seed=seed)
+
+
+def test_gradient_descent_converges_to_the_flow_linearly_in_lr():
+    reference = train(flow_config(**{"train.rtol": 1e-11, "train.atol": 1e-13}))
+    t_ref, loss_ref = reference.series["t"], reference.series["loss"]
+    errors = []
+    for lr in (0.02, 0.01, 0.005):
+        gd = train(flow_config(**{"train.method": "gd", "train.t_end": 0.0, "train.lr": lr,
+                                  "train.steps": int(round(3.0 / lr))}))
+        at_end = np.interp(3.0, gd.series["t"], gd.series["loss"])
+        errors.append(abs(at_end - loss_ref[-1]) / loss_ref[-1])
+        shared = np.intersect1d(np.round(gd.series["t"], 12), np.round(t_ref, 12))
+        assert len(shared) >= 5, "GD and the flow share observation times"
+    ratios = np.array(errors[:-1]) / np.array(errors[1:])
+    assert np.all((ratios > 1.8) & (ratios < 2.2)), (errors, ratios)
+    assert errors[-1] < 1e-2
+
+
+def test_flow_matches_a_tighter_tolerance_solution():
+    loose = train(flow_config(**{"train.rtol": 1e-6, "train.atol": 1e-9}))
+    tight = train(flow_config(**{"train.rtol": 1e-11, "train.atol": 1e-13}))
+    np.testing.assert_array_equal(loose.series["t"], tight.series["t"])
+    relative = np.abs(loose.series["loss"] - tight.series["loss"]) / tight.series["loss"]
+    assert relative.max() < 1e-5, relative.max()
+    assert loose.trajectory.stats["num_steps"][0] < tight.trajectory.stats["num_steps"][0]
+
+
+def test_eq5_holds_along_the_computed_trajectory():
+    """||u(t)||^2 - ||u(0)||^2 equals the integral of (2 m1 / n) sum_i g_i y_i F_i, to tolerance."""
+    config = flow_config()
+    model, problem = build_model(config), build_problem(config)
+    trainable, frozen = partition(model)
+    field = vector_field(frozen, problem)
+    scale = 2 * config.model.m1 / config.data.n
+
+    def augmented(t, state, args):
+        params, _ = state
+        current = combine(params, frozen)
+        rate = scale * jnp.sum(loss_weights(current, problem.train) * margins(current, problem.train))
+        return field(t, params, args), rate
+
+    ts = jnp.array([0.5, 1.0, 3.0])
+    solution = diffrax.diffeqsolve(
+        diffrax.ODETerm(augmented), diffrax.Tsit5(), 0.0, 3.0, None, (trainable, jnp.zeros(())),
+        saveat=diffrax.SaveAt(ts=ts, fn=lambda t, s, a: (OBSERVABLES["u_norm2"].fn(combine(s[0], frozen), problem), s[1])),
+        stepsize_controller=diffrax.PIDController(rtol=1e-10, atol=1e-12), max_steps=100000)
+    norms, integral = solution.ys
+    u0 = OBSERVABLES["u_norm2"].fn(model, problem)
+    np.testing.assert_allclose(norms - u0, integral, rtol=1e-7)
+    assert float(norms[-1] - u0) > 0.1, "u grows, so the check is not vacuous"
+
+
+def test_flow_is_exact_for_the_run_path_too():
+    """The run's own saved u_norm2 agrees with the independently integrated Eq. (5)."""
+    result = train(flow_config(**{"train.rtol": 1e-10, "train.atol": 1e-12}))
+    series = result.series
+    assert np.all(np.diff(series["u_norm2"][series["t"] > 0.2]) > 0)
+    assert result.trajectory.stats["num_steps"][0] > 0
+    assert result.trajectory.stats["gradient_evaluations"][0] >= 6 * result.trajectory.stats["num_steps"][0]
+
+
+def test_tolerances_and_seeds_do_not_recompile():
+    train(flow_config(seeds=[1, 2]))
+    traced = discrete.TRACE_COUNTS["flow"]
+    train(flow_config(seeds=[1, 2], **{"train.rtol": 1e-8, "train.atol": 1e-11}))
+    train(flow_config(seeds=[7, 8]))
+    assert discrete.TRACE_COUNTS["flow"] == traced
+
+
+def test_max_steps_stops_early_and_says_why():
+    result = train(flow_config(**{"train.max_steps": 3, "observe.chunks": 1}))
+    assert result.trajectory.status == ["stopped"]
+    record = result.trajectory.divergence[0]
+    assert "max steps reached" in record["reason"] and "train.max_steps" in record["reason"]
+    assert len(result.series["t"]) < len(result.trajectory.t) or len(result.trajectory.t) < 40
+    assert np.all(np.isfinite(result.series["loss"]))
+
+
+def test_other_solvers_agree():
+    short = {"train.rtol": 1e-9, "train.atol": 1e-11, "train.t_end": 0.5, "observe.points": 12,
+             "observe.chunks": 1}
+    base = train(flow_config(**short))
+    for solver in ("dopri8", "kvaerno5"):
+        other = train(flow_config(**{**short, "train.solver": solver}))
+        np.testing.assert_allclose(other.series["loss"], base.series["loss"], rtol=1e-6, err_msg=solver)
+
+
+def test_flow_ensemble_matches_single_seed():
+    both = train(flow_config(seeds=[2, 5]))
+    alone = train(flow_config(seed=5))
+    np.testing.assert_allclose(both.trajectory.series["loss"][1], alone.series["loss"], rtol=1e-9)
+
+
+def test_flow_uses_jax_float64():
+    assert jax.config.jax_enable_x64
