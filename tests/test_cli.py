@@ -58,3 +58,14 @@ def test_seed_flag_must_be_a_number():
 def test_lists():
     assert "paper-phenomena" in coocflow("experiments").stdout
     assert "train.lr" in coocflow("keys").stdout
+
+
+def test_seed_ensemble_from_the_command_line(tmp_path):
+    out = tmp_path / "ens"
+    sets = [x for k, v in TINY.items() for x in ("--set", f"{k}={v}")]
+    done = coocflow("run", "paper", *sets, "--seeds", "3", "--out", str(out))
+    assert done.returncode == 0, done.stderr
+    shown = coocflow("show", str(out))
+    assert "median" in shown.stdout and "3: 0..2" in shown.stdout
+    bad = coocflow("run", "paper", "--seeds", "0")
+    assert bad.returncode == 2 and "--seeds: must be at least 1" in bad.stderr

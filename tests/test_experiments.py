@@ -13,7 +13,7 @@ from conftest import TINY
 def test_experiment_smoke(name, tmp_path):
     config = resolve_config(name, [f"{k}={v}" for k, v in TINY.items()])
     folder, result = run_and_write(config, tmp_path / name)
-    assert result.trajectory.status == "completed"
+    assert result.trajectory.status == ["completed"]
     run = load_run(folder)
     assert run.manifest["name"] == name
     assert (folder / "figure1.png").is_file()

@@ -79,3 +79,31 @@ def test_bad_folders_give_one_line_errors(run_dir, tmp_path):
     (future / "state_final.npz").unlink()
     with pytest.raises(RunFolderError, match="missing state_final.npz"):
         load_run(future)
+
+
+def test_ensemble_folder_has_seed_column_and_stacked_states(tmp_path):
+    config = resolve_config("paper", [f"{k}={v}" for k, v in TINY.items()], seed=4, n_seeds=3)
+    folder, result = run_and_write(config, tmp_path / "ens")
+    run = load_run(folder)
+    assert run.manifest["seeds"] == [4, 5, 6]
+    np.testing.assert_array_equal(np.unique(run.metrics["seed"]), [4, 5, 6])
+    assert len(run.metrics["t"]) == 3 * len(result.trajectory.t)
+    assert run.state_init["W_Q"].shape[0] == 3 and run.state_init["tokens"].shape[0] == 3
+    spread = run.manifest["T1_spread"]
+    assert spread["of"] == 3 and spread["q10"] <= spread["median"] <= spread["q90"]
+    assert [p["seed"] for p in run.manifest["per_seed"]] == [4, 5, 6]
+    seed5 = {k: v[run.metrics["seed"] == 5] for k, v in run.metrics.items()}
+    one = {k: v[1] for k, v in run.state_init.items()}
+    replayed = replay(one, run.config["train"]["lr"], seed5["step"])
+    np.testing.assert_allclose(replayed, seed5["loss"], rtol=1e-8)
+
+
+def test_flow_folder_records_solver_statistics(tmp_path):
+    overrides = [f"{k}={v}" for k, v in TINY.items()] + ["train.method=flow", "train.t_end=2.0"]
+    folder, _ = run_and_write(resolve_config("paper", overrides), tmp_path / "flow")
+    run = load_run(folder)
+    stats = run.manifest["solver_stats"]
+    assert stats["solver"] == "tsit5" and stats["num_steps"][0] > 0 and stats["gradient_evaluations"][0] > 0
+    assert np.all(run.metrics["step"] == -1)
+    assert run.metrics["t"][-1] == 2.0
+    assert "flow time" in run.manifest["time_convention"]
