@@ -78,7 +78,7 @@ def test_flow_is_exact_for_the_run_path_too():
     series = result.series
     assert np.all(np.diff(series["u_norm2"][series["t"] > 0.2]) > 0)
     assert result.trajectory.stats["num_steps"][0] > 0
-    assert result.trajectory.stats["gradient_evaluations"][0] >= 6 * result.trajectory.stats["num_steps"][0]
+    assert result.trajectory.stats["gradient_evaluations"][0] >= 13 * result.trajectory.stats["num_steps"][0]
 
 
 def test_tolerances_and_seeds_do_not_recompile():
@@ -102,7 +102,7 @@ def test_other_solvers_agree():
     short = {"train.rtol": 1e-9, "train.atol": 1e-11, "train.t_end": 0.5, "observe.points": 12,
              "observe.chunks": 1}
     base = train(flow_config(**short))
-    for solver in ("dopri8", "kvaerno5"):
+    for solver in ("tsit5", "kvaerno5"):
         other = train(flow_config(**{**short, "train.solver": solver}))
         np.testing.assert_allclose(other.series["loss"], base.series["loss"], rtol=1e-6, err_msg=solver)
 

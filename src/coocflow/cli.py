@@ -149,6 +149,36 @@ def keys() -> None:
     console.print(table)
 
 
+@app.command()
+def bench(
+    case: list[str] = typer.Option([], "--case", help="run only these cases (gd, ensemble, flow, large)"),
+    quick: bool = typer.Option(False, "--quick", help="fewer steps and a shorter flow, for a fast look"),
+    json_out: Optional[Path] = typer.Option(None, "--json", help="also write the results to this JSON file"),
+) -> None:
+    """Speed and memory benchmarks, each with its ratio against a baseline measured in the same run."""
+    from coocflow.bench import CASES, TARGETS, run_all
+    from coocflow.storage import atomic_write_json
+
+    unknown = [c for c in case if c not in CASES]
+    if unknown:
+        raise CoocflowError(f"--case {unknown[0]}: choose from {', '.join(CASES)}")
+    with console.status("benchmarking (each case in its own process)..."):
+        results = run_all(tuple(case) or CASES, quick)
+    table = Table("case", "measured", "target", "met", "baseline", "ratio", "peak RSS", "detail")
+    for r in results:
+        if "error" in r:
+            table.add_row(r["case"], "[red]failed[/]", "", "", "", "", "", r["error"])
+            continue
+        unit, target = TARGETS[r["case"]]
+        met = r["value"] >= target if r["case"] == "large" else r["value"] <= target
+        table.add_row(r["case"], f"{r['value']:.3g} {unit}", f"{target:g}", "yes" if met else "[red]no[/]",
+                      f"{r['baseline']:.3g} ({r['baseline_name']})", f"{r['ratio']:.2f}x",
+                      f"{r['peak_rss_mib']:.0f} MiB", r["detail"])
+    console.print(table)
+    if json_out is not None:
+        atomic_write_json(json_out, results)
+
+
 def main() -> None:
     """Entry point: user errors become one red line and exit code 2, never a traceback."""
     try:

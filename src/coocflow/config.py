@@ -75,7 +75,7 @@ class TrainConfig:
     t_end: float = 0.0
     rtol: float = 1e-6
     atol: float = 1e-9
-    solver: str = "tsit5"
+    solver: str = "dopri8"
     max_steps: int = 1_000_000
 
 
