@@ -133,7 +133,7 @@ def case_flow(quick: bool) -> dict:
     evals = result.trajectory.stats["gradient_evaluations"][0]
     return {"value": wall, "baseline": gd_estimate, "baseline_name": "GD at lr 0.01 to the same t (estimated)",
             "ratio": gd_estimate / wall,
-            "detail": f"tsit5 rtol 1e-6 to t={t_end:g}: {evals} gradient evaluations, "
+            "detail": f"{config.train.solver} rtol 1e-6 to t={t_end:g}: {evals} gradient evaluations, "
                       f"{result.trajectory.stats['num_steps'][0]} steps; max relative loss error vs "
                       f"rtol 1e-10: {error:.2e}; final loss {result.series['loss'][-1]:.3e}",
             "error": error}

@@ -1,0 +1,20 @@
+"""The benchmark harness runs and reports ratios (timing targets live in benchmarks/, not here)."""
+
+import subprocess
+import sys
+from pathlib import Path
+
+from coocflow.bench import TARGETS, run_case
+
+
+def test_quick_gd_case_reports_a_ratio():
+    result = run_case("gd", quick=True)
+    assert result["value"] > 0 and result["baseline"] > 0
+    assert abs(result["ratio"] - result["baseline"] / result["value"]) < 1e-9
+    assert result["peak_rss_mib"] > 0 and set(TARGETS) == {"gd", "ensemble", "flow", "large"}
+
+
+def test_unknown_case_is_one_line():
+    cli = Path(sys.executable).parent / "coocflow"
+    done = subprocess.run([str(cli), "bench", "--case", "nosuch"], capture_output=True, text=True)
+    assert done.returncode == 2 and "--case nosuch: choose from" in done.stderr
