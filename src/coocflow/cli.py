@@ -30,6 +30,11 @@ def run(
     force: bool = typer.Option(False, "--force", help="replace --out if it exists"),
 ) -> None:
     """Train as configured and write a run folder with metrics, states and figures."""
+    _train_and_write(target, set_, seed, seeds, out, force)
+
+
+def _train_and_write(target: str, set_: list[str], seed: Optional[int], seeds: Optional[int],
+                     out: Optional[Path], force: bool) -> Path:
     from coocflow.api import resolve_config, run_and_write
 
     config = resolve_config(target, set_, seed, seeds)
@@ -59,6 +64,7 @@ def run(
         raise CoocflowError(
             f"{len(failed)} of {len(result.seeds)} seeds {status} (seed {seed}: {why} at t={div['t']:g}, "
             f"last finite observation t={div['last_finite_t']}); observations before it are kept in {folder}{fix}")
+    return folder
 
 
 @app.command()
@@ -147,6 +153,41 @@ def keys() -> None:
             node = node[part]
         table.add_row(key, repr(node))
     console.print(table)
+
+
+@app.command()
+def verify(
+    target: str = typer.Argument(..., help="a run folder, an experiment name, or a config .toml (run first)"),
+    set_: list[str] = typer.Option([], "--set", help="override a config key when running first"),
+    seed: Optional[int] = typer.Option(None, "--seed", help="seed when running first"),
+    seeds: Optional[int] = typer.Option(None, "--seeds", help="run N seeds first and report pass rates"),
+    out: Optional[Path] = typer.Option(None, "--out", help="run folder to write when running first"),
+    force: bool = typer.Option(False, "--force", help="replace --out if it exists"),
+) -> None:
+    """Check every claim of the paper on a run: numbers, thresholds, verdicts (verify.json/.md/.png)."""
+    from coocflow.phases.verify import verify_run, write_verification
+    from coocflow.storage import load_run
+
+    folder = Path(target)
+    if not folder.is_dir():
+        if set_ or seed is not None or seeds is not None or out is not None or not Path(target).exists():
+            folder = _train_and_write(target, set_, seed, seeds, out, force)
+    loaded = load_run(folder)
+    verification = verify_run(loaded)
+    write_verification(loaded, verification)
+    rates = verification.pass_rates()
+    table = Table("check", "verdict", "threshold", "measured (first seed)", title=f"verify {folder}")
+    for i, name in enumerate(rates):
+        first = verification.per_seed[0][i]
+        rate = rates[name]
+        if rate["of"] == 1:
+            verdict = {True: "[green]pass[/]", False: "[red]FAIL[/]", None: "[yellow]not checked[/]"}[first.passed]
+        else:
+            colour = "green" if rate["passed"] == rate["of"] else ("red" if rate["passed"] == 0 else "yellow")
+            verdict = f"[{colour}]{rate['passed']}/{rate['of']}[/]"
+        table.add_row(name, verdict, first.threshold, first.sentence)
+    console.print(table)
+    console.print(f"written: {folder / 'verify.json'}, {folder / 'verify.md'}, {folder / 'verify.png'}")
 
 
 @app.command()

@@ -16,7 +16,17 @@ import jax
 import jax.numpy as jnp
 
 from coocflow.data import COMMON, FIRST_RANDOM, MU1, MU2, Dataset
-from coocflow.model import Transformer, attention, logits, sample_losses, score_matrix, token_mlp
+from coocflow.model import (
+    Transformer,
+    attention,
+    combine,
+    logits,
+    partition,
+    sample_losses,
+    score_matrix,
+    token_mlp,
+    trainable_loss,
+)
 
 
 class Problem(eqx.Module):
@@ -28,10 +38,14 @@ class Problem(eqx.Module):
 
 @dataclass(frozen=True)
 class Observable:
+    """A named scalar function of (model, problem). Observables computed together (the rates,
+    which share one gradient) name a `shared` function returning a dict; `observe` calls it once."""
+
     name: str
     group: str
     doc: str
     fn: Callable[[Transformer, Problem], jnp.ndarray]
+    shared: Callable[[Transformer, Problem], dict] | None = None
 
 
 OBSERVABLES: dict[str, Observable] = {}
@@ -47,7 +61,16 @@ def names() -> list[str]:
 
 def observe(model: Transformer, problem: Problem) -> dict[str, jnp.ndarray]:
     """Evaluate every registered observable; a dict of scalars keyed by column name."""
-    return {name: obs.fn(model, problem) for name, obs in OBSERVABLES.items()}
+    shared: dict[Callable, dict] = {}
+    out = {}
+    for name, obs in OBSERVABLES.items():
+        if obs.shared is None:
+            out[name] = obs.fn(model, problem)
+            continue
+        if obs.shared not in shared:
+            shared[obs.shared] = obs.shared(model, problem)
+        out[name] = shared[obs.shared][name]
+    return out
 
 
 TOKENS = {1: MU1, 2: MU2, 3: COMMON}
@@ -147,6 +170,54 @@ def _register_all() -> None:
               lambda model, pr: _balance(model, pr)["R"])
 
 
+RATE_OF = ("loss", "G_mu1", "G_mu2", "G_mu3", "A_mu1_mu2", "A_mu2_mu1", "A_mu3_mu1", "A_mu3_mu2",
+           "V_mu1_mu2", "V_mu1_mu3", "V_mu2_mu3", "u_norm2")
+"""Observables whose time derivative along the flow is recorded as `d_<name>_dt`."""
+
+
+def rates(model: Transformer, pr: Problem) -> dict[str, jnp.ndarray]:
+    """Exact time derivatives along the flow: the JVP of each observable along -grad L.
+
+    These are the flow's derivatives at the current weights, whatever method produced them;
+    the checks of `coocflow verify` use them instead of finite differences of the saved series.
+    """
+    trainable, frozen = partition(model)
+    velocity = jax.tree.map(jnp.negative, jax.grad(trainable_loss)(trainable, frozen, pr.train))
+
+    def values(params):
+        current = combine(params, frozen)
+        return jnp.stack([OBSERVABLES[name].fn(current, pr) for name in RATE_OF])
+
+    _, tangent = jax.jvp(values, (trainable,), (velocity,))
+    return {f"d_{name}_dt": tangent[i] for i, name in enumerate(RATE_OF)}
+
+
+def eq5_rhs(model: Transformer, pr: Problem) -> jnp.ndarray:
+    """The right-hand side of Eq. (5): (2 m1 / n) sum_i g_i y_i F_i."""
+    m1, n = model.a.shape[0], pr.train.tokens.shape[0]
+    return 2 * m1 / n * jnp.sum(loss_weights(model, pr.train) * margins(model, pr.train))
+
+
+def _register_dynamics() -> None:
+    """Further coordinates of the coupled system (Appendix C) and the exact rates."""
+    for a in (1, 2, 3):
+        for b in range(a, 4):
+            _register(f"K_mu{a}_mu{b}", "dynamics", f"key Gram mu_{a}^T W_K^T W_K mu_{b}",
+                      lambda model, pr, a=a, b=b: model.W_K[:, TOKENS[a]] @ model.W_K[:, TOKENS[b]])
+            _register(f"Q_mu{a}_mu{b}", "dynamics", f"query Gram mu_{a}^T W_Q^T W_Q mu_{b}",
+                      lambda model, pr, a=a, b=b: model.W_Q[:, TOKENS[a]] @ model.W_Q[:, TOKENS[b]])
+    for a in (1, 2, 3):
+        _register(f"WV_mu{a}_norm", "dynamics", f"||W W_V mu_{a}||: the neurons' values w_j^T W_V mu_{a}",
+                  lambda model, pr, a=a: jnp.linalg.norm(model.W @ model.W_V[:, TOKENS[a]]))
+    _register("W_gram_fro", "dynamics", "||W W^T||_F: the neuron inner products <w_j1, w_j2>",
+              lambda model, pr: jnp.linalg.norm(model.W @ model.W.T))
+    for name in RATE_OF:
+        column = f"d_{name}_dt"
+        OBSERVABLES[column] = Observable(column, "rates", f"d({name})/dt along -grad L (JVP)",
+                                         lambda model, pr, column=column: rates(model, pr)[column], rates)
+    _register("eq5_rhs", "rates", "(2 m1 / n) sum_i g_i y_i F_i, which Eq. (5) says equals d||u||^2/dt", eq5_rhs)
+
+
 def _balance(model: Transformer, pr: Problem) -> dict[str, jnp.ndarray]:
     s1, s2, s3, s4 = group_sums(model, pr.train)
     total = s1 + s2 + s3 + s4
@@ -160,3 +231,4 @@ def _balance(model: Transformer, pr: Problem) -> dict[str, jnp.ndarray]:
 
 
 _register_all()
+_register_dynamics()

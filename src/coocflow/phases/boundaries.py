@@ -1,8 +1,10 @@
-"""Phase boundaries read off an observed trajectory."""
+"""Phase boundaries read off an observed trajectory (Theorem 3.1, Lemma 4.3, Section 4)."""
 
 from __future__ import annotations
 
 import numpy as np
+
+SCORE_RATES = ("d_A_mu1_mu2_dt", "d_A_mu2_mu1_dt", "d_A_mu3_mu1_dt", "d_A_mu3_mu2_dt")
 
 
 def first_time_all_correct(t: np.ndarray, min_margin: np.ndarray) -> float | None:
@@ -12,3 +14,40 @@ def first_time_all_correct(t: np.ndarray, min_margin: np.ndarray) -> float | Non
     """
     hits = np.flatnonzero(np.asarray(min_margin) > 0)
     return float(np.asarray(t)[hits[0]]) if hits.size else None
+
+
+def common_token_catch_up(series: dict[str, np.ndarray]) -> float | None:
+    """T0.5 (Lemma 4.3): the first observed time at which the common token's alignment moves at
+    least as fast as either target's, -dG(mu_3)/dt >= max(dG(mu_1)/dt, dG(mu_2)/dt)."""
+    fast = -series["d_G_mu3_dt"] >= np.maximum(series["d_G_mu1_dt"], series["d_G_mu2_dt"])
+    hits = np.flatnonzero(fast & (series["t"] > 0))
+    return float(series["t"][hits[0]]) if hits.size else None
+
+
+def score_drift_rate(series: dict[str, np.ndarray]) -> np.ndarray:
+    """Sum of |dA/dt| over the four target scores (exact rates along the flow)."""
+    return np.sum([np.abs(series[name]) for name in SCORE_RATES], axis=0)
+
+
+def phase2_start(series: dict[str, np.ndarray]) -> float | None:
+    """When the attention scores start to move: the first observed time at which the score
+    drift per e-fold of time, t * sum |dA/dt|, reaches half its largest value over the run.
+
+    In Phase 2 the scores grow like log t (so t dA/dt levels off at its plateau); in Phase 1
+    they barely move. Measuring per e-fold makes the criterion independent of how long the
+    run is observed."""
+    drift = series["t"] * score_drift_rate(series)
+    if not np.isfinite(drift).any() or np.nanmax(drift) <= 0:
+        return None
+    hits = np.flatnonzero(drift >= 0.5 * np.nanmax(drift))
+    return float(series["t"][hits[0]])
+
+
+def phase_boundaries(series: dict[str, np.ndarray]) -> dict[str, float | None]:
+    t = series["t"]
+    return {
+        "T0.5": common_token_catch_up(series),
+        "T1": first_time_all_correct(t, series["min_margin"]),
+        "phase2_start": phase2_start(series),
+        "end": float(t[-1]),
+    }

@@ -1,0 +1,140 @@
+"""`coocflow verify`: run every check on every seed of a run folder and write the verdicts.
+
+Writes verify.json (every number), verify.md (a table a person reads) and verify.png (the
+checks that are about curves) into the run folder, atomically.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+
+from coocflow.phases.checks import CHECKS, CheckResult, SeedData, late_phase2, run_checks
+from coocflow.storage import LoadedRun, atomic_write_json, atomic_write_text
+
+
+@dataclass
+class Verification:
+    seeds: list[int]
+    per_seed: list[list[CheckResult]]
+    boundaries: list[dict]
+
+    def pass_rates(self) -> dict[str, dict]:
+        """For each check: how many seeds pass, fail, or could not be checked."""
+        rates = {}
+        for i, name in enumerate(CHECKS):
+            verdicts = [results[i].passed for results in self.per_seed]
+            rates[name] = {"passed": sum(v is True for v in verdicts), "failed": sum(v is False for v in verdicts),
+                           "unchecked": sum(v is None for v in verdicts), "of": len(verdicts)}
+        return rates
+
+    def to_dict(self) -> dict:
+        return {
+            "seeds": self.seeds,
+            "pass_rates": self.pass_rates(),
+            "per_seed": [{"seed": seed, "boundaries": bounds, "checks": [r.to_dict() for r in results]}
+                         for seed, bounds, results in zip(self.seeds, self.boundaries, self.per_seed)],
+        }
+
+
+def seed_data(run: LoadedRun) -> list[tuple[int, SeedData]]:
+    """Each seed's series and initial/final score matrices from a run folder."""
+    metrics = run.metrics
+    seeds = [int(s) for s in np.unique(metrics["seed"])] if "seed" in metrics else [run.manifest["seed"]]
+    ensemble = run.state_init["W_Q"].ndim == 3
+    out = []
+    for i, seed in enumerate(seeds):
+        rows = metrics["seed"] == seed if "seed" in metrics else np.ones(len(metrics["t"]), dtype=bool)
+        series = {k: np.asarray(v[rows]) for k, v in metrics.items()}
+        order = np.argsort(series["t"], kind="stable")
+        series = {k: v[order] for k, v in series.items()}
+        init = {k: v[i] if ensemble else v for k, v in run.state_init.items()}
+        final = {k: v[i] if ensemble else v for k, v in run.state_final.items()}
+        out.append((seed, SeedData(series, int(run.config["model"]["m"]),
+                                   A_init=init["W_K"].T @ init["W_Q"], A_final=final["W_K"].T @ final["W_Q"])))
+    return out
+
+
+def verify_run(run: LoadedRun) -> Verification:
+    seeds, per_seed, bounds = [], [], []
+    for seed, data in seed_data(run):
+        seeds.append(seed)
+        per_seed.append(run_checks(data))
+        bounds.append(data.bounds)
+    return Verification(seeds, per_seed, bounds)
+
+
+def _verdict(rate: dict) -> str:
+    if rate["of"] == 1:
+        return "pass" if rate["passed"] else ("not checked" if rate["unchecked"] else "FAIL")
+    return f"{rate['passed']}/{rate['of']} pass"
+
+
+def markdown(v: Verification, title: str) -> str:
+    rates = v.pass_rates()
+    lines = [f"# Verification: {title}", "",
+             f"Seeds: {', '.join(map(str, v.seeds))}. Each row is one claim of the paper; thresholds turn "
+             "order-of-magnitude statements into numbers (see `coocflow/phases/checks.py`).", "",
+             "| check | claim | threshold | verdict | measured (first seed) |", "| --- | --- | --- | --- | --- |"]
+    for i, name in enumerate(CHECKS):
+        first = v.per_seed[0][i]
+        lines.append(f"| `{name}` | {first.claim} | {first.threshold} | {_verdict(rates[name])} | {first.sentence} |")
+    b = v.boundaries[0]
+    fmt = lambda x: "-" if x is None else f"{x:.4g}"  # noqa: E731
+    lines += ["", f"Phase boundaries (first seed): T0.5 = {fmt(b['T0.5'])}, T1 = {fmt(b['T1'])}, "
+                  f"Phase 2 start (score drift rate at half its peak) = {fmt(b['phase2_start'])}, end = {fmt(b['end'])}."]
+    return "\n".join(lines) + "\n"
+
+
+def figure(data: SeedData, path: Path) -> None:
+    """The checks about curves: balancing ratios and R(t), 1/loss vs t, the dG/dt sandwich."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    s, t = data.series, data.t
+    t1 = data.bounds["T1"]
+    fig, axes = plt.subplots(1, 3, figsize=(16, 4.4), constrained_layout=True)
+    positive = t > 0
+    ax = axes[0]
+    for key, label in (("R", "R(t)"), ("bal_S2_S3", r"$|S_2-S_3|/\min$"), ("bal_sum_neg", r"$\sum g/(S_2+S_3+S_4-S_1)$"),
+                       ("bal_sum_S1_S2", r"$\sum g/(S_1-S_2)$")):
+        ax.plot(t[positive], s[key][positive], label=label)
+    ax.axhspan(1, 2, color="tab:green", alpha=0.1, label="R in (1, 2)")
+    ax.set(xscale="log", yscale="symlog", xlabel="flow time t", title="Lemmas 4.4, 4.5: balancing of gradients")
+    ax = axes[1]
+    late = late_phase2(data)
+    ax.plot(t[positive], 1 / s["loss"][positive], label="1/loss")
+    if late.sum() >= 2:
+        slope, intercept = np.polyfit(t[late], 1 / s["loss"][late], 1)
+        ax.plot(t[late], slope * t[late] + intercept, "k--", label=f"fit {slope:.3g} t + {intercept:.3g}")
+    ax.set(xlabel="flow time t", title="Theorem F.8: 1/loss linear in t (Phase 2)")
+    ax = axes[2]
+    if "d_G_mu1_dt" in s and t1 is not None:
+        window = positive & (t <= t1)
+        g1, g2, g3 = (s[f"d_G_mu{k}_dt"][window] for k in (1, 2, 3))
+        ax.plot(t[window], np.maximum(g1, g2), label=r"max($\dot G(\mu_1), \dot G(\mu_2)$)")
+        ax.plot(t[window], -g3, label=r"$-\dot G(\mu_3)$")
+        ax.plot(t[window], g1 + g2, label=r"$\dot G(\mu_1)+\dot G(\mu_2)$")
+        ax.axvspan(t1 / 2, t1, color="0.9", label="late Phase 1")
+        ax.set(xscale="log", xlabel="flow time t", title="Lemma 4.3: the dG/dt sandwich (Phase 1)")
+    for ax in axes:
+        if t1 is not None:
+            ax.axvline(t1, color="0.4", ls="--", lw=1)
+        ax.legend(fontsize=7)
+        ax.grid(alpha=0.3, lw=0.4)
+    fig.savefig(path, dpi=120)
+    plt.close(fig)
+
+
+def write_verification(run: LoadedRun, v: Verification) -> None:
+    folder = Path(run.path)
+    atomic_write_json(folder / "verify.json", v.to_dict())
+    atomic_write_text(folder / "verify.md", markdown(v, f"{run.manifest['name']} ({folder})"))
+    first = seed_data(run)[0][1]
+    tmp = folder / ".verify.png.tmp.png"
+    figure(first, tmp)
+    tmp.replace(folder / "verify.png")

@@ -1,0 +1,116 @@
+"""`coocflow verify`: every check passes where the paper says it should, and each one fails on a
+run constructed so that its claim does not hold."""
+
+import copy
+import json
+
+import numpy as np
+import pytest
+
+from coocflow.api import resolve_config, run_and_write
+from coocflow.phases.checks import CHECKS, SeedData, run_checks
+from coocflow.phases.verify import seed_data, verify_run, write_verification
+from coocflow.storage import load_run
+
+EXPECTED_TO_PASS = {
+    "thm3.1_alignment", "thm3.1_all_correct", "thm3.1_near_init", "thm3.1_loss_order_one",
+    "fig1b_rise_then_fall", "thm3.2_scores", "thm3.2_value_gram", "thm3.3_final_loss",
+    "thmF.8_inverse_loss_linear", "lemma4.4_balance", "lemma4.5_bounded_ratios", "lemma4.5_R_settles",
+    "lemma4.3_sandwich", "eq5_exact",
+}
+
+
+@pytest.fixture(scope="module")
+def phenomena(tmp_path_factory):
+    """paper-phenomena followed by the ODE flow to t = 1000."""
+    config = resolve_config("paper-phenomena", ["train.method=flow", "train.t_end=1000", "observe.points=120",
+                                                "observe.chunks=4"])
+    folder, _ = run_and_write(config, tmp_path_factory.mktemp("verify") / "phenomena")
+    return load_run(folder)
+
+
+@pytest.fixture(scope="module")
+def passing(phenomena):
+    return seed_data(phenomena)[0][1]
+
+
+def test_checks_pass_where_the_paper_says(phenomena):
+    verification = verify_run(phenomena)
+    verdicts = {r.name: r.passed for r in verification.per_seed[0]}
+    assert set(verdicts) == set(CHECKS)
+    failed = sorted(name for name in EXPECTED_TO_PASS if verdicts[name] is not True)
+    assert not failed, [r.sentence for r in verification.per_seed[0] if r.name in failed]
+    bounds = verification.boundaries[0]
+    assert 0 < bounds["T0.5"] < bounds["T1"] < bounds["phase2_start"] < bounds["end"]
+
+
+def test_outputs_are_written(phenomena):
+    verification = verify_run(phenomena)
+    write_verification(phenomena, verification)
+    report = json.loads((phenomena.path / "verify.json").read_text())
+    assert report["pass_rates"]["eq5_exact"]["passed"] == 1
+    text = (phenomena.path / "verify.md").read_text()
+    assert "Theorem 3.2" in text and "| `lemma4.3_sandwich` |" in text
+    assert (phenomena.path / "verify.png").stat().st_size > 10000
+
+
+def _broken(data: SeedData, edit) -> SeedData:
+    series = {k: v.copy() for k, v in data.series.items()}
+    edit(series, data)
+    return SeedData(series, data.m, A_init=data.A_init, A_final=data.A_final)
+
+
+def _phase2(data):
+    return data.t > data.bounds["T1"]
+
+
+CONSTRUCTED_FAILURES = {
+    "thm3.1_alignment": lambda s, d: s.__setitem__("G_mu3", np.abs(s["G_mu3"])),
+    "thm3.1_all_correct": lambda s, d: s.__setitem__("min_margin", np.where(s["t"] < d.t[-1] / 2, -1.0, 1.0)),
+    "thm3.1_near_init": lambda s, d: s.__setitem__("A_mu1_mu2", s["A_mu1_mu2"] + np.where(s["t"] > 0, 1.0, 0.0)),
+    "thm3.1_loss_order_one": lambda s, d: s.__setitem__("loss", s["loss"] * 1e-3),
+    "fig1b_rise_then_fall": lambda s, d: s.__setitem__("loss_I2", np.minimum.accumulate(s["loss_I2"])),
+    "thm3.2_scores": lambda s, d: s.__setitem__("d_A_mu1_mu2_dt", -s["d_A_mu1_mu2_dt"]),
+    "thm3.2_value_gram": lambda s, d: s.__setitem__("d_V_mu1_mu3_dt", np.abs(s["d_V_mu1_mu3_dt"])),
+    "thm3.2_G_sums": lambda s, d: s.__setitem__("G_mu3", s["G_mu3"] * 0.1),
+    "thm3.3_final_loss": lambda s, d: s.__setitem__("loss", np.maximum(s["loss"], 0.5)),
+    "thmF.8_inverse_loss_linear": lambda s, d: s.__setitem__("loss", np.exp(-np.sqrt(s["t"]))),
+    "lemma4.4_balance": lambda s, d: s.__setitem__("bal_S2_S3", s["bal_S2_S3"] + 5.0),
+    "lemma4.5_bounded_ratios": lambda s, d: s.__setitem__("bal_sum_neg", -s["bal_sum_neg"]),
+    "lemma4.5_R_settles": lambda s, d: s.__setitem__("R", s["R"] + 1.5),
+    "lemma4.3_sandwich": lambda s, d: s.__setitem__("d_G_mu3_dt", s["d_G_mu3_dt"] * 0.01),
+    "eq5_exact": lambda s, d: s.__setitem__("eq5_rhs", s["eq5_rhs"] * (1 + 1e-6)),
+}
+
+
+def test_every_check_has_a_constructed_failure():
+    assert set(CONSTRUCTED_FAILURES) | {"thm3.3_score_pattern"} == set(CHECKS)
+
+
+@pytest.mark.parametrize("name", sorted(CONSTRUCTED_FAILURES))
+def test_each_check_fails_where_its_claim_does_not_hold(passing, name):
+    before = CHECKS[name](passing)
+    after = CHECKS[name](_broken(passing, CONSTRUCTED_FAILURES[name]))
+    if name in EXPECTED_TO_PASS:
+        assert before.passed is True, before.sentence
+    assert after.passed is False, after.sentence
+
+
+def test_score_pattern_fails_when_random_tokens_move_and_passes_when_they_do_not(passing):
+    quiet = copy.copy(passing)
+    quiet.A_final = passing.A_init.copy()
+    quiet.A_final[:3, :3] = passing.A_final[:3, :3]
+    assert CHECKS["thm3.3_score_pattern"](quiet).passed is True
+    loud = copy.copy(passing)
+    loud.A_final = passing.A_final.copy()
+    loud.A_final[10, 20] += 1.0
+    assert CHECKS["thm3.3_score_pattern"](loud).passed is False
+
+
+def test_frozen_labels_run_fails_the_classification_claims(tmp_path):
+    """A constructed run that never separates the data: a vanishing learning rate."""
+    config = resolve_config("tiny", ["train.lr=1e-9"])
+    folder, _ = run_and_write(config, tmp_path / "stuck")
+    results = {r.name: r for r in run_checks(seed_data(load_run(folder))[0][1])}
+    assert results["thm3.1_all_correct"].passed is False or results["thm3.3_final_loss"].passed is False
+    assert results["thm3.3_final_loss"].passed is False
