@@ -114,3 +114,36 @@ def test_frozen_labels_run_fails_the_classification_claims(tmp_path):
     results = {r.name: r for r in run_checks(seed_data(load_run(folder))[0][1])}
     assert results["thm3.1_all_correct"].passed is False or results["thm3.3_final_loss"].passed is False
     assert results["thm3.3_final_loss"].passed is False
+
+
+def test_appendix_c_closed_forms_match_the_jvp():
+    from coocflow.phases.appendix_c import KINDS, random_state_agreement
+
+    config = resolve_config("tiny", ["data.L=5", "data.n=24", "data.d=20"])
+    reports = random_state_agreement(config, states=3)
+    assert reports[1]["max_abs_p_minus_uniform"] > 0.05, "attention must be far from uniform in the test"
+    for report in reports:
+        assert set(report["relative_error"]) == set(KINDS)
+        assert max(report["relative_error"].values()) <= 1e-8, report
+
+
+def test_a_wrong_equation_is_caught():
+    """Dropping the key-side term of the printed score equation must disagree with the JVP."""
+    import jax.numpy as jnp
+
+    from coocflow.phases import appendix_c
+    from coocflow.runner import build_model, build_problem
+
+    config = resolve_config("tiny", [])
+    model, data = build_model(config), build_problem(config).train
+    closed, exact = appendix_c.closed_form_rates(model, data), appendix_c.jvp_rates(model, data)
+    kind = appendix_c.KINDS[4]
+    half = closed[kind] / 2 + (closed[kind] / 2).T * 0
+    assert float(jnp.max(jnp.abs(closed[kind] - exact[kind]))) <= 1e-12
+    assert float(jnp.max(jnp.abs(half - exact[kind]))) > 1e-6
+
+
+def test_verify_json_reports_appendix_c(phenomena):
+    verification = verify_run(phenomena)
+    report = verification.to_dict()["appendix_c"]
+    assert report["passed"] and report["max_relative_error"] < 1e-8 and len(report["states"]) == 3

@@ -11,8 +11,12 @@ from pathlib import Path
 
 import numpy as np
 
+from coocflow.phases.appendix_c import KINDS, max_error, random_state_agreement
 from coocflow.phases.checks import CHECKS, CheckResult, SeedData, late_phase2, run_checks
 from coocflow.storage import LoadedRun, atomic_write_json, atomic_write_text
+
+
+APPENDIX_C_TOLERANCE = 1e-8
 
 
 @dataclass
@@ -20,6 +24,11 @@ class Verification:
     seeds: list[int]
     per_seed: list[list[CheckResult]]
     boundaries: list[dict]
+    appendix_c: list[dict]
+
+    @property
+    def appendix_c_error(self) -> float:
+        return max_error(self.appendix_c)
 
     def pass_rates(self) -> dict[str, dict]:
         """For each check: how many seeds pass, fail, or could not be checked."""
@@ -36,6 +45,8 @@ class Verification:
             "pass_rates": self.pass_rates(),
             "per_seed": [{"seed": seed, "boundaries": bounds, "checks": [r.to_dict() for r in results]}
                          for seed, bounds, results in zip(self.seeds, self.boundaries, self.per_seed)],
+            "appendix_c": {"tolerance": APPENDIX_C_TOLERANCE, "max_relative_error": self.appendix_c_error,
+                           "passed": self.appendix_c_error <= APPENDIX_C_TOLERANCE, "states": self.appendix_c},
         }
 
 
@@ -58,12 +69,16 @@ def seed_data(run: LoadedRun) -> list[tuple[int, SeedData]]:
 
 
 def verify_run(run: LoadedRun) -> Verification:
+    """Every check on every seed, and Appendix C's closed forms at random states of the config."""
+    from coocflow.config import config_from_dict
+
     seeds, per_seed, bounds = [], [], []
     for seed, data in seed_data(run):
         seeds.append(seed)
         per_seed.append(run_checks(data))
         bounds.append(data.bounds)
-    return Verification(seeds, per_seed, bounds)
+    appendix = random_state_agreement(config_from_dict({**run.config, "seeds": []}))
+    return Verification(seeds, per_seed, bounds, appendix)
 
 
 def _verdict(rate: dict) -> str:
@@ -81,6 +96,17 @@ def markdown(v: Verification, title: str) -> str:
     for i, name in enumerate(CHECKS):
         first = v.per_seed[0][i]
         lines.append(f"| `{name}` | {first.claim} | {first.threshold} | {_verdict(rates[name])} | {first.sentence} |")
+    lines += ["", "## Appendix C: the coupled dynamical system", "",
+              "Closed-form right-hand sides of the six kinds of variables (coocflow/phases/appendix_c.py) against "
+              "forward-mode derivatives along -grad L, at random states of this configuration (the second and "
+              "third with W_Q, W_K scaled so attention is far from uniform):", "",
+              "| kind | " + " | ".join(f"state {i + 1} (max abs p - 1/L = {r['max_abs_p_minus_uniform']:.2g})"
+                                       for i, r in enumerate(v.appendix_c)) + " |",
+              "| --- |" + " --- |" * len(v.appendix_c)]
+    for kind in KINDS:
+        lines.append(f"| {kind} | " + " | ".join(f"{r['relative_error'][kind]:.1e}" for r in v.appendix_c) + " |")
+    lines += ["", f"Largest relative disagreement: {v.appendix_c_error:.1e} (tolerance {APPENDIX_C_TOLERANCE:g}). "
+                  "The score equation is the one printed in the authors' answer to reviewers; it holds."]
     b = v.boundaries[0]
     fmt = lambda x: "-" if x is None else f"{x:.4g}"  # noqa: E731
     lines += ["", f"Phase boundaries (first seed): T0.5 = {fmt(b['T0.5'])}, T1 = {fmt(b['T1'])}, "
