@@ -147,3 +147,30 @@ def test_verify_json_reports_appendix_c(phenomena):
     verification = verify_run(phenomena)
     report = verification.to_dict()["appendix_c"]
     assert report["passed"] and report["max_relative_error"] < 1e-8 and len(report["states"]) == 3
+
+
+def test_width_scaling_fits_exponents(tmp_path):
+    from coocflow.phases.scaling import fit_power_law, width_scaling
+
+    fit = fit_power_law(np.array([10.0, 20.0, 40.0]), np.array([1.0, 0.5, 0.25]))
+    assert abs(fit["exponent"] + 1) < 1e-12 and abs(fit["prefactor"] - 10) < 1e-9
+    config = resolve_config("tiny", ["train.method=flow", "train.t_end=5", "init.scheme=theory", "observe.points=40"],
+                            n_seeds=2)
+    report = width_scaling(config, "both", [8, 16])
+    assert len(report["rows"]) == 4 and {r["m"] for r in report["rows"]} == {8, 16}
+    assert {r["m1"] for r in report["rows"]} == {8, 16}
+    assert report["fits"]["T1"]["predicted_exponent"] == -1.0
+    assert report["fits"]["T1"]["exponent"] is not None
+
+
+def test_scaling_flags_are_validated():
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    cli = Path(sys.executable).parent / "coocflow"
+    for args, expected in ((["--scaling", "depth"], "--scaling depth: choose one of"),
+                           (["--scaling", "m", "--values", "8"], "need at least two positive widths"),
+                           (["--scaling", "m", "--values", "a,b"], "expected comma-separated whole numbers")):
+        done = subprocess.run([str(cli), "verify", "tiny", *args], capture_output=True, text=True)
+        assert done.returncode == 2 and expected in done.stderr, done.stderr

@@ -163,11 +163,16 @@ def verify(
     seeds: Optional[int] = typer.Option(None, "--seeds", help="run N seeds first and report pass rates"),
     out: Optional[Path] = typer.Option(None, "--out", help="run folder to write when running first"),
     force: bool = typer.Option(False, "--force", help="replace --out if it exists"),
+    scaling: Optional[str] = typer.Option(None, "--scaling", help="fit how T1 and the scores scale with width: m, m1 or both"),
+    values: str = typer.Option("32,64,128,256", "--values", help="widths for --scaling, comma-separated"),
 ) -> None:
     """Check every claim of the paper on a run: numbers, thresholds, verdicts (verify.json/.md/.png)."""
     from coocflow.phases.verify import verify_run, write_verification
     from coocflow.storage import load_run
 
+    if scaling is not None:
+        _verify_scaling(target, set_, seed, seeds, out, force, scaling, values)
+        return
     folder = Path(target)
     if not folder.is_dir():
         if set_ or seed is not None or seeds is not None or out is not None or not Path(target).exists():
@@ -192,6 +197,43 @@ def verify(
                   f"{len(verification.appendix_c)} random states (attention non-uniform in two).")
     console.print(table)
     console.print(f"written: {folder / 'verify.json'}, {folder / 'verify.md'}, {folder / 'verify.png'}")
+
+
+def _verify_scaling(target, set_, seed, seeds, out, force, axis, values) -> None:
+    import datetime as dt
+
+    from coocflow.api import resolve_config
+    from coocflow.phases.scaling import AXES, figure, width_scaling
+    from coocflow.storage import atomic_write_json
+
+    if axis not in AXES:
+        raise CoocflowError(f"--scaling {axis}: choose one of {', '.join(AXES)}")
+    try:
+        widths = [int(v) for v in values.split(",") if v.strip()]
+    except ValueError:
+        raise CoocflowError(f"--values {values!r}: expected comma-separated whole numbers, e.g. 32,64,128") from None
+    if len(widths) < 2 or min(widths) < 1:
+        raise CoocflowError(f"--values {values!r}: need at least two positive widths to fit an exponent")
+    overrides = ["train.method=flow"] + list(set_)
+    config = resolve_config(target, overrides, seed, seeds if seeds is not None else 4)
+    if out is None:
+        out = Path("runs") / f"scaling-{axis}-{config.name}-{dt.datetime.now().strftime('%Y%m%d-%H%M%S')}"
+    if out.exists() and not force:
+        raise CoocflowError(f"--out {out}: folder exists; pass --force to replace it or choose another --out")
+    out.mkdir(parents=True, exist_ok=True)
+    report = width_scaling(config, axis, widths, progress=lambda text: console.print(f"  running {text}"))
+    atomic_write_json(out / "scaling.json", report)
+    tmp = out / ".scaling.png.tmp.png"
+    figure(report, tmp)
+    tmp.replace(out / "scaling.png")
+    table = Table("quantity", "measured exponent", "predicted", "medians", title=f"width scaling over {axis}")
+    for quantity, fit in report["fits"].items():
+        exponent = "-" if fit["exponent"] is None else f"{fit['exponent']:.2f}"
+        predicted = "-" if fit["predicted_exponent"] is None else f"{fit['predicted_exponent']:g}"
+        medians = ", ".join("-" if v is None else f"{v:.3g}" for v in fit["medians"])
+        table.add_row(quantity, exponent, predicted, medians)
+    console.print(table)
+    console.print(f"written: {out / 'scaling.json'}, {out / 'scaling.png'}")
 
 
 @app.command()

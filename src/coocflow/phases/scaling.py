@@ -1,0 +1,114 @@
+"""Width scaling (`coocflow verify --scaling m`): how T1 and the score movements scale with m.
+
+Runs a configuration at several widths, each as a seed ensemble following the ODE flow, and
+fits power laws to the seed medians on log-log axes. Theorem 3.1 predicts T1 = O~(1/m) under
+the theory's initialization (Condition 1), i.e. exponent -1 when m and m1 grow together; the
+SPEC states no rate for the score changes, so those exponents are reported as measured.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Callable
+
+import numpy as np
+
+from coocflow.config import Config
+
+AXES = ("m", "m1", "both")
+PREDICTED = {"T1": {"both": -1.0, "m": None, "m1": None}}
+TARGET_SCORES = ("A_mu1_mu2", "A_mu2_mu1", "A_mu3_mu1", "A_mu3_mu2")
+
+
+def width_overrides(axis: str, value: int, base: Config) -> dict:
+    """`both` keeps the base ratio m1 / m; `m` or `m1` moves one width alone."""
+    if axis == "m":
+        return {"model.m": value}
+    if axis == "m1":
+        return {"model.m1": value}
+    ratio = base.model.m1 / base.model.m
+    return {"model.m": value, "model.m1": max(1, int(round(ratio * value)))}
+
+
+def fit_power_law(x: np.ndarray, y: np.ndarray) -> dict:
+    """Least-squares slope and intercept of log y against log x (positive, finite points only)."""
+    keep = (x > 0) & (y > 0) & np.isfinite(y)
+    if keep.sum() < 2:
+        return {"exponent": None, "prefactor": None, "points": int(keep.sum())}
+    slope, intercept = np.polyfit(np.log(x[keep]), np.log(y[keep]), 1)
+    return {"exponent": float(slope), "prefactor": float(np.exp(intercept)), "points": int(keep.sum())}
+
+
+def measure(result) -> list[dict]:
+    """Per seed: T1, the largest target-score drift by T1, and the target-score changes at the end."""
+    from coocflow.phases.boundaries import first_time_all_correct
+
+    rows = []
+    for i, seed in enumerate(result.seeds):
+        s = result.seed_series(i)
+        t1 = first_time_all_correct(s["t"], s["min_margin"])
+        drift = None
+        if t1 is not None:
+            at = int(np.searchsorted(s["t"], t1))
+            drift = float(max(abs(s[k][at] - s[k][0]) for k in TARGET_SCORES))
+        final = float(np.mean([abs(s[k][-1] - s[k][0]) for k in TARGET_SCORES]))
+        rows.append({"seed": seed, "T1": t1, "phase1_score_drift": drift, "final_score_change": final,
+                     "final_loss": float(s["loss"][-1])})
+    return rows
+
+
+def width_scaling(base: Config, axis: str, values: list[int], progress: Callable[[str], None] | None = None) -> dict:
+    """Run `base` (an ensemble, the ODE flow) at each width and fit the exponents."""
+    from coocflow.runner import train
+
+    table = []
+    for value in values:
+        config = base.replace(width_overrides(axis, value, base))
+        if progress:
+            progress(f"{axis}={value}: m={config.model.m}, m1={config.model.m1}, {len(config.seed_list)} seeds")
+        for row in measure(train(config)):
+            table.append({"value": value, "m": config.model.m, "m1": config.model.m1, **row})
+    fits = {}
+    for quantity in ("T1", "phase1_score_drift", "final_score_change"):
+        medians = []
+        for value in values:
+            found = [r[quantity] for r in table if r["value"] == value and r[quantity] is not None]
+            medians.append(np.median(found) if found else np.nan)
+        fits[quantity] = {**fit_power_law(np.asarray(values, float), np.asarray(medians, float)),
+                          "medians": [None if not np.isfinite(v) else float(v) for v in medians],
+                          "predicted_exponent": PREDICTED.get(quantity, {}).get(axis)}
+    return {"axis": axis, "values": list(values), "seeds": list(base.seed_list), "rows": table, "fits": fits,
+            "config": base.to_dict()}
+
+
+def figure(report: dict, path: Path) -> None:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    labels = {"T1": "T1 (all training samples correct)", "phase1_score_drift": "max |A(T1) - A(0)| (target scores)",
+              "final_score_change": "mean |A(end) - A(0)| (target scores)"}
+    fig, axes = plt.subplots(1, 3, figsize=(16, 4.4), constrained_layout=True)
+    values = np.asarray(report["values"], float)
+    for ax, (quantity, label) in zip(axes, labels.items()):
+        points = [(r["value"], r[quantity]) for r in report["rows"] if r[quantity] is not None]
+        if points:
+            x, y = np.array(points, dtype=float).T
+            ax.scatter(x, y, s=12, alpha=0.5, color="tab:blue", label="seeds")
+        fit = report["fits"][quantity]
+        medians = np.array([np.nan if v is None else v for v in fit["medians"]], float)
+        ax.plot(values, medians, "o", color="black", label="median")
+        if fit["exponent"] is not None:
+            ax.plot(values, fit["prefactor"] * values ** fit["exponent"], "k-",
+                    label=f"fit: exponent {fit['exponent']:.2f}")
+        if fit["predicted_exponent"] is not None and np.isfinite(medians).any():
+            anchor = np.flatnonzero(np.isfinite(medians))[0]
+            ax.plot(values, medians[anchor] * (values / values[anchor]) ** fit["predicted_exponent"], "r--",
+                    label=f"predicted: exponent {fit['predicted_exponent']:g}")
+        ax.set(xscale="log", yscale="log", xlabel=f"width ({report['axis']})", ylabel=label)
+        ax.legend(fontsize=7)
+        ax.grid(alpha=0.3, which="both", lw=0.4)
+    fig.suptitle(f"width scaling over {report['axis']} = {report['values']}, {len(report['seeds'])} seeds each", fontsize=10)
+    fig.savefig(path, dpi=120)
+    plt.close(fig)
