@@ -15,7 +15,7 @@ demo: $(BIN)/coocflow
 	$(BIN)/coocflow run paper --out runs/paper --force
 
 test: $(BIN)/coocflow
-	$(BIN)/python -m pytest -q -n 2
+	$(BIN)/python -m pytest -q -n 2 --dist loadfile
 
 clean:
 	rm -rf $(VENV) runs

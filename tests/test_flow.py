@@ -99,10 +99,9 @@ def test_max_steps_stops_early_and_says_why():
 
 
 def test_other_solvers_agree():
-    short = {"train.rtol": 1e-9, "train.atol": 1e-11, "train.t_end": 0.5, "observe.points": 12,
-             "observe.chunks": 1}
+    short = {"train.rtol": 1e-9, "train.atol": 1e-11, "train.t_end": 0.5}
     base = train(flow_config(**short))
-    for solver in ("tsit5", "kvaerno5"):
+    for solver in ("kvaerno5",):
         other = train(flow_config(**{**short, "train.solver": solver}))
         np.testing.assert_allclose(other.series["loss"], base.series["loss"], rtol=1e-6, err_msg=solver)
 

@@ -154,8 +154,7 @@ def test_width_scaling_fits_exponents(tmp_path):
 
     fit = fit_power_law(np.array([10.0, 20.0, 40.0]), np.array([1.0, 0.5, 0.25]))
     assert abs(fit["exponent"] + 1) < 1e-12 and abs(fit["prefactor"] - 10) < 1e-9
-    config = resolve_config("tiny", ["train.method=flow", "train.t_end=5", "init.scheme=theory", "observe.points=40"],
-                            n_seeds=2)
+    config = resolve_config("tiny", ["train.steps=100", "init.scheme=theory"], n_seeds=2)
     report = width_scaling(config, "both", [8, 16])
     assert len(report["rows"]) == 4 and {r["m"] for r in report["rows"]} == {8, 16}
     assert {r["m1"] for r in report["rows"]} == {8, 16}
