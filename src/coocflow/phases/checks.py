@@ -80,47 +80,49 @@ def _t1(series):
     return float(series["t"][hits[0]]) if hits.size else None
 
 
-def _needs(data: SeedData, *columns: str) -> str | None:
-    missing = [c for c in columns if c not in data.series]
-    return f"the run has no column {missing[0]}; re-run it with this coocflow version" if missing else None
-
-
-def _no_t1(name: str, claim: str) -> CheckResult:
-    return CheckResult(name, claim, None, "T1 observed", False, "No observed time has every training sample correct, so Phase 1 never ends.")
-
-
 CHECKS: dict[str, Callable[[SeedData], CheckResult]] = {}
 
 
-def check(name: str):
+def check(name: str, claim: str, needs_t1: bool = False, needs: tuple[str, ...] = ()):
+    """Register `fn(data) -> (measured, threshold, passed, sentence)` as the check `name`.
+
+    The wrapper answers for the cases every check shares: a run without the columns the check
+    reads (not checked), and a run in which Phase 1 never ends when the check needs T1 (fails).
+    """
     def register(fn):
-        CHECKS[name] = fn
-        return fn
+        def run(data: SeedData) -> CheckResult:
+            missing = [c for c in needs if c not in data.series]
+            if missing:
+                return CheckResult(name, claim, None, "", None,
+                        f"the run has no column {missing[0]}; re-run it with this coocflow version")
+            if needs_t1 and data.bounds["T1"] is None:
+                return CheckResult(name, claim, None, "T1 observed", False,
+                        "No observed time has every training sample correct, so Phase 1 never ends.")
+            return CheckResult(name, claim, *fn(data))
+
+        CHECKS[name] = run
+        return run
     return register
 
 
-@check("thm3.1_alignment")
-def alignment(d: SeedData) -> CheckResult:
-    claim = "Theorem 3.1: by T1, G(mu_1), G(mu_2) >= Omega(1) and G(mu_3) <= -Omega(1)"
+@check("thm3.1_alignment",
+       "Theorem 3.1: by T1, G(mu_1), G(mu_2) >= Omega(1) and G(mu_3) <= -Omega(1)", needs_t1=True)
+def alignment(d: SeedData) -> tuple:
     t1 = d.bounds["T1"]
-    if t1 is None:
-        return _no_t1("thm3.1_alignment", claim)
     g = {k: d.at(k, t1) for k in ("G_mu1", "G_mu2", "G_mu3")}
     ok = g["G_mu1"] > 0 and g["G_mu2"] > 0 and g["G_mu3"] < 0
-    return CheckResult("thm3.1_alignment", claim, g, "G(mu_1), G(mu_2) > 0 > G(mu_3) at T1", ok,
-                       f"At T1={t1:.3g}: G(mu_1)={g['G_mu1']:.3g}, G(mu_2)={g['G_mu2']:.3g}, G(mu_3)={g['G_mu3']:.3g}.")
+    return (g, "G(mu_1), G(mu_2) > 0 > G(mu_3) at T1", ok,
+            f"At T1={t1:.3g}: G(mu_1)={g['G_mu1']:.3g}, G(mu_2)={g['G_mu2']:.3g}, G(mu_3)={g['G_mu3']:.3g}.")
 
 
-@check("thm3.1_all_correct")
-def all_correct(d: SeedData) -> CheckResult:
-    claim = "Theorem 3.1: every training sample correctly classified by T1 = O~(1/m), early in training"
+@check("thm3.1_all_correct",
+       "Theorem 3.1: every training sample correctly classified by T1 = O~(1/m), early in training", needs_t1=True)
+def all_correct(d: SeedData) -> tuple:
     t1 = d.bounds["T1"]
-    if t1 is None:
-        return _no_t1("thm3.1_all_correct", claim)
     end = d.bounds["end"]
     ok = t1 <= 0.1 * end
-    return CheckResult("thm3.1_all_correct", claim, {"T1": t1, "T1_over_end": t1 / end}, "T1 <= end / 10", ok,
-                       f"All samples are correct from t={t1:.3g}, {t1 / end:.2%} of the run (width scaling: `verify --scaling`).")
+    return ({"T1": t1, "T1_over_end": t1 / end}, "T1 <= end / 10", ok,
+            f"All samples are correct from t={t1:.3g}, {t1 / end:.2%} of the run (width scaling: `verify --scaling`).")
 
 
 DRIFT_GROUPS = {
@@ -142,43 +144,34 @@ def relative_drift(d: SeedData, columns: list[str], time: float) -> float:
     return float(np.max(np.abs(now - start)) / scale)
 
 
-@check("thm3.1_near_init")
-def near_init(d: SeedData) -> CheckResult:
-    claim = "Theorem 3.1: at T1 the dynamical variables are still near initialization while G has moved"
+@check("thm3.1_near_init",
+       "Theorem 3.1: at T1 the dynamical variables are still near initialization while G has moved", needs_t1=True, needs=("K_mu1_mu1", "W_gram_fro",))
+def near_init(d: SeedData) -> tuple:
     t1 = d.bounds["T1"]
-    if t1 is None:
-        return _no_t1("thm3.1_near_init", claim)
-    missing = _needs(d, "K_mu1_mu1", "W_gram_fro")
-    if missing:
-        return CheckResult("thm3.1_near_init", claim, None, "", None, missing)
     drift = {group: relative_drift(d, cols, t1) for group, cols in DRIFT_GROUPS.items()}
     g_change = max(abs(d.at(k, t1) - d.series[k][0]) for k in ("G_mu1", "G_mu2", "G_mu3"))
     attention = max(drift["scores A"], drift["key Gram"], drift["query Gram"])
     ok = attention <= DRIFT_TOLERANCE
     worst = max(drift, key=drift.get)
-    return CheckResult("thm3.1_near_init", claim, {"relative_drift_at_T1": drift, "max_G_change": g_change},
-                       f"attention variables (A, W_K, W_Q Grams) drift <= {DRIFT_TOLERANCE:.0%}", ok,
-                       f"At T1 the attention variables moved at most {attention:.2%} (largest drift: {worst}, "
-                       f"{drift[worst]:.2%}) while G moved by up to {g_change:.3g}.")
+    return ({"relative_drift_at_T1": drift, "max_G_change": g_change},
+            f"attention variables (A, W_K, W_Q Grams) drift <= {DRIFT_TOLERANCE:.0%}", ok,
+            f"At T1 the attention variables moved at most {attention:.2%} (largest drift: {worst}, "
+            f"{drift[worst]:.2%}) while G moved by up to {g_change:.3g}.")
 
 
-@check("thm3.1_loss_order_one")
-def loss_order_one(d: SeedData) -> CheckResult:
-    claim = "Theorem 3.1: the loss is still Theta(1) at T1"
+@check("thm3.1_loss_order_one",
+       "Theorem 3.1: the loss is still Theta(1) at T1", needs_t1=True)
+def loss_order_one(d: SeedData) -> tuple:
     t1 = d.bounds["T1"]
-    if t1 is None:
-        return _no_t1("thm3.1_loss_order_one", claim)
     value = d.at("loss", t1)
-    return CheckResult("thm3.1_loss_order_one", claim, value, "loss(T1) >= 0.1", value >= 0.1,
-                       f"The loss at T1 is {value:.3g} (it starts at {d.series['loss'][0]:.3g}).")
+    return (value, "loss(T1) >= 0.1", value >= 0.1,
+            f"The loss at T1 is {value:.3g} (it starts at {d.series['loss'][0]:.3g}).")
 
 
-@check("fig1b_rise_then_fall")
-def rise_then_fall(d: SeedData) -> CheckResult:
-    claim = "Figure 1(b): in Phase 1 the I2 and I3 losses first rise, then fall"
+@check("fig1b_rise_then_fall",
+       "Figure 1(b): in Phase 1 the I2 and I3 losses first rise, then fall", needs_t1=True)
+def rise_then_fall(d: SeedData) -> tuple:
     t1 = d.bounds["T1"]
-    if t1 is None:
-        return _no_t1("fig1b_rise_then_fall", claim)
     window = d.t <= t1
     measured, ok = {}, True
     for group in ("loss_I2", "loss_I3"):
@@ -187,10 +180,10 @@ def rise_then_fall(d: SeedData) -> CheckResult:
         rise, fall = float(values[peak] - values[0]), float(values[peak] - values[-1])
         measured[group] = {"rise": rise, "fall": fall, "peak_t": float(d.t[window][peak])}
         ok &= rise > 1e-3 and fall > 1e-3
-    return CheckResult("fig1b_rise_then_fall", claim, measured, "rise and fall each > 1e-3 before T1", ok,
-                       "I2 rises by {:.3g} then falls by {:.3g}; I3 rises by {:.3g} then falls by {:.3g}.".format(
-                           measured["loss_I2"]["rise"], measured["loss_I2"]["fall"],
-                           measured["loss_I3"]["rise"], measured["loss_I3"]["fall"]))
+    return (measured, "rise and fall each > 1e-3 before T1", ok,
+            "I2 rises by {:.3g} then falls by {:.3g}; I3 rises by {:.3g} then falls by {:.3g}.".format(
+                measured["loss_I2"]["rise"], measured["loss_I2"]["fall"],
+                measured["loss_I3"]["rise"], measured["loss_I3"]["fall"]))
 
 
 def _sign_fractions(d: SeedData, expected: dict[str, int]) -> dict[str, float]:
@@ -199,57 +192,51 @@ def _sign_fractions(d: SeedData, expected: dict[str, int]) -> dict[str, float]:
             for name, sign in expected.items()}
 
 
-@check("thm3.2_scores")
-def scores_monotone(d: SeedData) -> CheckResult:
-    claim = "Theorem 3.2: in Phase 2, A[mu_2,mu_1], A[mu_1,mu_2] increase; A[mu_3,mu_1], A[mu_3,mu_2] decrease"
-    missing = _needs(d, "d_A_mu1_mu2_dt")
-    if missing:
-        return CheckResult("thm3.2_scores", claim, None, "", None, missing)
+@check("thm3.2_scores",
+       "Theorem 3.2: in Phase 2, A[mu_2,mu_1], A[mu_1,mu_2] increase; A[mu_3,mu_1], A[mu_3,mu_2] decrease", needs=("d_A_mu1_mu2_dt",))
+def scores_monotone(d: SeedData) -> tuple:
     fractions = _sign_fractions(d, {"d_A_mu2_mu1_dt": 1, "d_A_mu1_mu2_dt": 1, "d_A_mu3_mu1_dt": -1, "d_A_mu3_mu2_dt": -1})
     ok = min(fractions.values()) >= MONOTONE_FRACTION
-    return CheckResult("thm3.2_scores", claim, fractions, f"right sign of dA/dt at >= {MONOTONE_FRACTION:.0%} of Phase-2 times",
-                       ok, f"The four scores move the predicted way at {min(fractions.values()):.1%} of Phase-2 times or more.")
+    return (fractions, f"right sign of dA/dt at >= {MONOTONE_FRACTION:.0%} of Phase-2 times",
+            ok, f"The four scores move the predicted way at {min(fractions.values()):.1%} of Phase-2 times or more.")
 
 
-@check("thm3.2_value_gram")
-def value_gram_monotone(d: SeedData) -> CheckResult:
-    claim = "Theorem 3.2: in Phase 2, mu_1^T W_V^T W_V mu_2 increases; mu_1^T.. mu_3 and mu_2^T.. mu_3 decrease"
-    missing = _needs(d, "d_V_mu1_mu2_dt")
-    if missing:
-        return CheckResult("thm3.2_value_gram", claim, None, "", None, missing)
+@check("thm3.2_value_gram",
+       "Theorem 3.2: in Phase 2, mu_1^T W_V^T W_V mu_2 increases; mu_1^T.. mu_3 and mu_2^T.. mu_3 decrease", needs=("d_V_mu1_mu2_dt",))
+def value_gram_monotone(d: SeedData) -> tuple:
     fractions = _sign_fractions(d, {"d_V_mu1_mu2_dt": 1, "d_V_mu1_mu3_dt": -1, "d_V_mu2_mu3_dt": -1})
     ok = min(fractions.values()) >= MONOTONE_FRACTION
-    return CheckResult("thm3.2_value_gram", claim, fractions, f"right sign at >= {MONOTONE_FRACTION:.0%} of Phase-2 times", ok,
-                       f"The three value Gram entries move the predicted way at {min(fractions.values()):.1%} of Phase-2 times or more.")
+    return (fractions, f"right sign at >= {MONOTONE_FRACTION:.0%} of Phase-2 times", ok,
+            f"The three value Gram entries move the predicted way at {min(fractions.values()):.1%} of Phase-2 times or more.")
 
 
-@check("thm3.2_G_sums")
-def g_sums(d: SeedData) -> CheckResult:
-    claim = "Theorem 3.2: in Phase 2, G(mu_1)+G(mu_2)+G(mu_3) > 0, G(mu_1)+G(mu_3) < 0, G(mu_2)+G(mu_3) < 0"
+@check("thm3.2_G_sums",
+       "Theorem 3.2: in Phase 2, G(mu_1)+G(mu_2)+G(mu_3) > 0, G(mu_1)+G(mu_3) < 0, G(mu_2)+G(mu_3) < 0")
+def g_sums(d: SeedData) -> tuple:
     mask = d.phase2()
     g1, g2, g3 = (d.series[k][mask] for k in ("G_mu1", "G_mu2", "G_mu3"))
     fractions = {"G1+G2+G3>0": float(np.mean(g1 + g2 + g3 > 0)) if mask.any() else 0.0,
                  "G1+G3<0": float(np.mean(g1 + g3 < 0)) if mask.any() else 0.0,
                  "G2+G3<0": float(np.mean(g2 + g3 < 0)) if mask.any() else 0.0}
     ok = min(fractions.values()) >= MONOTONE_FRACTION
-    return CheckResult("thm3.2_G_sums", claim, fractions, f"each holds at >= {MONOTONE_FRACTION:.0%} of Phase-2 times", ok,
-                       "Over Phase 2: " + ", ".join(f"{k} at {v:.1%}" for k, v in fractions.items()) + " of times.")
+    return (fractions, f"each holds at >= {MONOTONE_FRACTION:.0%} of Phase-2 times", ok,
+            "Over Phase 2: " + ", ".join(f"{k} at {v:.1%}" for k, v in fractions.items()) + " of times.")
 
 
-@check("thm3.3_final_loss")
-def final_loss(d: SeedData) -> CheckResult:
-    claim = "Theorem 3.3: the loss reaches 1/poly(m)"
+@check("thm3.3_final_loss",
+       "Theorem 3.3: the loss reaches 1/poly(m)")
+def final_loss(d: SeedData) -> tuple:
     value = float(d.series["loss"][-1])
-    return CheckResult("thm3.3_final_loss", claim, value, f"final loss <= 1/m = {1 / d.m:.3g}", value <= 1 / d.m,
-                       f"The final loss is {value:.3g} at t={d.bounds['end']:.3g}.")
+    return (value, f"final loss <= 1/m = {1 / d.m:.3g}", value <= 1 / d.m,
+            f"The final loss is {value:.3g} at t={d.bounds['end']:.3g}.")
 
 
-@check("thm3.3_score_pattern")
-def score_pattern(d: SeedData) -> CheckResult:
-    claim = ("Theorem 3.3: A(T*) - A(0) is positive at (1,2), (2,1), negative at (3,1), (3,2), and order-smaller "
-             "wherever a random token is involved")
+@check("thm3.3_score_pattern",
+       "Theorem 3.3: A(T*) - A(0) is positive at (1,2), (2,1), negative at (3,1), (3,2), and order-smaller "
+       "wherever a random token is involved")
+def score_pattern(d: SeedData) -> tuple:
     if d.A_init is None or d.A_final is None:
-        return CheckResult("thm3.3_score_pattern", claim, None, "", None, "needs the initial and final weights")
+        return (None, "", None, "needs the initial and final weights")
     change = d.A_final - d.A_init
     targets = {"(1,2)": change[0, 1], "(2,1)": change[1, 0], "(3,1)": change[2, 0], "(3,2)": change[2, 1]}
     random_part = change.copy()
@@ -258,12 +245,11 @@ def score_pattern(d: SeedData) -> CheckResult:
     smallest_target = float(min(abs(v) for v in targets.values()))
     signs = targets["(1,2)"] > 0 and targets["(2,1)"] > 0 and targets["(3,1)"] < 0 and targets["(3,2)"] < 0
     ok = bool(signs and largest_random <= ORDER_SMALLER * smallest_target)
-    return CheckResult("thm3.3_score_pattern", claim,
-                       {"target_changes": {k: float(v) for k, v in targets.items()},
-                        "max_random_change": largest_random, "ratio": largest_random / max(smallest_target, 1e-300)},
-                       f"signs as stated, random-token changes <= {ORDER_SMALLER:g} x smallest target change", ok,
-                       f"Target score changes {', '.join(f'{k}: {v:+.3g}' for k, v in targets.items())}; the largest "
-                       f"random-token change is {largest_random:.3g} ({largest_random / max(smallest_target, 1e-300):.2g} x the smallest target change).")
+    return ({"target_changes": {k: float(v) for k, v in targets.items()},
+             "max_random_change": largest_random, "ratio": largest_random / max(smallest_target, 1e-300)},
+            f"signs as stated, random-token changes <= {ORDER_SMALLER:g} x smallest target change", ok,
+            f"Target score changes {', '.join(f'{k}: {v:+.3g}' for k, v in targets.items())}; the largest "
+            f"random-token change is {largest_random:.3g} ({largest_random / max(smallest_target, 1e-300):.2g} x the smallest target change).")
 
 
 def late_phase2(d: SeedData) -> np.ndarray:
@@ -272,65 +258,59 @@ def late_phase2(d: SeedData) -> np.ndarray:
     return d.t >= max(10 * t1, d.bounds["end"] / 100)
 
 
-@check("thmF.8_inverse_loss_linear")
-def inverse_loss_linear(d: SeedData) -> CheckResult:
-    claim = "Theorem F.8: in Phase 2, 1/loss grows linearly in t"
+@check("thmF.8_inverse_loss_linear",
+       "Theorem F.8: in Phase 2, 1/loss grows linearly in t")
+def inverse_loss_linear(d: SeedData) -> tuple:
     mask = late_phase2(d)
     if mask.sum() < 5:
-        return CheckResult("thmF.8_inverse_loss_linear", claim, None, "", False, "Fewer than 5 observations in late Phase 2.")
+        return (None, "", False, "Fewer than 5 observations in late Phase 2.")
     t, inverse = d.t[mask], 1 / d.series["loss"][mask]
     slope, intercept = np.polyfit(t, inverse, 1)
     residual = inverse - (slope * t + intercept)
     r2 = float(1 - residual.var() / inverse.var())
     ok = slope > 0 and r2 >= LINEAR_R2
-    return CheckResult("thmF.8_inverse_loss_linear", claim, {"slope": float(slope), "intercept": float(intercept), "R2": r2,
-                                                             "t_from": float(t[0])},
-                       f"slope > 0 and R^2 >= {LINEAR_R2}", ok,
-                       f"From t={t[0]:.3g}, 1/loss = {slope:.3g} t + {intercept:.3g} with R^2 = {r2:.4f}.")
+    return ({"slope": float(slope), "intercept": float(intercept), "R2": r2, "t_from": float(t[0])},
+            f"slope > 0 and R^2 >= {LINEAR_R2}", ok,
+            f"From t={t[0]:.3g}, 1/loss = {slope:.3g} t + {intercept:.3g} with R^2 = {r2:.4f}.")
 
 
-@check("lemma4.4_balance")
-def balance(d: SeedData) -> CheckResult:
-    claim = "Lemma 4.4: |S_2 - S_3| / min(S_2, S_3) stays small over Phase 2"
+@check("lemma4.4_balance",
+       "Lemma 4.4: |S_2 - S_3| / min(S_2, S_3) stays small over Phase 2")
+def balance(d: SeedData) -> tuple:
     mask = d.phase2()
     value = float(np.max(d.series["bal_S2_S3"][mask])) if mask.any() else float("nan")
-    return CheckResult("lemma4.4_balance", claim, value, f"max over Phase 2 <= {BALANCE_BOUND:g}", bool(value <= BALANCE_BOUND),
-                       f"The I2/I3 gradient imbalance peaks at {value:.3g} over Phase 2.")
+    return (value, f"max over Phase 2 <= {BALANCE_BOUND:g}", bool(value <= BALANCE_BOUND),
+            f"The I2/I3 gradient imbalance peaks at {value:.3g} over Phase 2.")
 
 
-@check("lemma4.5_bounded_ratios")
-def bounded_ratios(d: SeedData) -> CheckResult:
-    claim = "Lemma 4.5: sum g / (S_2+S_3+S_4-S_1) = O(1) and sum g / (S_1-S_2) = O(1) over Phase 2"
+@check("lemma4.5_bounded_ratios",
+       "Lemma 4.5: sum g / (S_2+S_3+S_4-S_1) = O(1) and sum g / (S_1-S_2) = O(1) over Phase 2")
+def bounded_ratios(d: SeedData) -> tuple:
     mask = d.phase2()
     a, b = d.series["bal_sum_neg"][mask], d.series["bal_sum_S1_S2"][mask]
     measured = {"max_sum_over_neg": float(np.max(a)) if mask.any() else None,
                 "max_sum_over_S1_S2": float(np.max(b)) if mask.any() else None,
                 "min_denominators_positive": bool(mask.any() and np.all(a > 0) and np.all(b > 0))}
     ok = bool(measured["min_denominators_positive"] and max(np.max(a), np.max(b)) <= RATIO_BOUND)
-    return CheckResult("lemma4.5_bounded_ratios", claim, measured, f"both positive and <= {RATIO_BOUND:g}", ok,
-                       f"Over Phase 2 the ratios stay below {measured['max_sum_over_neg']:.3g} and {measured['max_sum_over_S1_S2']:.3g}."
-                       if mask.any() else "No Phase-2 observations.")
+    return (measured, f"both positive and <= {RATIO_BOUND:g}", ok,
+            f"Over Phase 2 the ratios stay below {measured['max_sum_over_neg']:.3g} and {measured['max_sum_over_S1_S2']:.3g}."
+            if mask.any() else "No Phase-2 observations.")
 
 
-@check("lemma4.5_R_settles")
-def r_settles(d: SeedData) -> CheckResult:
-    claim = "Lemma 4.5: R(t) = (S_2+S_3+S_4-S_1)/(S_1-S_2) settles in (1, 2)"
+@check("lemma4.5_R_settles",
+       "Lemma 4.5: R(t) = (S_2+S_3+S_4-S_1)/(S_1-S_2) settles in (1, 2)")
+def r_settles(d: SeedData) -> tuple:
     tail = d.series["R"][int(0.8 * len(d.t)):]
     ok = bool(np.all((tail > 1) & (tail < 2)))
-    return CheckResult("lemma4.5_R_settles", claim, {"final": float(tail[-1]), "min": float(tail.min()), "max": float(tail.max())},
-                       "1 < R < 2 over the last 20% of observations", ok,
-                       f"Over the last 20% of observations R ranges over [{tail.min():.3g}, {tail.max():.3g}], ending at {tail[-1]:.3g}.")
+    return ({"final": float(tail[-1]), "min": float(tail.min()), "max": float(tail.max())},
+            "1 < R < 2 over the last 20% of observations", ok,
+            f"Over the last 20% of observations R ranges over [{tail.min():.3g}, {tail.max():.3g}], ending at {tail[-1]:.3g}.")
 
 
-@check("lemma4.3_sandwich")
-def sandwich(d: SeedData) -> CheckResult:
-    claim = "Lemma 4.3: late in Phase 1, (1+C) max(dG(mu_1)/dt, dG(mu_2)/dt) <= -dG(mu_3)/dt <= (1-C)(dG(mu_1)/dt + dG(mu_2)/dt)"
-    missing = _needs(d, "d_G_mu1_dt")
-    if missing:
-        return CheckResult("lemma4.3_sandwich", claim, None, "", None, missing)
+@check("lemma4.3_sandwich",
+       "Lemma 4.3: late in Phase 1, (1+C) max(dG(mu_1)/dt, dG(mu_2)/dt) <= -dG(mu_3)/dt <= (1-C)(dG(mu_1)/dt + dG(mu_2)/dt)", needs_t1=True, needs=("d_G_mu1_dt",))
+def sandwich(d: SeedData) -> tuple:
     t1 = d.bounds["T1"]
-    if t1 is None:
-        return _no_t1("lemma4.3_sandwich", claim)
     mask = (d.t >= t1 / 2) & (d.t <= t1)
     g1, g2, g3 = (d.series[f"d_G_mu{k}_dt"][mask] for k in (1, 2, 3))
     upper, lower = g1 + g2, np.maximum(g1, g2)
@@ -338,21 +318,18 @@ def sandwich(d: SeedData) -> CheckResult:
     slack = np.minimum(-g3 / lower - 1, 1 + g3 / upper)
     fraction = float(np.mean(holds)) if mask.any() else 0.0
     best_c = float(np.min(slack[holds])) if holds.any() else None
-    return CheckResult("lemma4.3_sandwich", claim, {"fraction": fraction, "C": best_c, "window": [t1 / 2, t1]},
-                       f"strict sandwich at >= {SANDWICH_FRACTION:.0%} of times in [T1/2, T1]", fraction >= SANDWICH_FRACTION,
-                       f"The sandwich holds at {fraction:.0%} of late-Phase-1 times" + (f", with C = {best_c:.3g}." if best_c is not None else "."))
+    return ({"fraction": fraction, "C": best_c, "window": [t1 / 2, t1]},
+            f"strict sandwich at >= {SANDWICH_FRACTION:.0%} of times in [T1/2, T1]", fraction >= SANDWICH_FRACTION,
+            f"The sandwich holds at {fraction:.0%} of late-Phase-1 times" + (f", with C = {best_c:.3g}." if best_c is not None else "."))
 
 
-@check("eq5_exact")
-def eq5(d: SeedData) -> CheckResult:
-    claim = "Eq. (5): d/dt ||u||^2 = (2 m1 / n) sum_i g_i y_i F_i"
-    missing = _needs(d, "d_u_norm2_dt", "eq5_rhs")
-    if missing:
-        return CheckResult("eq5_exact", claim, None, "", None, missing)
+@check("eq5_exact",
+       "Eq. (5): d/dt ||u||^2 = (2 m1 / n) sum_i g_i y_i F_i", needs=("d_u_norm2_dt", "eq5_rhs",))
+def eq5(d: SeedData) -> tuple:
     lhs, rhs = d.series["d_u_norm2_dt"], d.series["eq5_rhs"]
     error = float(np.max(np.abs(lhs - rhs)) / max(np.max(np.abs(rhs)), 1e-300))
-    return CheckResult("eq5_exact", claim, error, f"relative difference <= {EQ5_TOLERANCE:g}", error <= EQ5_TOLERANCE,
-                       f"The JVP rate of ||u||^2 and Eq. (5)'s right-hand side agree to {error:.2g} at every observed time.")
+    return (error, f"relative difference <= {EQ5_TOLERANCE:g}", error <= EQ5_TOLERANCE,
+            f"The JVP rate of ||u||^2 and Eq. (5)'s right-hand side agree to {error:.2g} at every observed time.")
 
 
 def run_checks(data: SeedData) -> list[CheckResult]:
