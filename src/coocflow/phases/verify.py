@@ -95,7 +95,8 @@ def markdown(v: Verification, title: str) -> str:
              "| check | claim | threshold | verdict | measured (first seed) |", "| --- | --- | --- | --- | --- |"]
     for i, name in enumerate(CHECKS):
         first = v.per_seed[0][i]
-        lines.append(f"| `{name}` | {first.claim} | {first.threshold} | {_verdict(rates[name])} | {first.sentence} |")
+        cells = [f"`{name}`", first.claim, first.threshold, _verdict(rates[name]), first.sentence]
+        lines.append("| " + " | ".join(cell.replace("|", "\\|") for cell in cells) + " |")
     lines += ["", "## Appendix C: the coupled dynamical system", "",
               "Closed-form right-hand sides of the six kinds of variables (coocflow/phases/appendix_c.py) against "
               "forward-mode derivatives along -grad L, at random states of this configuration (the second and "
@@ -110,7 +111,7 @@ def markdown(v: Verification, title: str) -> str:
     b = v.boundaries[0]
     fmt = lambda x: "-" if x is None else f"{x:.4g}"  # noqa: E731
     lines += ["", f"Phase boundaries (first seed): T0.5 = {fmt(b['T0.5'])}, T1 = {fmt(b['T1'])}, "
-                  f"Phase 2 start (score drift rate at half its peak) = {fmt(b['phase2_start'])}, end = {fmt(b['end'])}."]
+                  f"Phase 2 start (score movement per e-fold of time at half its peak) = {fmt(b['phase2_start'])}, end = {fmt(b['end'])}."]
     return "\n".join(lines) + "\n"
 
 
