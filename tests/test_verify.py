@@ -173,3 +173,18 @@ def test_scaling_flags_are_validated():
                            (["--scaling", "m", "--values", "a,b"], "expected comma-separated whole numbers")):
         done = subprocess.run([str(cli), "verify", "tiny", *args], capture_output=True, text=True)
         assert done.returncode == 2 and expected in done.stderr, done.stderr
+
+
+def test_verify_an_ensemble_with_diverged_seeds(tmp_path):
+    """A real run where the claims cannot all hold: a learning rate at which most seeds diverge."""
+    config = resolve_config("tiny", ["train.lr=1.6", "train.steps=300"], n_seeds=8)
+    folder, result = run_and_write(config, tmp_path / "wild")
+    assert "diverged" in result.trajectory.status and "completed" in result.trajectory.status
+    run = load_run(folder)
+    verification = verify_run(run)
+    assert verification.seeds == [s for s, _ in seed_data(run)]
+    rates = verification.pass_rates()
+    assert all(rate["of"] == len(verification.seeds) for rate in rates.values())
+    assert any(rate["failed"] > 0 for rate in rates.values())
+    write_verification(run, verification)
+    assert "/" in (folder / "verify.md").read_text().split("| `thm3.3_final_loss` |")[1].split("|")[2]

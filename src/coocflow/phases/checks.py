@@ -261,9 +261,10 @@ def late_phase2(d: SeedData) -> np.ndarray:
 @check("thmF.8_inverse_loss_linear",
        "Theorem F.8: in Phase 2, 1/loss grows linearly in t")
 def inverse_loss_linear(d: SeedData) -> tuple:
-    mask = late_phase2(d)
+    mask = late_phase2(d) & (d.series["loss"] > 0)
     if mask.sum() < 5:
-        return (None, "", False, "Fewer than 5 observations in late Phase 2.")
+        return (None, "", False, "Fewer than 5 observations in late Phase 2 with a nonzero loss "
+                                 "(the loss may have underflowed to 0).")
     t, inverse = d.t[mask], 1 / d.series["loss"][mask]
     slope, intercept = np.polyfit(t, inverse, 1)
     residual = inverse - (slope * t + intercept)

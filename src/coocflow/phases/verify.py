@@ -51,18 +51,24 @@ class Verification:
 
 
 def seed_data(run: LoadedRun) -> list[tuple[int, SeedData]]:
-    """Each seed's series and initial/final score matrices from a run folder."""
+    """Each seed's series and initial/final score matrices from a run folder.
+
+    Seeds are matched to the stacked states through the manifest's `seeds` list; a seed with
+    no valid observation (it diverged at t = 0) is skipped.
+    """
     metrics = run.metrics
-    seeds = [int(s) for s in np.unique(metrics["seed"])] if "seed" in metrics else [run.manifest["seed"]]
+    seeds = [int(s) for s in run.manifest.get("seeds", [run.manifest["seed"]])]
     ensemble = run.state_init["W_Q"].ndim == 3
     out = []
-    for i, seed in enumerate(seeds):
+    for index, seed in enumerate(seeds):
         rows = metrics["seed"] == seed if "seed" in metrics else np.ones(len(metrics["t"]), dtype=bool)
+        if not rows.any():
+            continue
         series = {k: np.asarray(v[rows]) for k, v in metrics.items()}
         order = np.argsort(series["t"], kind="stable")
         series = {k: v[order] for k, v in series.items()}
-        init = {k: v[i] if ensemble else v for k, v in run.state_init.items()}
-        final = {k: v[i] if ensemble else v for k, v in run.state_final.items()}
+        init = {k: v[index] if ensemble else v for k, v in run.state_init.items()}
+        final = {k: v[index] if ensemble else v for k, v in run.state_final.items()}
         out.append((seed, SeedData(series, int(run.config["model"]["m"]),
                                    A_init=init["W_K"].T @ init["W_Q"], A_final=final["W_K"].T @ final["W_Q"])))
     return out
