@@ -36,6 +36,10 @@ def run(
 def _train_and_write(target: str, set_: list[str], seed: Optional[int], seeds: Optional[int],
                      out: Optional[Path], force: bool) -> Path:
     from coocflow.api import resolve_config, run_and_write
+    from coocflow.experiments import EXPERIMENTS
+
+    if target in EXPERIMENTS and EXPERIMENTS[target].study:
+        return _run_study(target, set_, seed, seeds, out, force)
 
     config = resolve_config(target, set_, seed, seeds)
     if out is None:
@@ -65,6 +69,32 @@ def _train_and_write(target: str, set_: list[str], seed: Optional[int], seeds: O
             f"{len(failed)} of {len(result.seeds)} seeds {status} (seed {seed}: {why} at t={div['t']:g}, "
             f"last finite observation t={div['last_finite_t']}); observations before it are kept in {folder}{fix}")
     return folder
+
+
+def _run_study(name: str, set_: list[str], seed: Optional[int], seeds: Optional[int],
+               out: Optional[Path], force: bool) -> Path:
+    import datetime as dt
+    import shutil
+
+    from coocflow.api import describe, resolve_config
+    from coocflow.experiments import EXPERIMENTS
+    from coocflow.experiments.studies import STUDIES
+    from coocflow.storage import atomic_write_text
+
+    config = resolve_config(name, set_, seed, seeds)
+    out = out or Path("runs") / f"{name}-{dt.datetime.now().strftime('%Y%m%d-%H%M%S')}"
+    if out.exists():
+        if not force:
+            raise CoocflowError(f"--out {out}: folder exists; pass --force to replace it or choose another --out")
+        shutil.rmtree(out)
+    out.mkdir(parents=True)
+    console.print(describe(config))
+    with console.status(f"running the {name} study...") as status:
+        result = STUDIES[EXPERIMENTS[name].study](config, out, lambda text: status.update(f"{name}: {text}"))
+    atomic_write_text(out / "summary.md", result.summary)
+    console.print(result.summary)
+    console.print(f"written: {', '.join(str(p) for p in result.figures)}, {out / 'summary.md'}")
+    return out
 
 
 @app.command()

@@ -16,9 +16,13 @@ from coocflow.errors import ConfigError
 
 @dataclass(frozen=True)
 class Experiment:
+    """A base configuration; `study` names a multi-variant study (experiments/studies.py) that
+    writes its own figures and summary instead of a single run folder."""
+
     name: str
     description: str
     overrides: dict[str, Any] = field(default_factory=dict)
+    study: str | None = None
 
     def config(self) -> Config:
         return Config(name=self.name).replace(self.overrides)
@@ -45,6 +49,24 @@ EXPERIMENTS: dict[str, Experiment] = {
             "loss log 2) and lr 0.001 for 300000 steps (same t = 300) so GD resolves the I2/I3 rise, "
             "which peaks near t = 0.01, one step of lr 0.01.",
             {**PAPER, "init.c1": 0.01, "train.lr": 0.001, "train.steps": 300000},
+        ),
+        Experiment(
+            "generalization",
+            "Train and test accuracy and loss over t for 8 seeds of the paper's setting, with the fitted "
+            "decay rates of train and test loss side by side (the authors' Figure 2 in their answers).",
+            {**PAPER, "seeds": list(range(8))}, study="generalization",
+        ),
+        Experiment(
+            "optimizers",
+            "GD, mini-batch SGD (batch 10), momentum, Adam and AdamW from the same data and initialization "
+            "(4 seeds, small output at init, t = 100): T1, score movement, final attention.",
+            {**PAPER, "init.c1": 0.01, "train.steps": 10000, "seeds": list(range(4))}, study="optimizers",
+        ),
+        Experiment(
+            "init-scale",
+            "Kaiming with c1 = 1, 0.1, 0.01 and the theory's Condition 1 (c0 = 1, 0.3): the I2/I3 rise, T1, "
+            "and how far the scores move (4 seeds, lr 0.001 to t = 20).",
+            {**PAPER, "train.lr": 0.001, "train.steps": 20000, "seeds": list(range(4))}, study="init-scale",
         ),
         Experiment(
             "tiny",

@@ -1,0 +1,233 @@
+"""Experiments the authors promised and the reviewers asked for (issue 5), on the same core.
+
+A study runs one or more variants of a configuration, each as a seed ensemble written as an
+ordinary run folder under `OUT/variants/NAME`, then writes its own comparison figure and a
+`summary.md` with the numbers it measured into `OUT`.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Callable
+
+import numpy as np
+
+from coocflow.config import Config
+from coocflow.runner import RunResult
+
+Progress = Callable[[str], None]
+
+
+@dataclass
+class StudyResult:
+    rows: list[dict]
+    summary: str
+    figures: list[Path]
+
+
+def _median_band(values: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    with np.errstate(all="ignore"):
+        import warnings
+
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore", RuntimeWarning)
+            return tuple(np.nanquantile(values, q, axis=0) for q in (0.1, 0.5, 0.9))
+
+
+def _plot(ax, result: RunResult, key: str, label: str, color: str, transform=lambda v: v) -> None:
+    t = result.trajectory.t
+    low, mid, high = _median_band(transform(result.trajectory.series[key]))
+    shown = t > 0
+    ax.plot(t[shown], mid[shown], color=color, label=label, lw=1.5)
+    if result.trajectory.n_seeds > 1:
+        ax.fill_between(t[shown], low[shown], high[shown], color=color, alpha=0.2, lw=0)
+
+
+def decay_rate(t: np.ndarray, loss: np.ndarray, t_from: float) -> float | None:
+    """Exponent b of loss ~ t^-b fitted on log-log axes from `t_from` on."""
+    keep = (t >= t_from) & (loss > 0) & np.isfinite(loss)
+    if keep.sum() < 3:
+        return None
+    slope, _ = np.polyfit(np.log(t[keep]), np.log(loss[keep]), 1)
+    return float(-slope)
+
+
+def _run_variants(base: Config, variants: dict[str, dict], out: Path, progress: Progress | None) -> dict[str, RunResult]:
+    from coocflow.api import run_and_write
+
+    results = {}
+    for name, overrides in variants.items():
+        config = base.replace({**overrides, "name": f"{base.name}-{name}"})
+        if progress:
+            progress(f"variant {name}")
+        _, results[name] = run_and_write(config, out / "variants" / name, force=True)
+    return results
+
+
+def _save(fig, path: Path) -> Path:
+    import matplotlib.pyplot as plt
+
+    tmp = path.with_name(f".{path.name}.tmp{path.suffix}")
+    fig.savefig(tmp, dpi=120)
+    plt.close(fig)
+    tmp.replace(path)
+    return path
+
+
+def _figure(rows: int, cols: int, width: float = 5.2, height: float = 4.0):
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    return plt.subplots(rows, cols, figsize=(width * cols, height * rows), constrained_layout=True)
+
+
+def _table(rows: list[dict], columns: list[str]) -> str:
+    def cell(v):
+        if v is None:
+            return "-"
+        return f"{v:.3g}" if isinstance(v, float) else str(v)
+
+    lines = ["| " + " | ".join(columns) + " |", "|" + " --- |" * len(columns)]
+    lines += ["| " + " | ".join(cell(r.get(c)) for c in columns) + " |" for r in rows]
+    return "\n".join(lines)
+
+
+def _t1_median(result: RunResult) -> float | None:
+    found = [v for v in result.t1 if v is not None]
+    return float(np.median(found)) if found else None
+
+
+def generalization(base: Config, out: Path, progress: Progress | None = None) -> StudyResult:
+    """Train and test accuracy and loss over t (the authors' Figure 2 in their answers), and the
+    fitted power-law decay rates of the train and test losses side by side."""
+    result = _run_variants(base, {"ensemble": {}}, out, progress)["ensemble"]
+    fig, axes = _figure(1, 2)
+    _plot(axes[0], result, "train_acc", "train accuracy", "tab:blue")
+    _plot(axes[0], result, "test_acc", "test accuracy", "tab:orange")
+    _plot(axes[1], result, "loss", "train loss", "tab:blue")
+    _plot(axes[1], result, "test_loss", "test loss", "tab:orange")
+    axes[0].set(xscale="log", xlabel="flow time t", ylabel="accuracy", title="accuracy")
+    axes[1].set(xscale="log", yscale="log", xlabel="flow time t", ylabel="loss", title="loss")
+    for ax in axes:
+        ax.legend(fontsize=8)
+        ax.grid(alpha=0.3, which="both", lw=0.4)
+    t1 = _t1_median(result) or result.trajectory.t[-1] / 100
+    t_from = max(10 * t1, result.trajectory.t[-1] / 100)
+    rows = []
+    for i, seed in enumerate(result.seeds):
+        s = result.seed_series(i)
+        rows.append({"seed": seed, "T1": result.t1[i], "train_acc": float(s["train_acc"][-1]),
+                     "test_acc": float(s["test_acc"][-1]), "train_loss": float(s["loss"][-1]),
+                     "test_loss": float(s["test_loss"][-1]),
+                     "train_decay": decay_rate(s["t"], s["loss"], t_from),
+                     "test_decay": decay_rate(s["t"], s["test_loss"], t_from)})
+    figure = _save(fig, out / "generalization.png")
+    med = {k: float(np.median([r[k] for r in rows if r[k] is not None])) for k in
+           ("train_acc", "test_acc", "train_loss", "test_loss", "train_decay", "test_decay")}
+    text = (f"# generalization\n\n{len(rows)} seeds of `{base.name}` ({base.data.random_tokens} random tokens, "
+            f"d={base.data.d}, {base.data.n_test} test samples). Decay rates b of loss ~ t^-b fitted from t = {t_from:.3g}.\n\n"
+            + _table(rows, ["seed", "T1", "train_acc", "test_acc", "train_loss", "test_loss", "train_decay", "test_decay"])
+            + f"\n\nMedians: train accuracy {med['train_acc']:.3f}, test accuracy {med['test_acc']:.3f}; "
+            f"train loss decays like t^-{med['train_decay']:.2f}, test loss like t^-{med['test_decay']:.2f}.\n")
+    return StudyResult(rows, text, [figure])
+
+
+OPTIMIZERS = {
+    "gd": {"train.method": "gd"},
+    "sgd": {"train.method": "sgd", "train.batch_size": 10},
+    "momentum": {"train.method": "momentum"},
+    "adam": {"train.method": "adam", "train.lr": 0.001},
+    "adamw": {"train.method": "adamw", "train.lr": 0.001},
+}
+
+
+def optimizers(base: Config, out: Path, progress: Progress | None = None) -> StudyResult:
+    """GD, mini-batch SGD, momentum, Adam and AdamW from the same data and initialization: does
+    the two-phase split survive, and what does Adam's normalization do to the scores?"""
+    variants = {name: dict(overrides) for name, overrides in OPTIMIZERS.items()}
+    variants["momentum"]["train.lr"] = base.train.lr * (1 - base.train.momentum)
+    results = _run_variants(base, variants, out, progress)
+    colors = dict(zip(results, ("black", "tab:blue", "tab:green", "tab:red", "tab:purple")))
+    fig, axes = _figure(1, 3)
+    for name, result in results.items():
+        _plot(axes[0], result, "loss", name, colors[name])
+        _plot(axes[1], result, "A_mu1_mu2", name, colors[name], transform=lambda v: v - v[:, :1])
+        _plot(axes[2], result, "A_mu3_mu1", name, colors[name], transform=lambda v: v - v[:, :1])
+    axes[0].set(xscale="log", yscale="log", xlabel="t = lr x steps", ylabel="training loss")
+    axes[1].set(xscale="log", xlabel="t = lr x steps", ylabel="A[mu_1,mu_2](t) - A(0)")
+    axes[2].set(xscale="log", xlabel="t = lr x steps", ylabel="A[mu_3,mu_1](t) - A(0)")
+    for ax in axes:
+        ax.legend(fontsize=8)
+        ax.grid(alpha=0.3, which="both", lw=0.4)
+    rows = []
+    for name, result in results.items():
+        s = result.trajectory.series
+        rows.append({"optimizer": name, "lr": result.config.train.lr, "T1": _t1_median(result),
+                     "final_loss": float(np.nanmedian(s["loss"][:, -1])),
+                     "dA_12": float(np.nanmedian(s["A_mu1_mu2"][:, -1] - s["A_mu1_mu2"][:, 0])),
+                     "dA_31": float(np.nanmedian(s["A_mu3_mu1"][:, -1] - s["A_mu3_mu1"][:, 0])),
+                     "p_q1_k2": float(np.nanmedian(s["p_q1_k2"][:, -1])),
+                     "p_q1_k3": float(np.nanmedian(s["p_q1_k3"][:, -1])),
+                     "diverged": sum(st != "completed" for st in result.trajectory.status)})
+    figure = _save(fig, out / "optimizers.png")
+    text = (f"# optimizers\n\nSame data and initialization ({len(base.seed_list)} seeds of `{base.name}`), medians "
+            "over seeds. Momentum runs at lr x (1 - momentum) so its effective step matches GD's; Adam and "
+            "AdamW at lr 0.001. Time is t = lr x steps for all (nominal for Adam).\n\n"
+            + _table(rows, ["optimizer", "lr", "T1", "final_loss", "dA_12", "dA_31", "p_q1_k2", "p_q1_k3", "diverged"])
+            + "\n")
+    return StudyResult(rows, text, [figure])
+
+
+INIT_SCALES = {
+    "kaiming": {"init.scheme": "kaiming", "init.c0": 1.0, "init.c1": 1.0},
+    "kaiming-c1=0.1": {"init.scheme": "kaiming", "init.c0": 1.0, "init.c1": 0.1},
+    "kaiming-c1=0.01": {"init.scheme": "kaiming", "init.c0": 1.0, "init.c1": 0.01},
+    "theory": {"init.scheme": "theory", "init.c0": 1.0, "init.c1": 1.0},
+    "theory-c0=0.3": {"init.scheme": "theory", "init.c0": 0.3, "init.c1": 1.0},
+}
+
+
+def init_scale(base: Config, out: Path, progress: Progress | None = None) -> StudyResult:
+    """How the initialization (scheme and scales c0, c1) changes the I2/I3 rise in Phase 1, T1,
+    and how far the scores move."""
+    results = _run_variants(base, INIT_SCALES, out, progress)
+    colors = dict(zip(results, ("black", "tab:blue", "tab:green", "tab:red", "tab:purple")))
+    fig, axes = _figure(1, 3)
+    for name, result in results.items():
+        _plot(axes[0], result, "loss_I2", name, colors[name])
+        _plot(axes[1], result, "loss", name, colors[name])
+        _plot(axes[2], result, "A_mu1_mu2", name, colors[name], transform=lambda v: v - v[:, :1])
+    axes[0].set(xscale="log", xlabel="flow time t", ylabel="I2 loss (linear)")
+    axes[1].set(xscale="log", yscale="log", xlabel="flow time t", ylabel="training loss")
+    axes[2].set(xscale="log", xlabel="flow time t", ylabel="A[mu_1,mu_2](t) - A(0)")
+    for ax in axes:
+        ax.legend(fontsize=8)
+        ax.grid(alpha=0.3, which="both", lw=0.4)
+    rows = []
+    for name, result in results.items():
+        rises, moved = [], []
+        for i in range(result.trajectory.n_seeds):
+            s = result.seed_series(i)
+            t1 = result.t1[i]
+            window = s["t"] <= (t1 if t1 is not None else s["t"][-1])
+            rises.append(min(float(s[g][window].max() - s[g][0]) for g in ("loss_I2", "loss_I3")))
+            moved.append(float(s["A_mu1_mu2"][-1] - s["A_mu1_mu2"][0]))
+        rows.append({"init": name, "initial_loss": float(np.nanmedian(result.trajectory.series["loss"][:, 0])),
+                     "T1": _t1_median(result), "I2_I3_rise": float(np.median(rises)),
+                     "seeds_with_rise": f"{sum(r > 1e-3 for r in rises)}/{len(rises)}",
+                     "dA_12": float(np.median(moved))})
+    figure = _save(fig, out / "init_scale.png")
+    text = (f"# init-scale\n\n{len(base.seed_list)} seeds of `{base.name}` per initialization, medians over seeds. "
+            "`I2_I3_rise` is the smaller of the two groups' rise above their initial loss before T1.\n\n"
+            + _table(rows, ["init", "initial_loss", "T1", "I2_I3_rise", "seeds_with_rise", "dA_12"]) + "\n")
+    return StudyResult(rows, text, [figure])
+
+
+STUDIES: dict[str, Callable[[Config, Path, Progress | None], StudyResult]] = {
+    "generalization": generalization,
+    "optimizers": optimizers,
+    "init-scale": init_scale,
+}
