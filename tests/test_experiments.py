@@ -9,8 +9,9 @@ from coocflow.storage import load_run
 from conftest import TINY
 
 
-@pytest.mark.parametrize("name", sorted(EXPERIMENTS))
+@pytest.mark.parametrize("name", sorted(n for n, e in EXPERIMENTS.items() if not e.study))
 def test_experiment_smoke(name, tmp_path):
+    """Single-run experiments; the studies have their own smoke tests (tests/test_studies.py)."""
     config = resolve_config(name, [f"{k}={v}" for k, v in TINY.items()])
     folder, result = run_and_write(config, tmp_path / name)
     assert result.trajectory.status == ["completed"]

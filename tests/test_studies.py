@@ -1,9 +1,5 @@
 """Each study runs at tiny size and writes its figure and summary."""
 
-import subprocess
-import sys
-from pathlib import Path
-
 import numpy as np
 import pytest
 
@@ -12,21 +8,34 @@ from coocflow.experiments.studies import STUDIES, decay_rate
 
 from conftest import TINY
 
-CLI = Path(sys.executable).parent / "coocflow"
-
-
 @pytest.mark.parametrize("name", sorted(STUDIES))
 def test_study_smoke(name, tmp_path):
+    """Each study in-process at tiny size (compiled programs are shared across the studies)."""
+    from coocflow.api import resolve_config
+
     assert EXPERIMENTS[name].study == name
-    sets = [x for k, v in {**TINY, "train.steps": 120}.items() for x in ("--set", f"{k}={v}")]
+    config = resolve_config(name, [f"{k}={v}" for k, v in {**TINY, "train.steps": 60, "observe.points": 20}.items()],
+                            n_seeds=2)
     out = tmp_path / name
-    done = subprocess.run([str(CLI), "run", name, *sets, "--seeds", "2", "--out", str(out)],
-                          capture_output=True, text=True, timeout=600)
-    assert done.returncode == 0, done.stderr
-    summary = (out / "summary.md").read_text()
-    assert summary.startswith(f"# {name}") and "| --- |" in summary
-    assert list(out.glob("*.png")) and all(p.stat().st_size > 10000 for p in out.glob("*.png"))
+    result = STUDIES[name](config, out)
+    assert result.rows and result.summary.startswith(f"# {name}") and "| --- |" in result.summary
+    assert all(p.is_file() and p.stat().st_size > 10000 for p in result.figures)
     assert (out / "variants").is_dir() and all((v / "metrics.parquet").is_file() for v in (out / "variants").iterdir())
+
+
+def test_study_from_the_command_line(tmp_path):
+    """The CLI path of a study, in-process so it reuses the programs the smoke tests compiled."""
+    from typer.testing import CliRunner
+
+    from coocflow.cli import app
+
+    sets = [x for k, v in {**TINY, "train.steps": 60, "observe.points": 20}.items() for x in ("--set", f"{k}={v}")]
+    out = tmp_path / "init-scale"
+    done = CliRunner().invoke(app, ["run", "init-scale", *sets, "--seeds", "2", "--out", str(out)])
+    assert done.exit_code == 0, done.output
+    summary = (out / "summary.md").read_text()
+    assert summary.startswith("# init-scale") and "seeds_with_rise" in summary
+    assert (out / "init_scale.png").stat().st_size > 10000
 
 
 def test_decay_rate_recovers_a_power_law():

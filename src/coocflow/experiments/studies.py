@@ -54,14 +54,17 @@ def decay_rate(t: np.ndarray, loss: np.ndarray, t_from: float) -> float | None:
 
 
 def _run_variants(base: Config, variants: dict[str, dict], out: Path, progress: Progress | None) -> dict[str, RunResult]:
-    from coocflow.api import run_and_write
+    """Each variant as an ordinary run folder (metrics, states, manifest) under OUT/variants;
+    the study draws the comparison figure, so the variants skip their own figures."""
+    from coocflow.runner import train, write_run
 
     results = {}
     for name, overrides in variants.items():
         config = base.replace({**overrides, "name": f"{base.name}-{name}"})
         if progress:
             progress(f"variant {name}")
-        _, results[name] = run_and_write(config, out / "variants" / name, force=True)
+        results[name] = train(config)
+        write_run(results[name], out / "variants" / name, force=True)
     return results
 
 
