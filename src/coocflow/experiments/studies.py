@@ -87,6 +87,25 @@ def _figure(rows: int, cols: int, width: float = 5.2, height: float = 4.0):
     return plt.subplots(rows, cols, figsize=(width * cols, height * rows), constrained_layout=True)
 
 
+COLORS = ("black", "tab:blue", "tab:green", "tab:red", "tab:purple")
+
+
+def _change(values: np.ndarray) -> np.ndarray:
+    return values - values[:, :1]
+
+
+def _comparison_figure(results: dict[str, RunResult], panels: list[tuple], path: Path) -> Path:
+    """One panel per (column, transform, axis settings), one curve (median and band) per variant."""
+    fig, axes = _figure(1, len(panels))
+    for ax, (key, transform, settings) in zip(axes, panels):
+        for (name, result), color in zip(results.items(), COLORS):
+            _plot(ax, result, key, name, color, transform=transform)
+        ax.set(xscale="log", **settings)
+        ax.legend(fontsize=8)
+        ax.grid(alpha=0.3, which="both", lw=0.4)
+    return _save(fig, path)
+
+
 def _table(rows: list[dict], columns: list[str]) -> str:
     def cell(v):
         if v is None:
@@ -168,18 +187,11 @@ def optimizers(base: Config, out: Path, progress: Progress | None = None) -> Stu
     variants = {name: dict(overrides) for name, overrides in OPTIMIZERS.items()}
     variants["momentum"]["train.lr"] = base.train.lr * (1 - base.train.momentum)
     results = _run_variants(base, variants, out, progress)
-    colors = dict(zip(results, ("black", "tab:blue", "tab:green", "tab:red", "tab:purple")))
-    fig, axes = _figure(1, 3)
-    for name, result in results.items():
-        _plot(axes[0], result, "loss", name, colors[name])
-        _plot(axes[1], result, "A_mu1_mu2", name, colors[name], transform=lambda v: v - v[:, :1])
-        _plot(axes[2], result, "A_mu3_mu1", name, colors[name], transform=lambda v: v - v[:, :1])
-    axes[0].set(xscale="log", yscale="log", xlabel="t = lr x steps", ylabel="training loss")
-    axes[1].set(xscale="log", xlabel="t = lr x steps", ylabel="A[mu_1,mu_2](t) - A(0)")
-    axes[2].set(xscale="log", xlabel="t = lr x steps", ylabel="A[mu_3,mu_1](t) - A(0)")
-    for ax in axes:
-        ax.legend(fontsize=8)
-        ax.grid(alpha=0.3, which="both", lw=0.4)
+    figure = _comparison_figure(results, [
+        ("loss", lambda v: v, {"yscale": "log", "xlabel": "t = lr x steps", "ylabel": "training loss"}),
+        ("A_mu1_mu2", _change, {"xlabel": "t = lr x steps", "ylabel": "A[mu_1,mu_2](t) - A(0)"}),
+        ("A_mu3_mu1", _change, {"xlabel": "t = lr x steps", "ylabel": "A[mu_3,mu_1](t) - A(0)"}),
+    ], out / "optimizers.png")
     rows = []
     for name, result in results.items():
         s = result.trajectory.series
@@ -190,7 +202,6 @@ def optimizers(base: Config, out: Path, progress: Progress | None = None) -> Stu
                      "p_q1_k2": float(np.nanmedian(s["p_q1_k2"][:, -1])),
                      "p_q1_k3": float(np.nanmedian(s["p_q1_k3"][:, -1])),
                      "diverged": sum(st != "completed" for st in result.trajectory.status)})
-    figure = _save(fig, out / "optimizers.png")
     text = (f"# optimizers\n\nSame data and initialization ({len(base.seed_list)} seeds of `{base.name}`), medians "
             "over seeds. Momentum runs at lr x (1 - momentum) so its effective step matches GD's; Adam and "
             "AdamW at lr 0.001. Time is t = lr x steps for all (nominal for Adam).\n\n"
@@ -212,18 +223,11 @@ def init_scale(base: Config, out: Path, progress: Progress | None = None) -> Stu
     """How the initialization (scheme and scales c0, c1) changes the I2/I3 rise in Phase 1, T1,
     and how far the scores move."""
     results = _run_variants(base, INIT_SCALES, out, progress)
-    colors = dict(zip(results, ("black", "tab:blue", "tab:green", "tab:red", "tab:purple")))
-    fig, axes = _figure(1, 3)
-    for name, result in results.items():
-        _plot(axes[0], result, "loss_I2", name, colors[name])
-        _plot(axes[1], result, "loss", name, colors[name])
-        _plot(axes[2], result, "A_mu1_mu2", name, colors[name], transform=lambda v: v - v[:, :1])
-    axes[0].set(xscale="log", xlabel="flow time t", ylabel="I2 loss (linear)")
-    axes[1].set(xscale="log", yscale="log", xlabel="flow time t", ylabel="training loss")
-    axes[2].set(xscale="log", xlabel="flow time t", ylabel="A[mu_1,mu_2](t) - A(0)")
-    for ax in axes:
-        ax.legend(fontsize=8)
-        ax.grid(alpha=0.3, which="both", lw=0.4)
+    figure = _comparison_figure(results, [
+        ("loss_I2", lambda v: v, {"xlabel": "flow time t", "ylabel": "I2 loss (linear)"}),
+        ("loss", lambda v: v, {"yscale": "log", "xlabel": "flow time t", "ylabel": "training loss"}),
+        ("A_mu1_mu2", _change, {"xlabel": "flow time t", "ylabel": "A[mu_1,mu_2](t) - A(0)"}),
+    ], out / "init_scale.png")
     rows = []
     for name, result in results.items():
         rises, moved = [], []
@@ -237,7 +241,6 @@ def init_scale(base: Config, out: Path, progress: Progress | None = None) -> Stu
                      "T1": _t1_median(result), "I2_I3_rise": float(np.median(rises)),
                      "seeds_with_rise": f"{sum(r > 1e-3 for r in rises)}/{len(rises)}",
                      "dA_12": float(np.median(moved))})
-    figure = _save(fig, out / "init_scale.png")
     text = (f"# init-scale\n\n{len(base.seed_list)} seeds of `{base.name}` per initialization, medians over seeds. "
             "`I2_I3_rise` is the smaller of the two groups' rise above their initial loss before T1.\n\n"
             + _table(rows, ["init", "initial_loss", "T1", "I2_I3_rise", "seeds_with_rise", "dA_12"]) + "\n")
