@@ -117,9 +117,13 @@ def _table(rows: list[dict], columns: list[str]) -> str:
     return "\n".join(lines)
 
 
-def _t1_median(result: RunResult) -> float | None:
-    found = [v for v in result.t1 if v is not None]
+def _median_or_none(values: list) -> float | None:
+    found = [v for v in values if v is not None]
     return float(np.median(found)) if found else None
+
+
+def _t1_median(result: RunResult) -> float | None:
+    return _median_or_none(result.t1)
 
 
 def generalization(base: Config, out: Path, progress: Progress | None = None) -> StudyResult:
@@ -156,13 +160,16 @@ def generalization(base: Config, out: Path, progress: Progress | None = None) ->
                                  "train_loss": float(s["loss"][-1]), "test_loss": float(s["test_loss"][-1]),
                                  "train_decay": decay_rate(s["t"], s["loss"], t_from),
                                  "test_decay": decay_rate(s["t"], s["test_loss"], t_from)})
-        medians[name] = {k: float(np.median([r[k] for r in variant_rows if r[k] is not None]))
+        medians[name] = {k: _median_or_none([r[k] for r in variant_rows])
                          for k in ("train_acc", "test_acc", "test_loss", "train_decay", "test_decay")}
         rows += variant_rows
     figure = _save(fig, out / "generalization.png")
+    def rate(value):
+        return "t^-?" if value is None else f"t^-{value:.2f}"
+
     lines = [f"- {name}: train accuracy {m['train_acc']:.3f}, test accuracy {m['test_acc']:.3f} "
-             f"(test loss {m['test_loss']:.3g}); train loss decays like t^-{m['train_decay']:.2f}, "
-             f"test loss like t^-{m['test_decay']:.2f}." for name, m in medians.items()]
+             f"(test loss {m['test_loss']:.3g}); train loss decays like {rate(m['train_decay'])}, "
+             f"test loss like {rate(m['test_decay'])}." for name, m in medians.items()]
     text = (f"# generalization\n\n{len(base.seed_list)} seeds of `{base.name}` per random-token mode, "
             f"{base.data.n_test} i.i.d. test samples. Decay rates b of loss ~ t^-b are fitted on log-log axes "
             "from max(10 T1, t_end / 100).\n\n"
