@@ -4,6 +4,7 @@ import numpy as np
 import pytest
 
 from coocflow.config import DataConfig, random_slots
+from coocflow.errors import ConfigError
 from coocflow.data import COMMON, FIRST_RANDOM, MU1, MU2, make_test_set, make_train_set
 
 EXPECTED_SPECIAL = {0: {MU1, MU2, COMMON}, 1: {MU1, COMMON}, 2: {MU2, COMMON}, 3: {COMMON}}
@@ -64,3 +65,20 @@ def test_same_seed_same_data_different_seed_different_data():
     np.testing.assert_array_equal(a.tokens, b.tokens)
     assert not np.array_equal(a.tokens, c.tokens)
     np.testing.assert_array_equal(make_test_set(cfg, 7).tokens, make_test_set(cfg, 7).tokens)
+
+
+@pytest.mark.parametrize("mode", ["seen", "unseen"])
+def test_test_tokens_seen_or_unseen_in_training(mode):
+    cfg = DataConfig(n=12, L=4, d=40, random_tokens="distinct", n_test=50, test_tokens=mode)
+    train = make_train_set(cfg, 3)
+    train_random = set(np.asarray(train.tokens).ravel()) - {MU1, MU2, COMMON}
+    test_random = set(np.asarray(make_test_set(cfg, 3, train).tokens).ravel()) - {MU1, MU2, COMMON}
+    assert test_random and all((token in train_random) == (mode == "seen") for token in test_random)
+
+
+def test_unseen_test_tokens_need_a_token_the_training_set_lacks():
+    cfg = DataConfig(n=12, L=4, d=5, random_tokens="uniform", n_test=10, test_tokens="unseen")
+    train = make_train_set(cfg, 0)
+    assert set(np.asarray(train.tokens).ravel()) == set(range(5))
+    with pytest.raises(ConfigError, match="data.test_tokens"):
+        make_test_set(cfg, 0, train)

@@ -27,8 +27,8 @@ def golden_data(g) -> Dataset:
 @pytest.fixture(params=["vocabulary", "token"])
 def formulation(request, monkeypatch):
     """Both ways of computing the scores must match the golden values."""
-    if request.param == "token":
-        monkeypatch.setattr(transformer_module, "VOCABULARY_LEVEL_MAX_D", 0)
+    ratio = 0 if request.param == "token" else 10**9
+    monkeypatch.setattr(transformer_module, "VOCABULARY_LEVEL_RATIO", ratio)
     return request.param
 
 

@@ -53,3 +53,28 @@ def test_eq5_norm_of_u_exact_along_flow():
     g, yF = loss_weights(model, problem.train), margins(model, problem.train)
     predicted = 2 * config.model.m1 / config.data.n * jnp.sum(g * yF)
     np.testing.assert_allclose(rate, predicted, rtol=1e-12)
+
+
+def test_dense_embedding_logits_equal_token_logits():
+    """The noise experiment's dense-input model is eq. (1) itself on one-hot rows."""
+    import jax
+
+    from coocflow.model import logits, logits_embedded
+
+    config = _tiny()
+    model, data = build_model(config), build_problem(config).train
+    dense = jax.nn.one_hot(data.tokens, config.data.d, dtype=model.W.dtype)
+    np.testing.assert_allclose(logits_embedded(model, dense), logits(model, data.tokens), rtol=0, atol=1e-13)
+
+
+def test_score_formulations_agree_at_a_large_vocabulary(monkeypatch):
+    """Above the crossover the scores come from per-token keys and queries; both give one loss."""
+    from coocflow.model import loss
+    from coocflow.model import transformer as transformer_module
+
+    config = _tiny(**{"data.d": 200})
+    model, data = build_model(config), build_problem(config).train
+    assert not transformer_module.uses_score_matrix(200, data.n, config.data.L)
+    by_tokens = loss(model, data)
+    monkeypatch.setattr(transformer_module, "VOCABULARY_LEVEL_RATIO", 10**9)
+    np.testing.assert_allclose(loss(model, data), by_tokens, rtol=1e-13)

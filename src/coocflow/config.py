@@ -24,6 +24,8 @@ TRAIN_METHODS = DISCRETE_METHODS + ("flow",)
 SOLVERS = ("tsit5", "dopri5", "dopri8", "kvaerno5")
 DTYPES = ("float64", "float32")
 GRID_SPACINGS = ("log-linear", "log", "linear")
+TEST_TOKEN_MODES = ("fresh", "seen", "unseen")
+TRAINABLE_SETS = ("all", "mlp-value")
 
 
 @dataclass(frozen=True)
@@ -35,6 +37,9 @@ class DataConfig:
     d: int = 64
     random_tokens: str = "uniform"
     n_test: int = 600
+    test_tokens: str = "fresh"
+    """Random tokens of the test set: `fresh` (i.i.d. uniform on R, SPEC section 2), `seen`
+    (drawn from the random tokens of the training set) or `unseen` (from those it never holds)."""
 
 
 @dataclass(frozen=True)
@@ -43,6 +48,11 @@ class ModelConfig:
 
     m: int = 128
     m1: int = 256
+    layers: int = 1
+    """Depth of the `deep` experiment's pre-LayerNorm transformer; eq. (1) is one layer and
+    ignores this."""
+    heads: int = 1
+    """Attention heads per layer of the `deep` experiment (must divide model.m); eq. (1) has one."""
 
 
 @dataclass(frozen=True)
@@ -77,6 +87,8 @@ class TrainConfig:
     atol: float = 1e-9
     solver: str = "dopri8"
     max_steps: int = 1_000_000
+    trainable: str = "all"
+    """`all` trains W_Q, W_K, W_V and W; `mlp-value` freezes attention (W_Q, W_K) at init."""
 
 
 @dataclass(frozen=True)
@@ -245,7 +257,12 @@ def validate(c: Config) -> None:
         slots = random_slots(d.n, d.L)
         _need(d.d - 3 >= slots,
               f"data.d: 'distinct' random tokens need d - 3 >= {slots} random slots (got d={d.d}); set data.d={slots + 3} or data.random_tokens=uniform")
+    _need(d.test_tokens in TEST_TOKEN_MODES,
+          f"data.test_tokens: must be one of {', '.join(TEST_TOKEN_MODES)} (got '{d.test_tokens}')")
     _need(c.model.m > 0, f"model.m: must be a positive width (got {c.model.m})")
+    _need(c.model.layers >= 1, f"model.layers: must be >= 1 (got {c.model.layers})")
+    _need(c.model.heads >= 1 and c.model.m % c.model.heads == 0,
+          f"model.heads: must be >= 1 and divide model.m={c.model.m} (got {c.model.heads})")
     _need(c.model.m1 > 0, f"model.m1: must be a positive width (got {c.model.m1})")
     _need(c.init.scheme in INIT_SCHEMES,
           f"init.scheme: must be one of {', '.join(INIT_SCHEMES)} (got '{c.init.scheme}')")
@@ -267,6 +284,8 @@ def validate(c: Config) -> None:
           f"train.t_end: applies to train.method=flow; {t.method} runs train.steps steps to t = lr * steps, so set train.steps={max(1, round(t.t_end / t.lr))} instead")
     _need(t.rtol > 0 and t.atol > 0, f"train.rtol, train.atol: must be > 0 (got {t.rtol}, {t.atol})")
     _need(t.solver in SOLVERS, f"train.solver: must be one of {', '.join(SOLVERS)} (got '{t.solver}')")
+    _need(t.trainable in TRAINABLE_SETS,
+          f"train.trainable: must be one of {', '.join(TRAINABLE_SETS)} (got '{t.trainable}')")
     _need(t.max_steps > 0, f"train.max_steps: must be > 0 (got {t.max_steps})")
     _need(t.batch_size in (0, d.n) or t.method != "flow",
           f"train.batch_size: the flow is full-batch; remove train.batch_size or pick a discrete method")

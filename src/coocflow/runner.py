@@ -51,8 +51,8 @@ def build_problem(config: Config, seed: int | None = None) -> Problem:
     """Training and test sets of one seed (default `config.seed`)."""
     seed = config.seed if seed is None else seed
     dtype = jnp.dtype(config.dtype)
-    return Problem(train=_cast(make_train_set(config.data, seed), dtype),
-                   test=_cast(make_test_set(config.data, seed), dtype))
+    train = make_train_set(config.data, seed)
+    return Problem(train=_cast(train, dtype), test=_cast(make_test_set(config.data, seed, train), dtype))
 
 
 def build_model(config: Config, seed: int | None = None) -> Transformer:

@@ -75,10 +75,32 @@ def make_train_set(cfg: DataConfig, seed: int) -> Dataset:
     return Dataset(jnp.asarray(tokens), jnp.asarray(_labels(groups)), jnp.asarray(groups))
 
 
-def make_test_set(cfg: DataConfig, seed: int) -> Dataset:
-    """I.i.d. test samples: types by probabilities 1/2, 1/6, 1/6, 1/6, fresh uniform random tokens."""
+def random_token_pool(cfg: DataConfig, train: Dataset) -> np.ndarray:
+    """The random tokens test samples draw from: those the training set holds (`seen`) or
+    the rest of R (`unseen`)."""
+    train_tokens = np.asarray(train.tokens)
+    seen = np.unique(train_tokens[train_tokens >= FIRST_RANDOM])
+    if cfg.test_tokens == "seen":
+        return seen
+    pool = np.setdiff1d(np.arange(FIRST_RANDOM, cfg.d), seen)
+    if not pool.size:
+        raise ConfigError(f"data.test_tokens: the training set holds every random token, so none is unseen; "
+                          f"raise data.d above {cfg.d} (distinct mode needs d > {random_slots(cfg.n, cfg.L) + 3})")
+    return pool
+
+
+def make_test_set(cfg: DataConfig, seed: int, train: Dataset | None = None) -> Dataset:
+    """I.i.d. test samples: types by probabilities 1/2, 1/6, 1/6, 1/6, random tokens uniform on R
+    (`fresh`, SPEC section 2) or on the random tokens `train` holds (`seen`) or lacks (`unseen`)."""
     rng = np.random.default_rng([seed, 1])
     groups = np.sort(rng.choice(4, size=cfg.n_test, p=GROUP_PROBS))
     tokens, random_mask = _layout(rng, groups, cfg.L)
-    tokens[random_mask] = rng.integers(FIRST_RANDOM, cfg.d, size=int(random_mask.sum()))
+    slots = int(random_mask.sum())
+    if cfg.test_tokens == "fresh":
+        tokens[random_mask] = rng.integers(FIRST_RANDOM, cfg.d, size=slots)
+    else:
+        if train is None:
+            raise ValueError("test_tokens 'seen' and 'unseen' need the training set")
+        pool = random_token_pool(cfg, train)
+        tokens[random_mask] = pool[rng.integers(0, pool.size, size=slots)]
     return Dataset(jnp.asarray(tokens), jnp.asarray(_labels(groups)), jnp.asarray(groups))

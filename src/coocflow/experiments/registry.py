@@ -58,6 +58,30 @@ EXPERIMENTS: dict[str, Experiment] = {
             {**PAPER, "seeds": list(range(8)), "train.method": "flow"}, study="generalization",
         ),
         Experiment(
+            "unseen-tokens",
+            "Distinct random tokens (d = 320: 220 in training, 97 never seen), the flow to t = 10^4, 4 seeds; the same "
+            "training run is tested on samples whose random tokens were seen in training and on samples whose "
+            "random tokens never were: attention and |G| they receive over t.",
+            {**PAPER, "data.random_tokens": "distinct", "data.d": 320, "train.method": "flow",
+             "train.t_end": 1e4, "observe.points": 100, "seeds": list(range(4))}, study="unseen-tokens",
+        ),
+        Experiment(
+            "relaxed-data",
+            "Uniform versus distinct random tokens across d (64; 163 = the smallest distinct d, ~ nL; 652), "
+            "the flow to t = 300, 4 seeds each: T1, the start of Phase 2, and the final attention pattern.",
+            {**PAPER, "train.method": "flow", "train.t_end": 300, "observe.points": 100, "seeds": list(range(4))},
+            study="relaxed-data",
+        ),
+        Experiment(
+            "deep",
+            "A 2-layer, 4-head pre-LayerNorm transformer (residual connections, GELU MLP, mean-pooled readout, "
+            "width 64) on the paper's data, Adam lr 0.001, 4 seeds: when classification becomes correct versus "
+            "when the loss falls, and attention to the target words per layer.",
+            {**PAPER, "model.m": 64, "model.m1": 128, "model.layers": 2, "model.heads": 4, "train.method": "adam",
+             "train.lr": 0.001, "train.steps": 3000, "seeds": list(range(4)), "observe.points": 100},
+            study="deep",
+        ),
+        Experiment(
             "optimizers",
             "GD, mini-batch SGD (batch 10), momentum, Adam and AdamW from the same data and initialization "
             "(4 seeds, small output at init, t = 50): T1, score movement, final attention.",
@@ -68,6 +92,21 @@ EXPERIMENTS: dict[str, Experiment] = {
             "Kaiming with c1 = 1, 0.1, 0.01 and the theory's Condition 1 (c0 = 1, 0.3): the I2/I3 rise, T1, "
             "and how far the scores move (4 seeds, lr 0.001 to t = 5).",
             {**PAPER, "train.lr": 0.001, "train.steps": 5000, "seeds": list(range(4))}, study="init-scale",
+        ),
+        Experiment(
+            "noise",
+            "Token noise (Gaussian, on the one-hot inputs) and flipped labels at test time, for the model at T1 and at "
+            "t = 100, trained fully and with attention frozen (only W and W_V train); GD lr 0.01, 4 seeds.",
+            {**PAPER, "train.steps": 10000, "seeds": list(range(4))}, study="noise",
+        ),
+        Experiment(
+            "markov",
+            "Next-token prediction on a random 16-state Markov chain (Dirichlet(0.2) rows), L = 8, 6000 sequences, "
+            "with the one-layer model and a fixed vocabulary readout; GD lr 2 to t = 4000, 4 seeds: loss against the "
+            "entropy rate, and which weights move first.",
+            {"data.d": 16, "data.L": 8, "data.n": 6000, "data.n_test": 3000, "model.m": 64, "model.m1": 128,
+             "init.scheme": "kaiming", "train.method": "gd", "train.lr": 2.0, "train.steps": 2000,
+             "seeds": [0, 1, 2, 3], "observe.points": 100}, study="markov",
         ),
         Experiment(
             "tiny",

@@ -87,7 +87,7 @@ def _figure(rows: int, cols: int, width: float = 5.2, height: float = 4.0):
     return plt.subplots(rows, cols, figsize=(width * cols, height * rows), constrained_layout=True)
 
 
-COLORS = ("black", "tab:blue", "tab:green", "tab:red", "tab:purple")
+COLORS = ("black", "tab:blue", "tab:green", "tab:red", "tab:purple", "tab:orange", "tab:brown", "tab:cyan")
 
 
 def _change(values: np.ndarray) -> np.ndarray:
@@ -96,6 +96,7 @@ def _change(values: np.ndarray) -> np.ndarray:
 
 def _comparison_figure(results: dict[str, RunResult], panels: list[tuple], path: Path) -> Path:
     """One panel per (column, transform, axis settings), one curve (median and band) per variant."""
+    assert len(results) <= len(COLORS), "more variants than colors"
     fig, axes = _figure(1, len(panels))
     for ax, (key, transform, settings) in zip(axes, panels):
         for (name, result), color in zip(results.items(), COLORS):
@@ -254,8 +255,25 @@ def init_scale(base: Config, out: Path, progress: Progress | None = None) -> Stu
     return StudyResult(rows, text, [figure])
 
 
+def _elsewhere(module: str, function: str) -> Callable[[Config, Path, Progress | None], StudyResult]:
+    """A study defined in another module of this package, imported when it runs (those modules
+    import the helpers above)."""
+    def run(base: Config, out: Path, progress: Progress | None = None) -> StudyResult:
+        import importlib
+
+        return getattr(importlib.import_module(f"coocflow.experiments.{module}"), function)(base, out, progress)
+
+    run.__doc__ = f"coocflow.experiments.{module}.{function}"
+    return run
+
+
 STUDIES: dict[str, Callable[[Config, Path, Progress | None], StudyResult]] = {
     "generalization": generalization,
+    "unseen-tokens": _elsewhere("random_tokens", "unseen_tokens"),
+    "relaxed-data": _elsewhere("random_tokens", "relaxed_data"),
+    "deep": _elsewhere("deep", "deep"),
     "optimizers": optimizers,
+    "noise": _elsewhere("noise", "noise"),
     "init-scale": init_scale,
+    "markov": _elsewhere("markov", "markov"),
 }

@@ -107,7 +107,7 @@ def integrate_discrete(
     non-finite is marked diverged at its first bad observation and keeps what came before;
     the run stops early only when every seed has diverged.
     """
-    trainable, frozen = partition(model)
+    trainable, frozen = partition(model, train.trainable)
     h = hyperparameters(train, model.W.dtype)
     optimizer = make_optimizer(train.method, h)
     opt_state = jax.vmap(optimizer.init)(trainable)

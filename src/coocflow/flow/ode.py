@@ -98,7 +98,7 @@ def integrate_flow(
     status `stopped`, with Diffrax's reason) or its values turn non-finite (`diverged`); it keeps
     the observations before that. Solver statistics per seed go into `stats`.
     """
-    trainable, frozen = partition(model)
+    trainable, frozen = partition(model, train.trainable)
     dtype = model.W.dtype
     rtol, atol = jnp.asarray(train.rtol, dtype), jnp.asarray(train.atol, dtype)
     times = np.asarray(obs_times, dtype=np.float64)

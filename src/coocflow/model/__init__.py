@@ -6,6 +6,7 @@ from coocflow.model.transformer import (
     attention,
     combine,
     logits,
+    logits_embedded,
     loss,
     loss_grad,
     partition,
@@ -18,7 +19,7 @@ from coocflow.model.transformer import (
 )
 
 __all__ = [
-    "Transformer", "attention", "combine", "init_model", "logits", "loss", "loss_grad",
+    "Transformer", "attention", "combine", "init_model", "logits", "logits_embedded", "loss", "loss_grad",
     "partition", "sample_losses", "score_matrix", "scores", "token_mlp", "trainable_loss",
     "trainable_spec",
 ]

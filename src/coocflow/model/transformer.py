@@ -35,14 +35,16 @@ class Transformer(eqx.Module):
         return self.W.T @ self.a
 
 
-def trainable_spec(model: Transformer) -> Transformer:
-    """Filter spec for eqx.partition: W_Q, W_K, W_V, W train; `a` stays fixed."""
-    return Transformer(W_Q=True, W_K=True, W_V=True, W=True, a=False)
+def trainable_spec(model: Transformer, trainable: str = "all") -> Transformer:
+    """Filter spec for eqx.partition: W_Q, W_K, W_V, W train and `a` stays fixed (`all`, the
+    paper); `mlp-value` also freezes W_Q and W_K, the frozen-attention ablation."""
+    attention_trains = trainable == "all"
+    return Transformer(W_Q=attention_trains, W_K=attention_trains, W_V=True, W=True, a=False)
 
 
-def partition(model: Transformer) -> tuple[Transformer, Transformer]:
+def partition(model: Transformer, trainable: str = "all") -> tuple[Transformer, Transformer]:
     """Split into (trainable, frozen) pytrees; the trainable part is the state of the flow."""
-    return eqx.partition(model, trainable_spec(model))
+    return eqx.partition(model, trainable_spec(model, trainable))
 
 
 def combine(trainable: Transformer, frozen: Transformer) -> Transformer:
@@ -59,16 +61,23 @@ def score_matrix(model: Transformer) -> jnp.ndarray:
     return model.W_K.T @ model.W_Q
 
 
-VOCABULARY_LEVEL_MAX_D = 512
-"""Up to this vocabulary size the scores are read from A = W_K^T W_Q (m d^2 flops, two matmuls
-back) instead of per-token keys and queries (n L^2 m flops, but a scatter of n L rows of width m
-back, which XLA on CPU runs slowly). Measured on the paper's configuration: 249 us versus 603 us
-per gradient step; see benchmarks/README.md."""
+VOCABULARY_LEVEL_RATIO = 12
+"""Scores are read from A = W_K^T W_Q (m d^2 flops, two matmuls back) while d^2 <= RATIO n L^2,
+else from per-token keys and queries (n L^2 m flops, but a scatter of n L rows of width m back,
+which XLA on CPU runs slowly). Measured gradient times for n = 60, L = 5, m = 128: d = 64,
+844 us versus 1210 us (A wins); d = 128, 1097 versus 1219; d = 223, 2629 versus 1210; d = 892,
+38386 versus 3474 (tokens win). See benchmarks/README.md."""
+
+
+def uses_score_matrix(d: int, n: int, L: int) -> bool:
+    """Whether `scores` reads A = W_K^T W_Q (small vocabularies) or per-token keys and queries."""
+    return d * d <= VOCABULARY_LEVEL_RATIO * n * L * L
 
 
 def scores(model: Transformer, tokens: jnp.ndarray) -> jnp.ndarray:
     """s[i, h, l] = k(x_h) . q(x_l) / sqrt(m) for key position h and query position l."""
-    if model.W_Q.shape[1] <= VOCABULARY_LEVEL_MAX_D:
+    n, L = tokens.shape[-2:]
+    if uses_score_matrix(model.W_Q.shape[1], n, L):
         A = score_matrix(model)
         return A[tokens[:, :, None], tokens[:, None, :]] / jnp.sqrt(model.m)
     keys = model.W_K.T[tokens]  # (n, L, m)
@@ -86,6 +95,16 @@ def logits(model: Transformer, tokens: jnp.ndarray) -> jnp.ndarray:
     """F(X) = sum over queries l and keys h of G(x_h) p_l[h] (eq. (1)); shape (n,)."""
     g_tokens = token_mlp(model)[tokens]  # (n, L)
     return jnp.einsum("nh,nhl->n", g_tokens, attention(model, tokens))
+
+
+def logits_embedded(model: Transformer, X: jnp.ndarray) -> jnp.ndarray:
+    """eq. (1) on dense inputs X (n, L, d) instead of one-hot tokens: equal to `logits` on
+    one-hot rows, and defined for perturbed embeddings (the `noise` experiment)."""
+    values = jnp.einsum("nld,d->nl", X, token_mlp(model))
+    keys = jnp.einsum("md,nld->nlm", model.W_K, X)
+    queries = jnp.einsum("md,nld->nlm", model.W_Q, X)
+    p = jax.nn.softmax(jnp.einsum("nhk,nlk->nhl", keys, queries) / jnp.sqrt(model.m), axis=1)
+    return jnp.einsum("nh,nhl->n", values, p)
 
 
 def sample_losses(model: Transformer, data: Dataset) -> jnp.ndarray:

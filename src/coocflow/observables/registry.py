@@ -113,6 +113,21 @@ def mean_attention(model: Transformer, data: Dataset, query: int, key: int) -> j
     return jnp.sum(jnp.where(both, weights, 0.0)) / jnp.maximum(jnp.sum(both), 1)
 
 
+def random_key_attention(model: Transformer, data: Dataset) -> jnp.ndarray:
+    """Mean attention a key position holding a random token receives, averaged over the queries
+    of its sample and over all such positions (1/L under uniform attention)."""
+    per_key = jnp.mean(attention(model, data.tokens), axis=2)
+    is_random = data.tokens >= FIRST_RANDOM
+    return jnp.sum(jnp.where(is_random, per_key, 0.0)) / jnp.maximum(jnp.sum(is_random), 1)
+
+
+def random_token_mlp(model: Transformer, data: Dataset) -> jnp.ndarray:
+    """Mean |G(x)| over the positions of `data` that hold a random token."""
+    g = jnp.abs(token_mlp(model)[data.tokens])
+    is_random = data.tokens >= FIRST_RANDOM
+    return jnp.sum(jnp.where(is_random, g, 0.0)) / jnp.maximum(jnp.sum(is_random), 1)
+
+
 def value_gram(model: Transformer, a: int, b: int) -> jnp.ndarray:
     """mu_a^T W_V^T W_V mu_b."""
     return model.W_V[:, TOKENS[a]] @ model.W_V[:, TOKENS[b]]
@@ -151,6 +166,12 @@ def _register_all() -> None:
         _register(f"p_q{q}_k{k}", "attention",
                   f"mean attention the query mu_{q} gives the key mu_{k}, over training samples holding both",
                   lambda model, pr, q=q, k=k: mean_attention(model, pr.train, TOKENS[q], TOKENS[k]))
+    for prefix, split, where in (("", "train", "training"), ("test_", "test", "test")):
+        _register(f"{prefix}attn_random", "attention",
+                  f"mean attention a random-token key receives in the {where} samples (1/L if uniform)",
+                  lambda model, pr, split=split: random_key_attention(model, getattr(pr, split)))
+        _register(f"{prefix}G_random_abs", "mlp", f"mean |G| at the random-token positions of the {where} samples",
+                  lambda model, pr, split=split: random_token_mlp(model, getattr(pr, split)))
     for a in (1, 2, 3):
         for b in range(a, 4):
             _register(f"V_mu{a}_mu{b}", "value", f"value Gram mu_{a}^T W_V^T W_V mu_{b}",

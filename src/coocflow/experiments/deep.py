@@ -1,0 +1,342 @@
+"""`deep`: a standard multi-layer, multi-head transformer on the co-occurrence task.
+
+Does the practitioners' architecture (model/deep.py) drive the loss to zero with zero error, like
+eq. (1) does (the authors' Figure 1 in their answers)? And what is its phase picture: when does
+classification become correct (T_correct) versus when does the loss fall (T_loss), and how does
+each layer's attention to the two target words mu_1, mu_2 move?
+
+Every seed of the ensemble is trained in one compiled, vmapped call: `lax.scan` over observation
+intervals, a `fori_loop` of Optax steps inside each, the observables of `DEEP_OBSERVABLES` at
+every observed step. Hyperparameters are traced arrays. Time is t = lr x steps (nominal for Adam).
+"""
+
+from __future__ import annotations
+
+import time
+from pathlib import Path
+from typing import Callable
+
+import equinox as eqx
+import jax
+import jax.numpy as jnp
+import numpy as np
+import optax
+
+from coocflow.config import Config
+from coocflow.data import Dataset
+from coocflow.data.cooccurrence import COMMON, MU1, MU2, make_test_set, make_train_set
+from coocflow.errors import ConfigError
+from coocflow.experiments.studies import (
+    COLORS, Progress, StudyResult, _figure, _median_band, _median_or_none, _save, _table,
+)
+from coocflow.flow.discrete import hyperparameters, make_optimizer
+from coocflow.flow.grid import observation_steps
+from coocflow.model.deep import DeepTransformer, deep_loss, forward, init_deep_transformer
+from coocflow.storage.run_folder import write_metrics
+
+DEEP_METHODS = ("gd", "momentum", "adam", "adamw")
+"""Full-batch optimizers the experiment supports (mini-batch `sgd` and the ODE `flow` are not)."""
+
+LOSS_DROP = 0.1
+"""T_loss is the first observed time the training loss is at most this fraction of its initial value."""
+
+SMALL_LOSS = 0.01
+"""T_small is the first observed time the training loss is below this absolute value."""
+
+
+def _margins(model: DeepTransformer, data: Dataset) -> jax.Array:
+    return data.labels * forward(model, data.tokens)[0]
+
+
+def _attention_to(model: DeepTransformer, data: Dataset, token: int, samples: jax.Array) -> jax.Array:
+    """Per layer (layers,): the attention weight queries give to keys holding `token`, averaged
+    over heads, queries and the samples where `samples` is true."""
+    _, attentions = forward(model, data.tokens)
+    on_token = (data.tokens == token).astype(attentions[0].dtype)  # (n, L_key)
+    sample_weights = samples.astype(on_token.dtype) / jnp.maximum(samples.sum(), 1)
+    per_layer = [jnp.einsum("nhqk,nk->n", weights, on_token) / (weights.shape[1] * weights.shape[2])
+                 for weights in attentions]
+    return jnp.stack([mass @ sample_weights for mass in per_layer])
+
+
+def train_loss(model: DeepTransformer, train: Dataset, test: Dataset) -> jax.Array:
+    return deep_loss(model, train)
+
+
+def train_accuracy(model: DeepTransformer, train: Dataset, test: Dataset) -> jax.Array:
+    return jnp.mean(_margins(model, train) > 0)
+
+
+def test_loss(model: DeepTransformer, train: Dataset, test: Dataset) -> jax.Array:
+    return deep_loss(model, test)
+
+
+def test_accuracy(model: DeepTransformer, train: Dataset, test: Dataset) -> jax.Array:
+    return jnp.mean(_margins(model, test) > 0)
+
+
+def min_train_margin(model: DeepTransformer, train: Dataset, test: Dataset) -> jax.Array:
+    """min_i y_i F(x_i): positive exactly when every training sample is classified correctly."""
+    return jnp.min(_margins(model, train))
+
+
+def attention_mu1(model: DeepTransformer, train: Dataset, test: Dataset) -> jax.Array:
+    """Per layer: attention to mu_1 keys in the I1 training samples (uniform would be 1/L)."""
+    return _attention_to(model, train, MU1, train.groups == 0)
+
+
+def attention_mu2(model: DeepTransformer, train: Dataset, test: Dataset) -> jax.Array:
+    """Per layer: attention to mu_2 keys in the I1 training samples (uniform would be 1/L)."""
+    return _attention_to(model, train, MU2, train.groups == 0)
+
+
+def attention_targets(model: DeepTransformer, train: Dataset, test: Dataset) -> jax.Array:
+    """Per layer: attention to mu_1 and mu_2 keys together in the I1 training samples (uniform: 2/L)."""
+    return attention_mu1(model, train, test) + attention_mu2(model, train, test)
+
+
+def attention_mu3(model: DeepTransformer, train: Dataset, test: Dataset) -> jax.Array:
+    """Per layer: attention to the common token mu_3 over all training samples (uniform: 1/L)."""
+    return _attention_to(model, train, COMMON, jnp.ones_like(train.labels, dtype=bool))
+
+
+DEEP_OBSERVABLES: dict[str, Callable[[DeepTransformer, Dataset, Dataset], jax.Array]] = {
+    "loss": train_loss,
+    "train_acc": train_accuracy,
+    "test_loss": test_loss,
+    "test_acc": test_accuracy,
+    "min_margin": min_train_margin,
+    "attn_mu1": attention_mu1,
+    "attn_mu2": attention_mu2,
+    "attn_targets": attention_targets,
+    "attn_mu3": attention_mu3,
+}
+"""Observables at every observed step: scalars, or per-layer vectors (the `attn_*` ones), which
+become one column per layer (`attn_mu1_L1`, `attn_mu1_L2`, ...) in the metrics table."""
+
+
+def observe_deep(model: DeepTransformer, train: Dataset, test: Dataset) -> dict[str, jax.Array]:
+    return {name: observable(model, train, test) for name, observable in DEEP_OBSERVABLES.items()}
+
+
+@eqx.filter_jit
+def train_ensemble(models: DeepTransformer, train: Dataset, test: Dataset, h: dict[str, jax.Array],
+                   intervals: jax.Array, method: str) -> tuple[DeepTransformer, dict[str, jax.Array]]:
+    """Train a seed-stacked batch of models on their seed-stacked data.
+
+    For each k, take `intervals[k]` full-batch steps of `method`, then observe. Returns the final
+    models and the observations, each of shape (seeds, observations) or (seeds, observations, layers).
+    """
+    optimizer = make_optimizer(method, h)
+    loss_gradient = jax.grad(deep_loss)
+
+    def one_seed(model, train, test):
+        def take_step(_, carry):
+            model, state = carry
+            updates, state = optimizer.update(loss_gradient(model, train), state, model)
+            return optax.apply_updates(model, updates), state
+
+        def interval(carry, n_steps):
+            carry = jax.lax.fori_loop(0, n_steps, take_step, carry)
+            return carry, observe_deep(carry[0], train, test)
+
+        (model, _), observed = jax.lax.scan(interval, (model, optimizer.init(model)), intervals)
+        return model, observed
+
+    return jax.vmap(one_seed)(models, train, test)
+
+
+def _stack(trees: list):
+    """Stack same-shaped pytrees along a new leading (seed) axis, in NumPy (eager jnp.stack
+    compiles one program per leaf shape)."""
+    return jax.tree.map(lambda *leaves: jnp.asarray(np.stack([np.asarray(leaf) for leaf in leaves])), *trees)
+
+
+def _check(config: Config) -> None:
+    method = config.train.method
+    if method not in DEEP_METHODS:
+        raise ConfigError(f"train.method: the deep experiment supports {', '.join(DEEP_METHODS)} "
+                          f"(full batch), not '{method}'; try train.method=adam")
+    if config.train.batch_size not in (0, config.data.n):
+        raise ConfigError(f"train.batch_size: the deep experiment trains on the full batch; set "
+                          f"train.batch_size=0 (got {config.train.batch_size})")
+
+
+def run_deep(config: Config) -> dict[str, np.ndarray]:
+    """Train every seed of `config.seed_list` and return the metrics as flat columns: `seed`,
+    `step`, `t`, then one column per scalar observable and per layer of the per-layer ones,
+    one row per seed x observed step."""
+    _check(config)
+    seeds = config.seed_list
+    dtype = jnp.dtype(config.dtype)
+    models = _stack([init_deep_transformer(config, jax.random.fold_in(jax.random.PRNGKey(seed), 3)) for seed in seeds])
+
+    def dataset(make, seed):
+        data = make(config.data, seed)
+        return Dataset(data.tokens, data.labels.astype(dtype), data.groups)
+
+    train = _stack([dataset(make_train_set, seed) for seed in seeds])
+    test = _stack([dataset(make_test_set, seed) for seed in seeds])
+    steps = observation_steps(config.train.steps, config.observe.points, config.observe.spacing)
+    intervals = jnp.asarray(np.diff(steps, prepend=0))
+    _, observed = train_ensemble(models, train, test, hyperparameters(config.train, dtype), intervals,
+                                 config.train.method)
+    n_obs = len(steps)
+    columns = {"seed": np.repeat(np.asarray(seeds, dtype=np.int64), n_obs),
+               "step": np.tile(steps.astype(np.int64), len(seeds)),
+               "t": np.tile(steps * config.train.lr, len(seeds))}
+    for name, values in observed.items():
+        values = np.asarray(values, dtype=np.float64)
+        if values.ndim == 2:
+            columns[name] = values.reshape(-1)
+        else:
+            for layer in range(values.shape[2]):
+                columns[f"{name}_L{layer + 1}"] = values[:, :, layer].reshape(-1)
+    return columns
+
+
+def first_time(t: np.ndarray, condition: np.ndarray) -> float | None:
+    """The first observed time where `condition` holds, or None if it never does."""
+    hits = np.flatnonzero(condition)
+    return float(t[hits[0]]) if hits.size else None
+
+
+def half_change_time(t: np.ndarray, values: np.ndarray) -> float | None:
+    """The first observed time where `values` has moved half of its total change (None if it did not move)."""
+    change = values - values[0]
+    total = change[-1]
+    if not np.isfinite(total) or total == 0:
+        return None
+    return first_time(t, change * np.sign(total) >= 0.5 * abs(total))
+
+
+def _per_seed(columns: dict[str, np.ndarray], seed: int) -> dict[str, np.ndarray]:
+    rows = columns["seed"] == seed
+    return {name: values[rows] for name, values in columns.items()}
+
+
+def phase_row(series: dict[str, np.ndarray], layers: int) -> dict:
+    """One seed's phase picture: T_correct, T_loss, T_small, per-layer half-change times of the
+    target attention, and the final values."""
+    t, loss = series["t"], series["loss"]
+    row = {"seed": int(series["seed"][0]),
+           "T_correct": first_time(t, series["min_margin"] > 0),
+           "T_loss": first_time(t, loss <= LOSS_DROP * loss[0]),
+           "T_small": first_time(t, loss < SMALL_LOSS),
+           "final_loss": float(loss[-1]), "final_test_loss": float(series["test_loss"][-1]),
+           "final_train_acc": float(series["train_acc"][-1]), "final_test_acc": float(series["test_acc"][-1])}
+    for layer in range(1, layers + 1):
+        targets = series[f"attn_targets_L{layer}"]
+        row[f"T_attn_L{layer}"] = half_change_time(t, targets)
+        row[f"attn_targets_L{layer}"] = float(targets[-1])
+        row[f"attn_mu3_L{layer}"] = float(series[f"attn_mu3_L{layer}"][-1])
+    return row
+
+
+def _ensemble(columns: dict[str, np.ndarray], name: str, seeds: tuple[int, ...]) -> np.ndarray:
+    return np.stack([columns[name][columns["seed"] == seed] for seed in seeds])
+
+
+def _band(ax, t: np.ndarray, values: np.ndarray, label: str, color: str, style: str = "-") -> None:
+    low, mid, high = _median_band(values)
+    shown = t > 0
+    ax.plot(t[shown], mid[shown], style, color=color, label=label, lw=1.5)
+    if values.shape[0] > 1:
+        ax.fill_between(t[shown], low[shown], high[shown], color=color, alpha=0.2, lw=0)
+
+
+def _mark(ax, time_value: float | None, label: str, style: str) -> None:
+    if time_value is not None:
+        ax.axvline(time_value, color="gray", ls=style, lw=1, label=label)
+
+
+def deep_figure(columns: dict[str, np.ndarray], rows: list[dict], config: Config, path: Path) -> Path:
+    """Four panels over t: train and test loss, train and test accuracy (with median T_correct and
+    T_loss marked), and per layer the attention to mu_1 + mu_2 in I1 samples and to mu_3."""
+    seeds, layers, L = config.seed_list, config.model.layers, config.data.L
+    t = columns["t"][columns["seed"] == seeds[0]]
+    t_correct = _median_or_none([r["T_correct"] for r in rows])
+    t_loss = _median_or_none([r["T_loss"] for r in rows])
+    fig, axes = _figure(2, 2)
+    loss_ax, acc_ax, target_ax, common_ax = axes.ravel()
+    for ax, (train_key, test_key), label in ((loss_ax, ("loss", "test_loss"), "logistic loss"),
+                                             (acc_ax, ("train_acc", "test_acc"), "accuracy")):
+        _band(ax, t, _ensemble(columns, train_key, seeds), "train", COLORS[1])
+        _band(ax, t, _ensemble(columns, test_key, seeds), "test", COLORS[3])
+        _mark(ax, t_correct, "median T_correct", "--")
+        _mark(ax, t_loss, f"median T_loss ({LOSS_DROP:g} x initial)", ":")
+        ax.set(xscale="log", xlabel="t = lr x steps", ylabel=label)
+    loss_ax.set(yscale="log", title="loss")
+    acc_ax.set(title="accuracy")
+    for ax, key, uniform, title in ((target_ax, "attn_targets", 2 / L, "attention to mu_1 + mu_2 keys (I1 samples)"),
+                                    (common_ax, "attn_mu3", 1 / L, "attention to mu_3 keys (all samples)")):
+        for layer in range(1, layers + 1):
+            _band(ax, t, _ensemble(columns, f"{key}_L{layer}", seeds), f"layer {layer}", f"C{layer - 1}")
+        ax.axhline(uniform, color="gray", ls="--", lw=1, label=f"uniform ({uniform:.2g})")
+        ax.set(xscale="log", xlabel="t = lr x steps", ylabel="attention weight", title=title)
+    for ax in axes.ravel():
+        ax.legend(fontsize=8)
+        ax.grid(alpha=0.3, which="both", lw=0.4)
+    fig.suptitle(f"deep: {layers} layers, {config.model.heads} heads, m={config.model.m}, m1={config.model.m1}, "
+                 f"{config.train.method}, median and 10-90% band of {len(seeds)} seeds")
+    return _save(fig, path)
+
+
+def _fmt(value: float | None) -> str:
+    return "never" if value is None else f"{value:.3g}"
+
+
+def deep_summary(rows: list[dict], config: Config, seconds: float) -> str:
+    """The summary text: setting, per-seed table of the phase picture, and the medians."""
+    layers, L = config.model.layers, config.data.L
+
+    def median(key):
+        return _median_or_none([r[key] for r in rows])
+
+    t_correct, t_loss, t_small = median("T_correct"), median("T_loss"), median("T_small")
+    order = ("-" if t_correct is None or t_loss is None
+             else "before" if t_correct < t_loss else "after" if t_correct > t_loss else "at the same time as")
+    columns = (["seed", "T_correct", "T_loss", "T_small", "final_loss", "final_test_loss", "final_train_acc",
+                "final_test_acc"]
+               + [f"{key}_L{layer}" for layer in range(1, layers + 1) for key in ("T_attn", "attn_targets", "attn_mu3")])
+    layer_lines = ", ".join(f"layer {layer}: {_fmt(median(f'attn_targets_L{layer}'))} (half-change at t = "
+                            f"{_fmt(median(f'T_attn_L{layer}'))}; mu_3 {_fmt(median(f'attn_mu3_L{layer}'))})"
+                            for layer in range(1, layers + 1))
+    seconds_text = f"{seconds:.0f} s" if seconds >= 10 else f"{seconds:.1f} s"
+    return (
+        f"# deep\n\n{len(rows)} seeds of `{config.name}`: a {layers}-layer pre-LayerNorm transformer with "
+        f"{config.model.heads} heads, m={config.model.m}, m1={config.model.m1}, mean-pooled readout, no positional "
+        f"embedding; {config.train.method} with lr {config.train.lr:g} for {config.train.steps} steps "
+        f"(t = lr x steps = {config.t_end:g}); data n={config.data.n}, L={L}, d={config.data.d}, "
+        f"{config.data.n_test} i.i.d. test samples. Trained in {seconds_text} (compilation included).\n\n"
+        f"T_correct: first observed t with every training sample classified correctly (min y F > 0). "
+        f"T_loss: first t with training loss <= {LOSS_DROP:g} x its initial value; T_small: loss < {SMALL_LOSS:g}. "
+        f"T_attn_Lk: first t where layer k's attention to mu_1 + mu_2 in I1 samples moved half of its total "
+        f"change. attn_targets (uniform {2 / L:.2g}) and attn_mu3 (uniform {1 / L:.2g}) are final values, "
+        f"averaged over heads, queries and samples.\n\n"
+        + _table(rows, columns)
+        + "\n\nMedians over seeds:\n\n"
+        f"- Classification becomes correct at t = {_fmt(t_correct)}, {order} the loss falls to "
+        f"{LOSS_DROP:g} x its initial value (t = {_fmt(t_loss)}); the loss is below {SMALL_LOSS:g} from t = {_fmt(t_small)}.\n"
+        f"- Final training loss {_fmt(median('final_loss'))} (train accuracy {_fmt(median('final_train_acc'))}), "
+        f"test loss {_fmt(median('final_test_loss'))}, test accuracy {_fmt(median('final_test_acc'))}.\n"
+        f"- Final attention to mu_1 + mu_2 in I1 samples (uniform {2 / L:.2g}): {layer_lines}.\n"
+    )
+
+
+def deep(base: Config, out: Path, progress: Progress | None = None) -> StudyResult:
+    """Train the seed ensemble of `base`, write `metrics.parquet` and `deep.png` into `out`, and
+    return the per-seed phase rows, the summary text and the figure."""
+    out = Path(out)
+    out.mkdir(parents=True, exist_ok=True)
+    if progress:
+        progress(f"deep: training {len(base.seed_list)} seeds for {base.train.steps} steps")
+    start = time.perf_counter()
+    columns = run_deep(base)
+    seconds = time.perf_counter() - start
+    write_metrics(out / "metrics.parquet", columns)
+    rows = [phase_row(_per_seed(columns, seed), base.model.layers) for seed in base.seed_list]
+    if progress:
+        progress("deep: drawing the figure")
+    figure = deep_figure(columns, rows, base, out / "deep.png")
+    return StudyResult(rows, deep_summary(rows, base, seconds), [figure])

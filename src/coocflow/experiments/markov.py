@@ -1,0 +1,450 @@
+"""`markov`: next-token prediction on a random Markov chain with the one-layer model of eq. (1).
+
+The authors' suggested next step. The model keeps eq. (1)'s attention and MLP but reads out a
+vocabulary: the query is the last position only,
+h = sum_k W_V x_k softmax_k(x_k^T W_K^T W_Q x_L / sqrt(m)), logits = B W h, with W_Q, W_K,
+W_V and W trained and B (d x m1, fixed random +-1/sqrt(m1)) playing the role of the fixed a.
+There is no positional encoding, so the only way to find the one token that matters, x_L, is
+for attention to favour keys equal to the query token: the diagonal of A = W_K^T W_Q. With
+near-uniform attention the model is a bag of words over the context; the study asks whether
+gradient descent first fits that (MLP and value move, attention does not: Phase 1) and only
+then grows the diagonal scores (Phase 2), and how close the loss gets to the entropy rate.
+
+Without positions, the attention output depends on a context only through its token counts and
+x_L, so the model is computed from those ((n, d) matmuls); a test checks it against eq. (1)
+written out with one-hot tokens. Training is full-batch (`gd`, or `adam`), all seeds in one
+compiled vmapped call, as in flow/discrete.py.
+"""
+
+from __future__ import annotations
+
+import time
+from pathlib import Path
+from typing import Callable
+
+import equinox as eqx
+import jax
+import jax.numpy as jnp
+import numpy as np
+import optax
+
+from coocflow.config import Config
+from coocflow.data.markov import (
+    DIRICHLET_ALPHA,
+    MarkovDataset,
+    bayes_accuracy,
+    bayes_loss,
+    entropy_rate,
+    make_markov_sets,
+    stationary_entropy,
+)
+from coocflow.errors import ConfigError
+from coocflow.experiments.studies import (
+    COLORS,
+    Progress,
+    StudyResult,
+    _figure,
+    _median_band,
+    _median_or_none,
+    _save,
+    _table,
+)
+from coocflow.flow.discrete import hyperparameters, make_optimizer
+from coocflow.flow.grid import observation_steps
+from coocflow.model import init_model
+from coocflow.storage import write_metrics
+
+MARKOV_METHODS = ("gd", "adam")
+
+
+class MarkovTransformer(eqx.Module):
+    """Weights of the next-token model; `B` (the vocabulary readout) is held but never trained."""
+
+    W_Q: jnp.ndarray  # (m, d)
+    W_K: jnp.ndarray  # (m, d)
+    W_V: jnp.ndarray  # (m, d)
+    W: jnp.ndarray  # (m1, m)
+    B: jnp.ndarray  # (d, m1)
+
+    @property
+    def m(self) -> int:
+        return self.W_Q.shape[0]
+
+
+def init_markov_model(config: Config, key: jax.Array) -> MarkovTransformer:
+    """W_Q, W_K, W_V and W exactly as `init_model` draws them from `key` (config.init's scheme,
+    c0, c1); B uniform on {+1, -1}/sqrt(m1) from its own key, so each logit starts O(|W W_V x|)."""
+    base = init_model(config, key)
+    m1, d = config.model.m1, config.data.d
+    B = jax.random.rademacher(jax.random.fold_in(key, 7), (d, m1), dtype=base.W.dtype) / jnp.sqrt(m1)
+    return MarkovTransformer(W_Q=base.W_Q, W_K=base.W_K, W_V=base.W_V, W=base.W, B=B)
+
+
+def trainable_spec(config: Config) -> MarkovTransformer:
+    """Filter spec for eqx.partition: B stays fixed; `train.trainable=mlp-value` also fixes W_Q, W_K."""
+    attention_trains = config.train.trainable == "all"
+    return MarkovTransformer(W_Q=attention_trains, W_K=attention_trains, W_V=True, W=True, B=False)
+
+
+def score_matrix(model: MarkovTransformer) -> jnp.ndarray:
+    """A = W_K^T W_Q / sqrt(m): A[key token, query token] is the attention score."""
+    return model.W_K.T @ model.W_Q / jnp.sqrt(model.m)
+
+
+def encode(tokens: jnp.ndarray, d: int, dtype) -> tuple[jnp.ndarray, jnp.ndarray]:
+    """The context as (log token counts, one-hot query token x_L), each (n, d).
+
+    Eq. (1) has no positional encoding, so positions holding the same token get the same score
+    and their attention adds up: the model sees the context only through its token counts c
+    (log c = -inf for absent tokens, which then get no attention). Built once per run, outside
+    the training loop.
+    """
+    x = jax.nn.one_hot(tokens, d, dtype=dtype)
+    return jnp.log(jnp.sum(x, axis=1)), x[:, -1]
+
+
+def attended_tokens(model: MarkovTransformer, log_counts: jnp.ndarray, query: jnp.ndarray) -> jnp.ndarray:
+    """sum_k p[i, k] x_k with p[i, k] = softmax_k(x_k^T A x_L): the attention-weighted token
+    histogram of each context, (n, d); equal to softmax_v(A[v, x_L] + log c_v).
+
+    Written with (n, d) matmuls instead of gathers at (n, L) positions: fewer operations, and no
+    scatters in the gradient, which XLA runs slowly on CPU.
+    """
+    return jax.nn.softmax(query @ score_matrix(model).T + log_counts, axis=1)
+
+
+def next_token_logits(model: MarkovTransformer, log_counts: jnp.ndarray, query: jnp.ndarray) -> jnp.ndarray:
+    """logits[i] = B W h_i with h_i = W_V sum_k p[i, k] x_k; shape (n, d). B W W_V is d x d, so
+    nothing of size n m is formed."""
+    return attended_tokens(model, log_counts, query) @ (model.B @ model.W @ model.W_V).T
+
+
+def cross_entropy(logits: jnp.ndarray, target: jnp.ndarray) -> jnp.ndarray:
+    """Mean -log softmax(logits)[target] (nats), the target given one-hot (n, d)."""
+    return jnp.mean(jax.nn.logsumexp(logits, axis=1) - jnp.sum(logits * target, axis=1))
+
+
+def _vocabulary(model: MarkovTransformer) -> tuple[int, jnp.dtype]:
+    return model.W_Q.shape[1], model.W_Q.dtype
+
+
+def loss(model: MarkovTransformer, data: MarkovDataset) -> jnp.ndarray:
+    """Mean cross-entropy of next-token prediction: the objective, comparable with the entropy rate."""
+    d, dtype = _vocabulary(model)
+    logits = next_token_logits(model, *encode(data.tokens, d, dtype))
+    return cross_entropy(logits, jax.nn.one_hot(data.targets, d, dtype=dtype))
+
+
+def accuracy(model: MarkovTransformer, data: MarkovDataset) -> jnp.ndarray:
+    logits = next_token_logits(model, *encode(data.tokens, *_vocabulary(model)))
+    return jnp.mean(jnp.argmax(logits, axis=1) == data.targets)
+
+
+def same_token_attention(model: MarkovTransformer, data: MarkovDataset) -> jnp.ndarray:
+    """Mean total attention the last query gives keys holding its own token (x_k = x_L)."""
+    log_counts, query = encode(data.tokens, *_vocabulary(model))
+    return jnp.mean(jnp.sum(attended_tokens(model, log_counts, query) * query, axis=1))
+
+
+def same_token_fraction(data: MarkovDataset) -> jnp.ndarray:
+    """Mean fraction of positions holding the query token: what uniform attention gives them."""
+    return jnp.mean(data.tokens == data.tokens[:, -1:])
+
+
+def score_gap(model: MarkovTransformer) -> jnp.ndarray:
+    """Mean diagonal minus mean off-diagonal entry of A = W_K^T W_Q / sqrt(m): how much more a
+    query attends to its own token than to another one."""
+    A = score_matrix(model)
+    d = A.shape[0]
+    diagonal = jnp.trace(A)
+    return diagonal / d - (jnp.sum(A) - diagonal) / (d * (d - 1))
+
+
+def relative_change(now: jnp.ndarray, start: jnp.ndarray) -> jnp.ndarray:
+    return jnp.linalg.norm(now - start) / jnp.linalg.norm(start)
+
+
+def mlp_value_change(model: MarkovTransformer, start: MarkovTransformer) -> jnp.ndarray:
+    """||(W, W_V)(t) - (W, W_V)(0)||_F / ||(W, W_V)(0)||_F: the bag-of-words part's change."""
+    moved = jnp.sum((model.W - start.W) ** 2) + jnp.sum((model.W_V - start.W_V) ** 2)
+    return jnp.sqrt(moved / (jnp.sum(start.W**2) + jnp.sum(start.W_V**2)))
+
+
+OBSERVABLES: dict[str, Callable] = {
+    "train_loss": lambda model, start, train, test: loss(model, train),
+    "test_loss": lambda model, start, train, test: loss(model, test),
+    "bayes_train_loss": lambda model, start, train, test: bayes_loss(train),
+    "bayes_test_loss": lambda model, start, train, test: bayes_loss(test),
+    "entropy_rate": lambda model, start, train, test: entropy_rate(train.chain),
+    "stationary_entropy": lambda model, start, train, test: stationary_entropy(train.chain),
+    "train_acc": lambda model, start, train, test: accuracy(model, train),
+    "test_acc": lambda model, start, train, test: accuracy(model, test),
+    "bayes_test_acc": lambda model, start, train, test: bayes_accuracy(test),
+    "same_token_attention": lambda model, start, train, test: same_token_attention(model, train),
+    "same_token_uniform": lambda model, start, train, test: same_token_fraction(train),
+    "score_gap": lambda model, start, train, test: score_gap(model),
+    "change_mlp_value": lambda model, start, train, test: mlp_value_change(model, start),
+    "change_W": lambda model, start, train, test: relative_change(model.W, start.W),
+    "change_W_V": lambda model, start, train, test: relative_change(model.W_V, start.W_V),
+    "change_W_Q": lambda model, start, train, test: relative_change(model.W_Q, start.W_Q),
+    "change_W_K": lambda model, start, train, test: relative_change(model.W_K, start.W_K),
+}
+"""Every recorded quantity, a scalar pure function of (model, initial model, train, test); the
+metrics table has one column per name, in this order. Same-token attention is measured on the
+training set from the last query; relative changes are Frobenius norms against t = 0."""
+
+
+def observe(model, start, train, test) -> dict[str, jnp.ndarray]:
+    return {name: fn(model, start, train, test) for name, fn in OBSERVABLES.items()}
+
+
+@eqx.filter_jit
+def _train_and_observe(trainable, frozen, train, test, h, intervals, method: str):
+    """For every seed (vmapped): `intervals[k]` optimizer steps then observe, for each k, in one
+    scan. Hyperparameters and intervals are traced, so the program is compiled once per shape."""
+    optimizer = make_optimizer(method, h)
+
+    def one_seed(params, frozen, train, test):
+        start = eqx.combine(params, frozen)
+        d, dtype = _vocabulary(start)
+        context, target = encode(train.tokens, d, dtype), jax.nn.one_hot(train.targets, d, dtype=dtype)
+        grad_fn = jax.grad(lambda p: cross_entropy(next_token_logits(eqx.combine(p, frozen), *context), target))
+
+        def take_step(_, carry):
+            params, state = carry
+            updates, state = optimizer.update(grad_fn(params), state, params)
+            return optax.apply_updates(params, updates), state
+
+        def interval(carry, n_steps):
+            carry = jax.lax.fori_loop(0, n_steps, take_step, carry)
+            return carry, observe(eqx.combine(carry[0], frozen), start, train, test)
+
+        (params, _), observed = jax.lax.scan(interval, (params, optimizer.init(params)), intervals)
+        return params, observed
+
+    return jax.vmap(one_seed)(trainable, frozen, train, test)
+
+
+def build_markov_ensemble(config: Config) -> tuple[MarkovTransformer, MarkovDataset, MarkovDataset]:
+    """Per seed its own chain, data and initialization, stacked along a leading seed axis.
+
+    The weights come from fold_in(PRNGKey(seed), 1) as in the main runs; the chain and the data
+    from the seed's PCG64 streams (data/markov.py).
+    """
+    sets = [make_markov_sets(config.data.d, config.data.L, config.data.n, config.data.n_test, seed,
+                             DIRICHLET_ALPHA, config.dtype) for seed in config.seed_list]
+    models = [init_markov_model(config, jax.random.fold_in(jax.random.PRNGKey(seed), 1)) for seed in config.seed_list]
+
+    def stack(*leaves):
+        return jnp.stack(leaves)
+
+    return (jax.tree.map(stack, *models), jax.tree.map(stack, *[s[0] for s in sets]),
+            jax.tree.map(stack, *[s[1] for s in sets]))
+
+
+def check_markov_config(config: Config) -> None:
+    """Refuse the optimizers this experiment does not run (it is full-batch, no ODE solver)."""
+    if config.train.method not in MARKOV_METHODS:
+        raise ConfigError(f"train.method: the markov experiment trains with {' or '.join(MARKOV_METHODS)} "
+                          f"(got '{config.train.method}'); set train.method=gd")
+
+
+def train_markov_ensemble(config: Config) -> dict[str, np.ndarray]:
+    """Train every seed of `config` in one compiled vmapped call.
+
+    Returns the observed series, each (seeds, observed steps), plus `step` and `t` = lr * step.
+    """
+    check_markov_config(config)
+    model, train, test = build_markov_ensemble(config)
+    trainable, frozen = eqx.partition(model, trainable_spec(config))
+    steps = observation_steps(config.train.steps, config.observe.points, config.observe.spacing)
+    intervals = jnp.asarray(np.diff(steps, prepend=0))
+    h = hyperparameters(config.train, jnp.dtype(config.dtype))
+    _, observed = _train_and_observe(trainable, frozen, train, test, h, intervals, config.train.method)
+    series = {name: np.asarray(values) for name, values in observed.items()}
+    series["step"] = steps
+    series["t"] = steps * config.train.lr
+    return series
+
+
+def crossing_time(t: np.ndarray, fraction: np.ndarray, level: float) -> float | None:
+    """First time `fraction` reaches `level`, linearly interpolated between observations."""
+    reached = np.flatnonzero(fraction >= level)
+    if reached.size == 0:
+        return None
+    i = int(reached[0])
+    if i == 0:
+        return float(t[0])
+    before, after = fraction[i - 1], fraction[i]
+    return float(t[i - 1] + (level - before) / (after - before) * (t[i] - t[i - 1]))
+
+
+def fraction_done(values: np.ndarray) -> np.ndarray:
+    """(v(t) - v(0)) / (v(end) - v(0)): how much of its total change a quantity has done."""
+    total = values[-1] - values[0]
+    return (values - values[0]) / total if total != 0 else np.zeros_like(values)
+
+
+PHASE1_SCORE_FRACTION = 0.1
+"""Phase 1 ends when the diagonal score gap has done this fraction of its total change; the
+picture counts as two-phase when the MLP/value weights have done half of theirs before that."""
+
+
+def phase_times(t: np.ndarray, s: dict[str, np.ndarray]) -> dict[str, float | None]:
+    """One seed's phase picture from its series `s`.
+
+    `t_half_mlp`: when the MLP/value weights have done half their total relative change;
+    `t_half_score`: when the diagonal score gap has done half its change; `score_at_half_mlp`:
+    the fraction of the score gap's change done by `t_half_mlp` (near 0 in a two-phase picture);
+    `loss_phase1`: the training loss when the score gap has done PHASE1_SCORE_FRACTION of its
+    change (what the MLP/value part reaches with near-uniform attention); `t_loss_half` and
+    `t_loss_90`: when the training loss has gone 50% and 90% of the way from its initial value to
+    the Bayes loss on the training set.
+    """
+    score = fraction_done(s["score_gap"])
+    loss_progress = (s["train_loss"][0] - s["train_loss"]) / (s["train_loss"][0] - s["bayes_train_loss"][0])
+    t_half_mlp = crossing_time(t, fraction_done(s["change_mlp_value"]), 0.5)
+    t_phase1 = crossing_time(t, score, PHASE1_SCORE_FRACTION)
+    return {
+        "t_half_mlp": t_half_mlp,
+        "t_half_score": crossing_time(t, score, 0.5),
+        "score_at_half_mlp": None if t_half_mlp is None else float(np.interp(t_half_mlp, t, score)),
+        "loss_phase1": None if t_phase1 is None else float(np.interp(t_phase1, t, s["train_loss"])),
+        "t_loss_half": crossing_time(t, loss_progress, 0.5),
+        "t_loss_90": crossing_time(t, loss_progress, 0.9),
+    }
+
+
+def _seed_rows(config: Config, series: dict[str, np.ndarray]) -> list[dict]:
+    rows = []
+    for i, seed in enumerate(config.seed_list):
+        s = {name: values[i] for name, values in series.items() if name not in ("step", "t")}
+        H = float(s["entropy_rate"][-1])
+        rows.append({
+            "seed": seed, "H": H, "H_pi": float(s["stationary_entropy"][-1]),
+            "train_loss": float(s["train_loss"][-1]), "test_loss": float(s["test_loss"][-1]),
+            "bayes_test": float(s["bayes_test_loss"][-1]), "test_minus_H": float(s["test_loss"][-1]) - H,
+            "train_minus_H": float(s["train_loss"][-1]) - H,
+            "test_acc": float(s["test_acc"][-1]), "bayes_acc": float(s["bayes_test_acc"][-1]),
+            "same_attn": float(s["same_token_attention"][-1]), "uniform_attn": float(s["same_token_uniform"][-1]),
+            "score_gap": float(s["score_gap"][-1]),
+            **phase_times(series["t"], s),
+        })
+    return rows
+
+
+def _band(ax, t: np.ndarray, values: np.ndarray, label: str, color: str, style: str = "-") -> None:
+    low, mid, high = _median_band(values)
+    shown = t > 0
+    ax.plot(t[shown], mid[shown], style, color=color, label=label, lw=1.5)
+    if values.shape[0] > 1:
+        ax.fill_between(t[shown], low[shown], high[shown], color=color, alpha=0.2, lw=0)
+
+
+def _markov_figure(series: dict[str, np.ndarray], path: Path) -> Path:
+    """Loss against H and H(pi); relative weight changes; fraction of change done (the phase
+    picture); same-token attention against its uniform level. Medians with 10-90% bands."""
+    t = series["t"]
+    fig, axes = _figure(1, 4, width=4.6)
+    loss_ax, change_ax, phase_ax, attn_ax = axes
+    _band(loss_ax, t, series["train_loss"], "train loss", COLORS[1])
+    _band(loss_ax, t, series["test_loss"], "test loss", COLORS[3])
+    loss_ax.axhline(np.median(series["entropy_rate"][:, -1]), color="black", ls="--", lw=1, label="entropy rate H")
+    loss_ax.axhline(np.median(series["stationary_entropy"][:, -1]), color="gray", ls=":", lw=1.2, label="H(pi)")
+    loss_ax.set(xscale="log", xlabel="t = lr x steps", ylabel="cross-entropy (nats)", title="loss")
+    for name, color in zip(("change_W", "change_W_V", "change_W_Q", "change_W_K"), COLORS[1:]):
+        _band(change_ax, t, series[name], name.replace("change_", ""), color)
+    change_ax.set(xscale="log", yscale="log", xlabel="t = lr x steps", ylabel="||X(t) - X(0)|| / ||X(0)||",
+                  title="relative weight change")
+    phase = {
+        "MLP/value change": np.stack([fraction_done(v) for v in series["change_mlp_value"]]),
+        "score gap (diag - offdiag)": np.stack([fraction_done(v) for v in series["score_gap"]]),
+        "loss drop": (series["train_loss"][:, :1] - series["train_loss"])
+        / (series["train_loss"][:, :1] - series["bayes_train_loss"][:, :1]),
+    }
+    for (name, values), color in zip(phase.items(), (COLORS[1], COLORS[3], COLORS[0])):
+        _band(phase_ax, t, values, name, color)
+    phase_ax.set(xscale="log", xlabel="t = lr x steps", ylabel="fraction of total change (loss: of way to Bayes)",
+                 title="phase picture")
+    _band(attn_ax, t, series["same_token_attention"], "attention on keys = query token", COLORS[2])
+    _band(attn_ax, t, series["same_token_uniform"], "uniform attention's share", "gray", "--")
+    attn_ax.set(xscale="log", xlabel="t = lr x steps", ylabel="attention from the last query",
+                title="same-token attention")
+    for ax in axes:
+        ax.legend(fontsize=8)
+        ax.grid(alpha=0.3, which="both", lw=0.4)
+    return _save(fig, path)
+
+
+def _metrics_columns(config: Config, series: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
+    """One row per seed x observed step: seed, step, t, then every observable."""
+    n_seeds, n_obs = len(config.seed_list), len(series["t"])
+    columns = {"seed": np.repeat(np.asarray(config.seed_list, dtype=np.int64), n_obs),
+               "step": np.tile(series["step"].astype(np.int64), n_seeds),
+               "t": np.tile(series["t"].astype(np.float64), n_seeds)}
+    columns.update({name: series[name].reshape(-1) for name in OBSERVABLES})
+    return columns
+
+
+def _fmt(value: float | None, spec: str = ".3g") -> str:
+    return "-" if value is None else format(value, spec)
+
+
+def markov(base: Config, out: Path, progress: Progress | None = None) -> StudyResult:
+    """Next-token prediction on a random Markov chain per seed: loss against the entropy rate,
+    and whether MLP/value and attention move in two phases. Writes metrics.parquet and markov.png
+    into `out` and returns the summary text (the caller writes summary.md)."""
+    out = Path(out)
+    out.mkdir(parents=True, exist_ok=True)
+    seeds = base.seed_list
+    if progress:
+        progress(f"markov: training {len(seeds)} seeds for {base.train.steps} steps in one compiled call")
+    started = time.perf_counter()
+    series = train_markov_ensemble(base)
+    seconds = time.perf_counter() - started
+    write_metrics(out / "metrics.parquet", _metrics_columns(base, series))
+    if progress:
+        progress("markov: drawing the figure")
+    figure = _markov_figure(series, out / "markov.png")
+    rows = _seed_rows(base, series)
+    medians = {key: _median_or_none([r[key] for r in rows]) for key in rows[0] if key != "seed"}
+    diverged = sum(not np.all(np.isfinite(series["train_loss"][i])) for i in range(len(seeds)))
+    two_phase = medians["score_at_half_mlp"] is not None and medians["score_at_half_mlp"] < PHASE1_SCORE_FRACTION
+    verdict = (f"two phases: the MLP/value weights do half their change while the score gap has done under "
+               f"{PHASE1_SCORE_FRACTION:.0%} of its own" if two_phase else
+               f"no clear two-phase split: the score gap has done {PHASE1_SCORE_FRACTION:.0%} or more of its change "
+               "by the time the MLP/value weights have done half of theirs")
+    t = base.train
+    text = (
+        f"# markov\n\n{len(seeds)} seeds of `{base.name}`, each its own random chain over d={base.data.d} states "
+        f"(rows ~ Dirichlet({DIRICHLET_ALPHA})), {base.data.n} training sequences and {base.data.n_test} test "
+        f"sequences of L={base.data.L} tokens plus the target, m={base.model.m}, m1={base.model.m1}, "
+        f"{base.init.scheme} init (c0={base.init.c0}, c1={base.init.c1}), {t.method} with lr {t.lr} for "
+        f"{t.steps} steps (t = {t.lr * t.steps:g}); trained in {seconds:.1f} s. Losses in nats. H is the chain's "
+        "entropy rate (the Bayes loss in expectation), H_pi its stationary entropy (context ignored). "
+        "`same_attn` is the last query's attention on keys equal to its token, `uniform_attn` what uniform "
+        "attention gives them. Half-change times are when the MLP/value weights (`t_half_mlp`) and the "
+        "diagonal score gap (`t_half_score`) have done half their total change; `loss_phase1` is the training "
+        f"loss when the score gap has done {PHASE1_SCORE_FRACTION:.0%} of its change (the end of Phase 1); "
+        "`t_loss_half`/`t_loss_90` when the training loss has gone 50%/90% of the way from its start to the Bayes "
+        "loss.\n\n"
+        + _table(rows, ["seed", "H", "H_pi", "train_loss", "test_loss", "bayes_test", "test_minus_H", "test_acc",
+                        "bayes_acc", "same_attn", "uniform_attn", "score_gap", "t_half_mlp", "t_half_score",
+                        "score_at_half_mlp", "loss_phase1", "t_loss_half", "t_loss_90"])
+        + "\n\nMedians over seeds:\n\n"
+        f"- final loss minus entropy rate: test {_fmt(medians['test_minus_H'])}, "
+        f"train {_fmt(medians['train_minus_H'])} "
+        f"(H {_fmt(medians['H'])}, H(pi) {_fmt(medians['H_pi'])}); test accuracy {_fmt(medians['test_acc'])} "
+        f"vs Bayes {_fmt(medians['bayes_acc'])}.\n"
+        f"- half-change times: MLP/value t = {_fmt(medians['t_half_mlp'])}, "
+        f"score gap t = {_fmt(medians['t_half_score'])} "
+        f"(the score gap had done {_fmt(medians['score_at_half_mlp'], '.0%')} of its change by then); loss halfway "
+        f"to Bayes at t = {_fmt(medians['t_loss_half'])}, 90% at t = {_fmt(medians['t_loss_90'])}.\n"
+        f"- {verdict}; at the end of Phase 1 the training loss is {_fmt(medians['loss_phase1'])} (H(pi) "
+        f"{_fmt(medians['H_pi'])}, H {_fmt(medians['H'])}), and the last query ends with "
+        f"{_fmt(medians['same_attn'])} of its attention on its own token against "
+        f"{_fmt(medians['uniform_attn'])} under uniform attention."
+        + (f"\n- {diverged} of {len(seeds)} seeds diverged (non-finite loss)." if diverged else "")
+        + "\n"
+    )
+    return StudyResult(rows, text, [figure])
