@@ -14,7 +14,6 @@ OWN_SMOKE_TESTS = {"markov": "tests/test_markov.py", "deep": "tests/test_deep.py
 """Studies smoke-tested by a test of their own (which checks more than the generic one)."""
 SMOKE_EXTRA = {
     "unseen-tokens": {"data.d": 32, "train.method": "gd", "train.t_end": 0},
-    "relaxed-data": {"train.method": "gd", "train.t_end": 0},
 }
 
 

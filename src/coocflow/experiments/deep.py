@@ -44,63 +44,86 @@ SMALL_LOSS = 0.01
 """T_small is the first observed time the training loss is below this absolute value."""
 
 
-def _margins(model: DeepTransformer, data: Dataset) -> jax.Array:
-    return data.labels * forward(model, data.tokens)[0]
+class Evaluated(eqx.Module):
+    """A dataset together with the model's logits and per-layer attention weights on it.
+
+    `observe_deep` computes it once per dataset and observation and hands it to every
+    observable: inside the compiled loop XLA does not merge the forward passes that each
+    observable would otherwise repeat, which measured three times slower.
+    """
+
+    data: Dataset
+    logits: jax.Array  # (n,)
+    attentions: tuple[jax.Array, ...]  # per layer (n, heads, L_query, L_key)
+
+    @property
+    def margins(self) -> jax.Array:
+        """y_i F(x_i), positive exactly where sample i is classified correctly."""
+        return self.data.labels * self.logits
 
 
-def _attention_to(model: DeepTransformer, data: Dataset, token: int, samples: jax.Array) -> jax.Array:
+def evaluate(model: DeepTransformer, data: Dataset) -> Evaluated:
+    logits, attentions = forward(model, data.tokens)
+    return Evaluated(data, logits, tuple(attentions))
+
+
+def _attention_to(evaluated: Evaluated, token: int, samples: jax.Array) -> jax.Array:
     """Per layer (layers,): the attention weight queries give to keys holding `token`, averaged
     over heads, queries and the samples where `samples` is true."""
-    _, attentions = forward(model, data.tokens)
-    on_token = (data.tokens == token).astype(attentions[0].dtype)  # (n, L_key)
+    tokens = evaluated.data.tokens
+    on_token = (tokens == token).astype(evaluated.logits.dtype)  # (n, L_key)
     sample_weights = samples.astype(on_token.dtype) / jnp.maximum(samples.sum(), 1)
-    per_layer = [jnp.einsum("nhqk,nk->n", weights, on_token) / (weights.shape[1] * weights.shape[2])
-                 for weights in attentions]
-    return jnp.stack([mass @ sample_weights for mass in per_layer])
+    per_sample = [jnp.einsum("nhqk,nk->n", weights, on_token) / (weights.shape[1] * weights.shape[2])
+                  for weights in evaluated.attentions]
+    return jnp.stack([mass @ sample_weights for mass in per_sample])
 
 
-def train_loss(model: DeepTransformer, train: Dataset, test: Dataset) -> jax.Array:
-    return deep_loss(model, train)
+def _is_i1(evaluated: Evaluated) -> jax.Array:
+    return evaluated.data.groups == 0
 
 
-def train_accuracy(model: DeepTransformer, train: Dataset, test: Dataset) -> jax.Array:
-    return jnp.mean(_margins(model, train) > 0)
+def train_loss(model: DeepTransformer, train: Evaluated, test: Evaluated) -> jax.Array:
+    return jnp.mean(jax.nn.softplus(-train.margins))
 
 
-def test_loss(model: DeepTransformer, train: Dataset, test: Dataset) -> jax.Array:
-    return deep_loss(model, test)
+def train_accuracy(model: DeepTransformer, train: Evaluated, test: Evaluated) -> jax.Array:
+    return jnp.mean(train.margins > 0)
 
 
-def test_accuracy(model: DeepTransformer, train: Dataset, test: Dataset) -> jax.Array:
-    return jnp.mean(_margins(model, test) > 0)
+def test_loss(model: DeepTransformer, train: Evaluated, test: Evaluated) -> jax.Array:
+    return jnp.mean(jax.nn.softplus(-test.margins))
 
 
-def min_train_margin(model: DeepTransformer, train: Dataset, test: Dataset) -> jax.Array:
+def test_accuracy(model: DeepTransformer, train: Evaluated, test: Evaluated) -> jax.Array:
+    return jnp.mean(test.margins > 0)
+
+
+def min_train_margin(model: DeepTransformer, train: Evaluated, test: Evaluated) -> jax.Array:
     """min_i y_i F(x_i): positive exactly when every training sample is classified correctly."""
-    return jnp.min(_margins(model, train))
+    return jnp.min(train.margins)
 
 
-def attention_mu1(model: DeepTransformer, train: Dataset, test: Dataset) -> jax.Array:
+def attention_mu1(model: DeepTransformer, train: Evaluated, test: Evaluated) -> jax.Array:
     """Per layer: attention to mu_1 keys in the I1 training samples (uniform would be 1/L)."""
-    return _attention_to(model, train, MU1, train.groups == 0)
+    return _attention_to(train, MU1, _is_i1(train))
 
 
-def attention_mu2(model: DeepTransformer, train: Dataset, test: Dataset) -> jax.Array:
+def attention_mu2(model: DeepTransformer, train: Evaluated, test: Evaluated) -> jax.Array:
     """Per layer: attention to mu_2 keys in the I1 training samples (uniform would be 1/L)."""
-    return _attention_to(model, train, MU2, train.groups == 0)
+    return _attention_to(train, MU2, _is_i1(train))
 
 
-def attention_targets(model: DeepTransformer, train: Dataset, test: Dataset) -> jax.Array:
+def attention_targets(model: DeepTransformer, train: Evaluated, test: Evaluated) -> jax.Array:
     """Per layer: attention to mu_1 and mu_2 keys together in the I1 training samples (uniform: 2/L)."""
     return attention_mu1(model, train, test) + attention_mu2(model, train, test)
 
 
-def attention_mu3(model: DeepTransformer, train: Dataset, test: Dataset) -> jax.Array:
+def attention_mu3(model: DeepTransformer, train: Evaluated, test: Evaluated) -> jax.Array:
     """Per layer: attention to the common token mu_3 over all training samples (uniform: 1/L)."""
-    return _attention_to(model, train, COMMON, jnp.ones_like(train.labels, dtype=bool))
+    return _attention_to(train, COMMON, jnp.ones_like(train.data.labels, dtype=bool))
 
 
-DEEP_OBSERVABLES: dict[str, Callable[[DeepTransformer, Dataset, Dataset], jax.Array]] = {
+DEEP_OBSERVABLES: dict[str, Callable[[DeepTransformer, Evaluated, Evaluated], jax.Array]] = {
     "loss": train_loss,
     "train_acc": train_accuracy,
     "test_loss": test_loss,
@@ -111,12 +134,15 @@ DEEP_OBSERVABLES: dict[str, Callable[[DeepTransformer, Dataset, Dataset], jax.Ar
     "attn_targets": attention_targets,
     "attn_mu3": attention_mu3,
 }
-"""Observables at every observed step: scalars, or per-layer vectors (the `attn_*` ones), which
-become one column per layer (`attn_mu1_L1`, `attn_mu1_L2`, ...) in the metrics table."""
+"""Observables at every observed step, pure functions of (model, evaluated train set, evaluated
+test set): scalars, or per-layer vectors (the `attn_*` ones), which become one column per layer
+(`attn_mu1_L1`, `attn_mu1_L2`, ...) in the metrics table."""
 
 
 def observe_deep(model: DeepTransformer, train: Dataset, test: Dataset) -> dict[str, jax.Array]:
-    return {name: observable(model, train, test) for name, observable in DEEP_OBSERVABLES.items()}
+    """Every observable of `DEEP_OBSERVABLES`, from one forward pass per dataset."""
+    train_evaluated, test_evaluated = evaluate(model, train), evaluate(model, test)
+    return {name: observable(model, train_evaluated, test_evaluated) for name, observable in DEEP_OBSERVABLES.items()}
 
 
 @eqx.filter_jit
@@ -217,7 +243,7 @@ def _per_seed(columns: dict[str, np.ndarray], seed: int) -> dict[str, np.ndarray
 
 def phase_row(series: dict[str, np.ndarray], layers: int) -> dict:
     """One seed's phase picture: T_correct, T_loss, T_small, per-layer half-change times of the
-    target attention, and the final values."""
+    target attention, its initial and final values, and the final losses and accuracies."""
     t, loss = series["t"], series["loss"]
     row = {"seed": int(series["seed"][0]),
            "T_correct": first_time(t, series["min_margin"] > 0),
@@ -228,6 +254,7 @@ def phase_row(series: dict[str, np.ndarray], layers: int) -> dict:
     for layer in range(1, layers + 1):
         targets = series[f"attn_targets_L{layer}"]
         row[f"T_attn_L{layer}"] = half_change_time(t, targets)
+        row[f"attn_targets_init_L{layer}"] = float(targets[0])
         row[f"attn_targets_L{layer}"] = float(targets[-1])
         row[f"attn_mu3_L{layer}"] = float(series[f"attn_mu3_L{layer}"][-1])
     return row
@@ -294,12 +321,23 @@ def deep_summary(rows: list[dict], config: Config, seconds: float) -> str:
         return _median_or_none([r[key] for r in rows])
 
     t_correct, t_loss, t_small = median("T_correct"), median("T_loss"), median("T_small")
-    order = ("-" if t_correct is None or t_loss is None
-             else "before" if t_correct < t_loss else "after" if t_correct > t_loss else "at the same time as")
+    drop = f"the loss falls to {LOSS_DROP:g} x its initial value"
+    if t_correct is not None and t_loss is not None:
+        order = "before" if t_correct < t_loss else "after" if t_correct > t_loss else "at the same time as"
+        phases = f"Classification becomes correct at t = {_fmt(t_correct)}, {order} {drop} (T_loss = {_fmt(t_loss)})"
+    else:
+        correct = ("classification never becomes correct on every training sample" if t_correct is None
+                   else f"classification becomes correct at t = {_fmt(t_correct)}")
+        falls = f"{drop} at t = {_fmt(t_loss)}" if t_loss is not None else drop.replace("falls", "never falls")
+        phases = f"{correct[0].upper()}{correct[1:]}; {falls}"
+    small = (f"first falls below {SMALL_LOSS:g} at t = {_fmt(t_small)}" if t_small is not None
+             else f"never falls below {SMALL_LOSS:g}")
     columns = (["seed", "T_correct", "T_loss", "T_small", "final_loss", "final_test_loss", "final_train_acc",
                 "final_test_acc"]
-               + [f"{key}_L{layer}" for layer in range(1, layers + 1) for key in ("T_attn", "attn_targets", "attn_mu3")])
-    layer_lines = ", ".join(f"layer {layer}: {_fmt(median(f'attn_targets_L{layer}'))} (half-change at t = "
+               + [f"{key}_L{layer}" for layer in range(1, layers + 1)
+                  for key in ("T_attn", "attn_targets", "attn_mu3")])
+    layer_lines = ", ".join(f"layer {layer}: {_fmt(median(f'attn_targets_init_L{layer}'))} at t = 0 -> "
+                            f"{_fmt(median(f'attn_targets_L{layer}'))} (half-change at t = "
                             f"{_fmt(median(f'T_attn_L{layer}'))}; mu_3 {_fmt(median(f'attn_mu3_L{layer}'))})"
                             for layer in range(1, layers + 1))
     seconds_text = f"{seconds:.0f} s" if seconds >= 10 else f"{seconds:.1f} s"
@@ -316,11 +354,10 @@ def deep_summary(rows: list[dict], config: Config, seconds: float) -> str:
         f"averaged over heads, queries and samples.\n\n"
         + _table(rows, columns)
         + "\n\nMedians over seeds:\n\n"
-        f"- Classification becomes correct at t = {_fmt(t_correct)}, {order} the loss falls to "
-        f"{LOSS_DROP:g} x its initial value (t = {_fmt(t_loss)}); the loss is below {SMALL_LOSS:g} from t = {_fmt(t_small)}.\n"
+        f"- {phases}; it {small}.\n"
         f"- Final training loss {_fmt(median('final_loss'))} (train accuracy {_fmt(median('final_train_acc'))}), "
         f"test loss {_fmt(median('final_test_loss'))}, test accuracy {_fmt(median('final_test_acc'))}.\n"
-        f"- Final attention to mu_1 + mu_2 in I1 samples (uniform {2 / L:.2g}): {layer_lines}.\n"
+        f"- Attention to mu_1 + mu_2 in I1 samples (uniform {2 / L:.2g}): {layer_lines}.\n"
     )
 
 

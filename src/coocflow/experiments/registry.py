@@ -68,17 +68,16 @@ EXPERIMENTS: dict[str, Experiment] = {
         Experiment(
             "relaxed-data",
             "Uniform versus distinct random tokens across d (64; 163 = the smallest distinct d, ~ nL; 652), "
-            "the flow to t = 300, 4 seeds each: T1, the start of Phase 2, and the final attention pattern.",
-            {**PAPER, "train.method": "flow", "train.t_end": 300, "observe.points": 100, "seeds": list(range(4))},
-            study="relaxed-data",
+            "GD lr 0.01 to t = 50, 4 seeds each: T1, the start of Phase 2, and the final attention pattern.",
+            {**PAPER, "train.steps": 5000, "observe.points": 100, "seeds": list(range(4))}, study="relaxed-data",
         ),
         Experiment(
             "deep",
             "A 2-layer, 4-head pre-LayerNorm transformer (residual connections, GELU MLP, mean-pooled readout, "
-            "width 64) on the paper's data, Adam lr 0.001, 4 seeds: when classification becomes correct versus "
+            "width 64) on the paper's data, Adam lr 0.0001 for 600 steps, 4 seeds: when classification becomes correct versus "
             "when the loss falls, and attention to the target words per layer.",
             {**PAPER, "model.m": 64, "model.m1": 128, "model.layers": 2, "model.heads": 4, "train.method": "adam",
-             "train.lr": 0.001, "train.steps": 3000, "seeds": list(range(4)), "observe.points": 100},
+             "train.lr": 0.0001, "train.steps": 600, "seeds": list(range(4)), "observe.points": 80},
             study="deep",
         ),
         Experiment(

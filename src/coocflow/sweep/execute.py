@@ -1,0 +1,147 @@
+"""Running a sweep's jobs: in this process, in local worker processes, or as Ray tasks.
+
+Every executor calls the same `run_job`, which writes the job's run folder and table rows into
+the store itself; the executors only schedule and report. A job that raises is recorded in
+`failed/<id>.json` with its error line and the others go on.
+"""
+
+from __future__ import annotations
+
+import os
+import time
+import traceback
+from pathlib import Path
+from typing import Callable
+
+import numpy as np
+
+from coocflow.sweep.spec import SweepSpec
+from coocflow.sweep.store import SweepStore
+
+FINALS = ("loss", "test_loss", "test_acc", "train_acc", "min_margin", "G_mu1", "G_mu2", "G_mu3",
+          "A_mu1_mu2", "A_mu3_mu1", "p_q1_k2", "p_q1_k3")
+
+
+def _axis_columns(axes: dict, rows: int) -> dict[str, np.ndarray]:
+    return {key: np.full(rows, value) for key, value in axes.items()}
+
+
+def summary_rows(run_folder: Path, job_id: str, axes: dict) -> dict[str, np.ndarray]:
+    """One row per seed: status, phase boundaries, final values and each check's verdict."""
+    from coocflow.phases import phase_boundaries
+    from coocflow.phases.checks import run_checks
+    from coocflow.phases.verify import seed_data
+    from coocflow.storage import load_run
+
+    run = load_run(run_folder)
+    per_seed = {p["seed"]: p for p in run.manifest["per_seed"]}
+    rows = []
+    for seed, data in seed_data(run):
+        bounds = phase_boundaries(data.series)
+        checks = {f"check.{c.name}": (np.nan if c.passed is None else float(c.passed)) for c in run_checks(data)}
+        rows.append({"job": job_id, "seed": seed, "status": per_seed[seed]["status"],
+                     "T1": np.nan if bounds["T1"] is None else bounds["T1"],
+                     "T0.5": np.nan if bounds["T0.5"] is None else bounds["T0.5"],
+                     "phase2_start": np.nan if bounds["phase2_start"] is None else bounds["phase2_start"],
+                     "t_end": bounds["end"],
+                     **{f"final.{k}": float(data.series[k][-1]) for k in FINALS},
+                     "checks_passed": int(sum(v == 1.0 for v in checks.values())), **checks})
+    columns = {k: np.array([r[k] for r in rows]) for k in rows[0]}
+    return {**columns, **_axis_columns(axes, len(rows))}
+
+
+def run_job(root: str, job: dict) -> dict:
+    """Train one job (all its seeds), write its run folder, then its metrics rows, then its
+    summary rows (the `done` marker). Never raises: a failure is recorded and returned."""
+    import coocflow  # noqa: F401  (float64 in worker processes)
+    from coocflow.config import config_from_dict
+    from coocflow.errors import CoocflowError
+    from coocflow.runner import train, write_run
+
+    store, job_id, start = SweepStore(Path(root)), job["id"], time.perf_counter()
+    try:
+        result = train(config_from_dict(job["config"]))
+        folder = write_run(result, store.job_folder(job_id), force=True)
+        metrics = result.table()
+        store.write_table("metrics", job_id, {"job": np.full(len(metrics["t"]), job_id), **metrics,
+                                              **_axis_columns(job["axes"], len(metrics["t"]))})
+        store.write_table("summary", job_id, summary_rows(folder, job_id, job["axes"]))
+        store.failed_file(job_id).unlink(missing_ok=True)
+        return {"id": job_id, "state": "done", "seconds": time.perf_counter() - start}
+    except Exception as err:  # a job's failure must not stop the sweep
+        line = str(err) if isinstance(err, CoocflowError) else f"{type(err).__name__}: {err}"
+        from coocflow.storage import atomic_write_json
+
+        atomic_write_json(store.failed_file(job_id), {"id": job_id, "error": line.splitlines()[0] if line else type(err).__name__,
+                                                      "traceback": traceback.format_exc(limit=8)})
+        return {"id": job_id, "state": "failed", "error": line, "seconds": time.perf_counter() - start}
+
+
+Report = Callable[[dict], None]
+"""Called with each finished job's result; the CLI's progress display listens here."""
+Started = Callable[[str], None]
+
+
+def pending_jobs(spec: SweepSpec, store: SweepStore, retry_failed: bool) -> list[dict]:
+    wanted = ("pending", "failed") if retry_failed else ("pending",)
+    return [job.to_dict() for job in spec.jobs if store.state(job.id) in wanted]
+
+
+def run_in_process(root: Path, jobs: list[dict], report: Report, started: Started) -> None:
+    for job in jobs:
+        started(job["id"])
+        report(run_job(str(root), job))
+
+
+def run_in_workers(root: Path, jobs: list[dict], workers: int, report: Report, started: Started) -> None:
+    """Jobs in `workers` spawned processes (JAX does not survive fork), each job once."""
+    import multiprocessing
+    from concurrent.futures import FIRST_COMPLETED, ProcessPoolExecutor, wait
+
+    with ProcessPoolExecutor(max_workers=workers, mp_context=multiprocessing.get_context("spawn")) as pool:
+        queue, running = list(jobs), {}
+        while queue or running:
+            while queue and len(running) < workers:
+                job = queue.pop(0)
+                running[pool.submit(run_job, str(root), job)] = job
+                started(job["id"])
+            finished, _ = wait(running, return_when=FIRST_COMPLETED)
+            for future in finished:
+                job = running.pop(future)
+                try:
+                    report(future.result())
+                except Exception as err:  # the worker process itself died
+                    report({"id": job["id"], "state": "failed", "error": f"worker died: {err}"})
+
+
+def run_on_ray(root: Path, jobs: list[dict], address: str, workers: int, report: Report, started: Started) -> None:
+    """The same jobs as Ray tasks; `address` is `local` (start a Ray instance here with
+    `workers` CPUs), `auto` (the running cluster) or a cluster address. The tasks write into
+    the store themselves, so it must be on a filesystem every node sees."""
+    try:
+        import ray
+    except ImportError:
+        from coocflow.errors import ConfigError
+
+        raise ConfigError("--ray: Ray is not installed; pip install 'coocflow[ray]'") from None
+    if address == "local":
+        ray.init(num_cpus=workers, include_dashboard=False, log_to_driver=False,
+                 runtime_env={"env_vars": {"PYTHONPATH": os.environ.get("PYTHONPATH", "")}})
+    else:
+        ray.init(address=address, include_dashboard=False, log_to_driver=False)
+    try:
+        task = ray.remote(num_cpus=1, max_retries=0)(run_job)
+        pending = {}
+        for job in jobs:
+            pending[task.remote(str(root), job)] = job
+            started(job["id"])
+        while pending:
+            finished, _ = ray.wait(list(pending), num_returns=1)
+            for ref in finished:
+                job = pending.pop(ref)
+                try:
+                    report(ray.get(ref))
+                except Exception as err:  # the task's process died
+                    report({"id": job["id"], "state": "failed", "error": f"Ray task failed: {type(err).__name__}"})
+    finally:
+        ray.shutdown()

@@ -1,0 +1,172 @@
+"""A sweep: a base configuration, axes to vary, seeds; expanded into jobs (issue 6).
+
+The spec is TOML:
+
+    name = "width-and-length"
+    base = "paper"              # an experiment name, or a config TOML (relative to this file)
+    seeds = 8                   # a count (seeds 0..N-1) or a list of seeds
+    [set]                       # overrides applied to every job
+    "train.method" = "flow"
+    [grid]                      # every combination of these values
+    "model.m" = [32, 64, 128]
+    "data.L" = [4, 5, 6]
+    [zip]                       # lists of one length, varied together (one more grid axis)
+    "model.m1" = [64, 128, 256]
+
+A job is one configuration with all its seeds: it runs as one vmapped ensemble. Every job's
+configuration is built and validated when the spec is read, so a bad value fails before anything
+runs, with the axis named.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import itertools
+import json
+import re
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from coocflow.config import Config, all_keys, config_from_dict, load_toml
+from coocflow.errors import ConfigError
+
+SPEC_KEYS = ("name", "base", "seeds", "set", "grid", "zip")
+
+
+@dataclass(frozen=True)
+class Job:
+    """One configuration of the sweep: its axis values and its validated config."""
+
+    id: str
+    axes: dict[str, Any]
+    config: Config
+
+    def to_dict(self) -> dict:
+        return {"id": self.id, "axes": self.axes, "config": self.config.to_dict()}
+
+
+@dataclass(frozen=True)
+class SweepSpec:
+    name: str
+    base: str
+    seeds: tuple[int, ...]
+    set: dict[str, Any]
+    grid: dict[str, list]
+    zip: dict[str, list]
+    jobs: tuple[Job, ...]
+
+    @property
+    def axes(self) -> list[str]:
+        return list(self.grid) + list(self.zip)
+
+    def to_dict(self) -> dict:
+        return {"name": self.name, "base": self.base, "seeds": list(self.seeds), "set": self.set,
+                "grid": self.grid, "zip": self.zip}
+
+    @property
+    def fingerprint(self) -> str:
+        """A hash of the resolved jobs: a sweep folder only resumes the sweep that made it."""
+        text = json.dumps([job.to_dict() for job in self.jobs], sort_keys=True, default=str)
+        return hashlib.sha256(text.encode()).hexdigest()[:16]
+
+
+def _where(path: Path | None) -> str:
+    return f"{path}: " if path else ""
+
+
+def _check_key(key: str, section: str, path: Path | None) -> None:
+    if key not in all_keys():
+        import difflib
+
+        close = difflib.get_close_matches(key, all_keys(), n=1)
+        hint = f"did you mean '{close[0]}'?" if close else "see `coocflow keys`"
+        raise ConfigError(f"{_where(path)}[{section}] '{key}' is not a config key: {hint}")
+    if key in ("seed", "seeds"):
+        raise ConfigError(f"{_where(path)}[{section}] '{key}': give seeds with the top-level `seeds = N` instead")
+
+
+def _values(section: str, key: str, values: Any, path: Path | None) -> list:
+    if not isinstance(values, list) or not values:
+        raise ConfigError(f"{_where(path)}[{section}] '{key}' must be a non-empty list of values, e.g. {key} = [1, 2]")
+    return values
+
+
+def job_id(axes: dict[str, Any]) -> str:
+    """A readable, filesystem-safe folder name, e.g. `model.m=64_data.L=5`."""
+    if not axes:
+        return "base"
+    return "_".join(re.sub(r"[^A-Za-z0-9._=+-]", "-", f"{key}={value}") for key, value in axes.items())
+
+
+def spec_from_dict(tree: dict[str, Any], path: Path | None = None) -> SweepSpec:
+    """Validate a spec and expand it into jobs (each a validated config)."""
+    from coocflow.experiments import EXPERIMENTS
+
+    unknown = [key for key in tree if key not in SPEC_KEYS]
+    if unknown:
+        raise ConfigError(f"{_where(path)}unknown sweep key '{unknown[0]}': a sweep has {', '.join(SPEC_KEYS)}")
+    name = tree.get("name", path.stem if path else "sweep")
+    base = tree.get("base", "paper")
+    if not isinstance(base, str):
+        raise ConfigError(f"{_where(path)}base: expected an experiment name or a config .toml path, got {base!r}")
+    if base in EXPERIMENTS:
+        if EXPERIMENTS[base].study:
+            raise ConfigError(f"{_where(path)}base: '{base}' is a multi-run study; sweep a single-run experiment "
+                              "such as paper or a config file")
+        base_config = EXPERIMENTS[base].config()
+    else:
+        base_path = Path(base) if path is None or Path(base).is_absolute() else path.parent / base
+        if not base_path.is_file():
+            raise ConfigError(f"{_where(path)}base: '{base}' is neither an experiment ({', '.join(EXPERIMENTS)}) "
+                              "nor a config file")
+        base_config = config_from_dict({"name": base_path.stem, **load_toml(base_path)})
+    seeds_value = tree.get("seeds", 1)
+    if isinstance(seeds_value, int) and not isinstance(seeds_value, bool) and seeds_value >= 1:
+        seeds = tuple(range(seeds_value))
+    elif isinstance(seeds_value, list) and seeds_value and all(isinstance(s, int) and s >= 0 for s in seeds_value):
+        seeds = tuple(seeds_value)
+    else:
+        raise ConfigError(f"{_where(path)}seeds: expected a count >= 1 or a list of seeds >= 0, got {seeds_value!r}")
+    sections = {}
+    for section in ("set", "grid", "zip"):
+        table = tree.get(section, {})
+        if not isinstance(table, dict):
+            raise ConfigError(f"{_where(path)}[{section}]: expected a table of \"key\" = value lines")
+        for key in table:
+            _check_key(key, section, path)
+        sections[section] = dict(table)
+    grid = {k: _values("grid", k, v, path) for k, v in sections["grid"].items()}
+    zipped = {k: _values("zip", k, v, path) for k, v in sections["zip"].items()}
+    if len({len(v) for v in zipped.values()}) > 1:
+        raise ConfigError(f"{_where(path)}[zip]: every list must have the same length (got "
+                          + ", ".join(f"{k}: {len(v)}" for k, v in zipped.items()) + ")")
+    both = set(grid) & set(zipped) | (set(sections["set"]) & (set(grid) | set(zipped)))
+    if both:
+        raise ConfigError(f"{_where(path)}'{sorted(both)[0]}' appears in more than one of [set], [grid], [zip]")
+    try:
+        common = base_config.replace({**sections["set"], "seeds": list(seeds), "name": name})
+    except ConfigError as err:
+        raise ConfigError(f"{_where(path)}[set]: {err}") from None
+    zip_rows = [dict(zip(zipped, row)) for row in zip(*zipped.values())] if zipped else [{}]
+    jobs, seen = [], {}
+    for combination in itertools.product(*grid.values()):
+        for zip_row in zip_rows:
+            axes = {**dict(zip(grid, combination)), **zip_row}
+            try:
+                config = common.replace({**axes, "name": f"{name}/{job_id(axes)}"})
+            except ConfigError as err:
+                raise ConfigError(f"{_where(path)}job {job_id(axes)}: {err}") from None
+            identifier = job_id(axes)
+            if identifier in seen:
+                raise ConfigError(f"{_where(path)}two jobs share the folder name {identifier}; make the axis values distinct")
+            seen[identifier] = True
+            jobs.append(Job(identifier, axes, config))
+    return SweepSpec(name, base, seeds, sections["set"], grid, zipped, tuple(jobs))
+
+
+def load_spec(path: Path) -> SweepSpec:
+    path = Path(path)
+    if not path.is_file():
+        raise ConfigError(f"{path}: no such sweep spec; pass a .toml file with [grid] axes")
+    return spec_from_dict(load_toml(path), path)
