@@ -1,15 +1,22 @@
 import os
 from pathlib import Path
 
-import jax
-import numpy as np
-import pytest
+REPO = Path(__file__).resolve().parents[1]
+JAX_CACHE = REPO / ".pytest_cache" / "jax-compilation"
+"""Compiled programs are shared through JAX's persistent cache by the xdist workers, the CLI
+subprocesses and the sweep's worker and Ray processes the tests start (they inherit the
+environment), so each distinct program compiles once per suite run."""
+os.environ.setdefault("JAX_COMPILATION_CACHE_DIR", str(JAX_CACHE))
+os.environ.setdefault("JAX_PERSISTENT_CACHE_MIN_COMPILE_TIME_SECS", "0.2")
+
+import jax  # noqa: E402
+import numpy as np  # noqa: E402
+import pytest  # noqa: E402
 
 jax.config.update("jax_enable_x64", True)
 
 import coocflow  # noqa: E402,F401  (enables float64 for the whole suite)
 
-REPO = Path(__file__).resolve().parents[1]
 SHARED = Path(os.environ.get("COOCFLOW_SHARED", REPO.parent / "shared"))
 GOLDEN_DIR = SHARED / "golden"
 
