@@ -3,7 +3,7 @@ PYTHON ?= python3
 VENV := .venv
 BIN := $(VENV)/bin
 
-.PHONY: demo test clean
+.PHONY: demo test browser clean
 
 $(BIN)/coocflow: pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -14,8 +14,16 @@ $(BIN)/coocflow: pyproject.toml
 demo: $(BIN)/coocflow
 	$(BIN)/coocflow run paper --out runs/paper --force
 
-test: $(BIN)/coocflow
+test: $(BIN)/coocflow browser
 	$(BIN)/python -m pytest -q -n 2 --dist loadfile
+
+# Headless Chromium for the report's browser test (Debian's packages); the test says why it
+# skips when no browser could be installed.
+browser:
+	@command -v chromium >/dev/null && command -v chromedriver >/dev/null || \
+	  (DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium chromium-driver >/dev/null 2>&1 || \
+	   (apt-get update -qq >/dev/null 2>&1 && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium chromium-driver >/dev/null 2>&1)) || \
+	  echo "chromium could not be installed: the browser test will skip"
 
 clean:
 	rm -rf $(VENV) runs

@@ -383,6 +383,17 @@ def sweep_plot(
 
 
 @app.command()
+def report(
+    folder: Path = typer.Argument(..., help="a run folder (`coocflow run`) or a sweep folder (`coocflow sweep`)"),
+    out: Optional[Path] = typer.Option(None, "--out", help="page to write (default FOLDER/report.html)"),
+) -> None:
+    """Write one self-contained, interactive report.html (opens without a network)."""
+    from coocflow.report import write_report
+
+    console.print(f"report: [bold]{write_report(folder, out)}[/]")
+
+
+@app.command()
 def bench(
     case: list[str] = typer.Option([], "--case", help="run only these cases (gd, ensemble, flow, large)"),
     quick: bool = typer.Option(False, "--quick", help="fewer steps and a shorter flow, for a fast look"),

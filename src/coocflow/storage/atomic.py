@@ -9,11 +9,21 @@ from pathlib import Path
 from typing import Any, Callable
 
 
+def _current_umask() -> int:
+    mask = os.umask(0)
+    os.umask(mask)
+    return mask
+
+
+_UMASK = _current_umask()
+
+
 def atomic_write_with(path: Path, write: Callable[[Path], None]) -> None:
     """Call `write(tmp_path)` and rename the result onto `path` (same filesystem)."""
     path = Path(path)
     fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
     os.close(fd)
+    os.chmod(tmp, 0o666 & ~_UMASK)  # mkstemp makes 0600; results are for sharing
     try:
         write(Path(tmp))
         os.replace(tmp, path)

@@ -1,0 +1,142 @@
+"""The Python API a notebook user expects: `coocflow.run`, `coocflow.load`, `coocflow.verify`.
+
+A `Run` is a run folder read back: its config, manifest, metrics table and weights. Runs are
+always written to a folder (a temporary one unless `out` is given), so a run made in a
+notebook and one made by the CLI are the same object and can be verified and reported alike.
+"""
+
+from __future__ import annotations
+
+import tempfile
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pyarrow as pa
+
+from coocflow.config import Config
+
+
+@dataclass
+class Run:
+    """A run folder, loaded: `metrics` is a pyarrow Table (one row per seed and observed time;
+    `.to_pandas()`, Polars and DuckDB take it directly)."""
+
+    folder: Path
+    config: dict[str, Any]
+    manifest: dict[str, Any]
+    metrics: pa.Table
+    state_init: dict[str, np.ndarray]
+    state_final: dict[str, np.ndarray]
+
+    @property
+    def seeds(self) -> list[int]:
+        return list(self.manifest.get("seeds") or [self.manifest["seed"]])
+
+    @property
+    def T1(self) -> float | None:
+        """T1 of the run (the median over seeds for an ensemble)."""
+        return self.manifest.get("T1")
+
+    def series(self, name: str, seed: int | None = None) -> tuple[np.ndarray, np.ndarray]:
+        """(t, values) of one metrics column for one seed (default: the first)."""
+        table = self.metrics.to_pydict()
+        if name not in table:
+            raise KeyError(f"'{name}' is not a metrics column; see Run.metrics.column_names")
+        seed = self.seeds[0] if seed is None else seed
+        rows = np.asarray(table["seed"]) == seed
+        return np.asarray(table["t"])[rows], np.asarray(table[name])[rows]
+
+    def plot(self, kind: str = "figure1", columns: list[str] | None = None):
+        """A Matplotlib figure: `figure1` (the paper's Figure 1), `overview`, or `columns` against
+        t (median and 10-90% band over seeds)."""
+        from coocflow.plots import SeriesView
+        from coocflow.plots.figures import figure1, overview
+
+        columns_of = {name: np.asarray(col) for name, col in self.metrics.to_pydict().items()}
+        view = SeriesView.from_metrics(columns_of)
+        title = str(self.manifest.get("name", self.folder.name))
+        if columns:
+            return _columns_figure(view, columns, title)
+        if kind not in ("figure1", "overview"):
+            raise ValueError(f"kind must be figure1 or overview (got {kind!r}); or pass columns=[...]")
+        return figure1(view, title) if kind == "figure1" else overview(view, title)
+
+    def report(self) -> Path:
+        """Write and return the run's self-contained report.html."""
+        from coocflow.report import write_report
+
+        return write_report(self.folder)
+
+    def __repr__(self) -> str:
+        return (f"Run({self.manifest.get('name')!r}, seeds={self.seeds}, T1={self.T1}, "
+                f"rows={self.metrics.num_rows}, folder='{self.folder}')")
+
+
+def _columns_figure(view, columns: list[str], title: str):
+    import matplotlib.pyplot as plt
+
+    fig, ax = plt.subplots(figsize=(6, 4), constrained_layout=True)
+    for name in columns:
+        values = view.series[name]
+        low, mid, high = (np.nanquantile(values, q, axis=0) for q in (0.1, 0.5, 0.9))
+        shown = view.t > 0
+        ax.plot(view.t[shown], mid[shown], label=name)
+        if values.shape[0] > 1:
+            ax.fill_between(view.t[shown], low[shown], high[shown], alpha=0.2, lw=0)
+    ax.set(xscale="log", xlabel="flow time t", title=title)
+    ax.legend(fontsize=8)
+    return fig
+
+
+def load(folder: str | Path) -> Run:
+    """Read a run folder written by `coocflow run` or `coocflow.run` (no pickle, any version of
+    the documented format)."""
+    import pyarrow.parquet as pq
+
+    from coocflow.storage import load_run
+
+    loaded = load_run(Path(folder))
+    return Run(Path(folder), loaded.config, loaded.manifest, pq.read_table(Path(folder) / "metrics.parquet"),
+               loaded.state_init, loaded.state_final)
+
+
+def run(config: str | Config = "paper", out: str | Path | None = None, seeds: int | None = None,
+        figures: bool = True, **overrides: Any) -> Run:
+    """Train and write a run folder, then load it.
+
+    `config` is an experiment name, a config .toml path or a `Config`; `overrides` are dotted
+    keys with `__` for the dot, e.g. `coocflow.run("paper", train__lr=0.05, seeds=16)`.
+    """
+    from coocflow.api import _figures, resolve_config
+    from coocflow.runner import train, write_run
+
+    dotted = {key.replace("__", "."): value for key, value in overrides.items()}
+    if isinstance(config, Config):
+        resolved = config.replace(dotted) if dotted else config
+        if seeds is not None:
+            resolved = resolved.replace({"seeds": list(range(resolved.seed, resolved.seed + seeds))})
+    else:
+        from coocflow.config import parse_override
+
+        texts = [f"{k}={v!r}" if isinstance(v, str) else f"{k}={v}" for k, v in dotted.items()]
+        for text in texts:
+            parse_override(text)
+        resolved = resolve_config(config, texts, n_seeds=seeds)
+    folder = Path(out) if out else Path(tempfile.mkdtemp(prefix=f"coocflow-{resolved.name}-")) / "run"
+    write_run(train(resolved), folder, force=True, figures=_figures if figures else None)
+    return load(folder)
+
+
+def verify(target: Run | str | Path):
+    """Run every check of `coocflow verify` on a run; writes verify.json/.md/.png into its
+    folder and returns the Verification (`.pass_rates()`, `.to_dict()`)."""
+    from coocflow.phases.verify import verify_run, write_verification
+    from coocflow.storage import load_run
+
+    folder = target.folder if isinstance(target, Run) else Path(target)
+    loaded = load_run(folder)
+    verification = verify_run(loaded)
+    write_verification(loaded, verification)
+    return verification

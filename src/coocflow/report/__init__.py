@@ -1,0 +1,5 @@
+"""Self-contained HTML reports of run and sweep folders (`coocflow report`)."""
+
+from coocflow.report.html import run_report, sweep_report, write_report
+
+__all__ = ["run_report", "sweep_report", "write_report"]

@@ -1,0 +1,328 @@
+"""`coocflow report`: one self-contained HTML page for a run folder or a sweep folder.
+
+Plotly draws the interactive figures; its JavaScript and every figure's data are inlined, so
+the page opens without a network. Every string that comes from a config, a manifest or a
+folder name is HTML-escaped. The Matplotlib PNG/PDF figures stay the ones for papers.
+"""
+
+from __future__ import annotations
+
+import html
+import json
+from pathlib import Path
+
+import numpy as np
+
+from coocflow.errors import RunFolderError
+from coocflow.storage import atomic_write_text
+
+GROUP_TITLES = {
+    "loss": "Losses", "accuracy": "Accuracy and margins", "mlp": "MLP: G and ||u||", "scores": "Attention scores A",
+    "attention": "Attention weights", "value": "Value Grams", "balance": "Balancing of gradients (Lemmas 4.4-4.5)",
+    "dynamics": "Coupled system (Appendix C)",
+}
+PHASE_COLORS = {"T0.5": "#2ca02c", "T1": "#d62728", "phase2_start": "#9467bd"}
+
+
+def _flatten(tree: dict, prefix: str = "") -> dict[str, object]:
+    out = {}
+    for key, value in tree.items():
+        if isinstance(value, dict):
+            out.update(_flatten(value, f"{prefix}{key}."))
+        else:
+            out[f"{prefix}{key}"] = value
+    return out
+
+
+def _table(rows: list[dict], columns: list[str]) -> str:
+    def cell(value) -> str:
+        if isinstance(value, float):
+            return html.escape(f"{value:.4g}")
+        return html.escape("" if value is None else str(value))
+
+    head = "".join(f"<th>{html.escape(c)}</th>" for c in columns)
+    body = "".join("<tr>" + "".join(f"<td>{cell(r.get(c))}</td>" for c in columns) + "</tr>" for r in rows)
+    return f"<table><thead><tr>{head}</tr></thead><tbody>{body}</tbody></table>"
+
+
+def _log_toggle() -> list[dict]:
+    """Plotly buttons that switch the time axis between log and linear."""
+    return [{"type": "buttons", "direction": "right", "x": 1.0, "xanchor": "right", "y": 1.15, "showactive": True,
+             "buttons": [{"label": "log t", "method": "relayout", "args": [{"xaxis.type": "log"}]},
+                         {"label": "linear t", "method": "relayout", "args": [{"xaxis.type": "linear"}]}]}]
+
+
+def _series_traces(t: np.ndarray, values: np.ndarray, name: str, color: str) -> list[dict]:
+    """Median line (and 10-90% band over seeds when there are several) for one column."""
+    with np.errstate(all="ignore"):
+        import warnings
+
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore", RuntimeWarning)
+            low, mid, high = (np.nanquantile(values, q, axis=0) for q in (0.1, 0.5, 0.9))
+    shown = t > 0
+    x = t[shown].tolist()
+    traces = []
+    if values.shape[0] > 1:
+        traces.append({"x": x + x[::-1], "y": _clean(high[shown]) + _clean(low[shown])[::-1], "fill": "toself",
+                       "fillcolor": color, "opacity": 0.2, "line": {"width": 0}, "hoverinfo": "skip",
+                       "showlegend": False, "legendgroup": name, "type": "scatter", "mode": "lines"})
+    traces.append({"x": x, "y": _clean(mid[shown]), "name": name, "legendgroup": name, "type": "scatter",
+                   "mode": "lines", "line": {"color": color, "width": 1.8}})
+    return traces
+
+
+def _clean(values: np.ndarray) -> list:
+    return [None if not np.isfinite(v) else float(v) for v in values]
+
+
+PALETTE = ("#1f77b4", "#ff7f0e", "#2ca02c", "#d62728", "#9467bd", "#8c564b", "#e377c2", "#7f7f7f", "#bcbd22", "#17becf")
+
+
+def _pivot(metrics: dict[str, np.ndarray]) -> tuple[np.ndarray, dict[str, np.ndarray]]:
+    """Times and (seeds, times) arrays from the long metrics table (NaN where a seed stopped)."""
+    seeds = np.unique(metrics["seed"]) if "seed" in metrics else np.array([0])
+    t = np.unique(metrics["t"])
+    index = np.searchsorted(t, metrics["t"])
+    rows = np.searchsorted(seeds, metrics["seed"]) if "seed" in metrics else np.zeros(len(index), dtype=int)
+    out = {}
+    for name, column in metrics.items():
+        if name in ("seed", "t", "step") or not np.issubdtype(np.asarray(column).dtype, np.number):
+            continue
+        grid = np.full((len(seeds), len(t)), np.nan)
+        grid[rows, index] = column
+        out[name] = grid
+    return t, out
+
+
+def _figure(traces: list[dict], title: str, ytitle: str, ylog: bool = False, shapes: list | None = None) -> dict:
+    return {"data": traces, "layout": {
+        "title": {"text": title}, "height": 380, "margin": {"l": 60, "r": 20, "t": 60, "b": 50},
+        "xaxis": {"type": "log", "title": {"text": "flow time t"}},
+        "yaxis": {"type": "log" if ylog else "linear", "title": {"text": ytitle}},
+        "updatemenus": _log_toggle(), "shapes": shapes or [], "legend": {"font": {"size": 10}}}}
+
+
+def _phase_lines(boundaries: dict[str, float | None]) -> list[dict]:
+    return [{"type": "line", "xref": "x", "yref": "paper", "x0": value, "x1": value, "y0": 0, "y1": 1,
+             "line": {"color": PHASE_COLORS[name], "dash": "dot", "width": 1}}
+            for name, value in boundaries.items() if value and name in PHASE_COLORS]
+
+
+def _median_boundaries(metrics: dict[str, np.ndarray]) -> dict[str, float | None]:
+    from coocflow.phases import first_time_all_correct, phase_boundaries
+
+    seeds = np.unique(metrics["seed"]) if "seed" in metrics else [None]
+    found: dict[str, list[float]] = {}
+    for seed in seeds:
+        rows = metrics["seed"] == seed if seed is not None else slice(None)
+        series = {k: np.asarray(v)[rows] for k, v in metrics.items()}
+        try:
+            bounds = phase_boundaries(series)
+        except KeyError:  # a folder without the rate columns: T1 only
+            bounds = {"T1": first_time_all_correct(series["t"], series["min_margin"])}
+        for name, value in bounds.items():
+            if value is not None:
+                found.setdefault(name, []).append(value)
+    return {name: float(np.median(values)) for name, values in found.items()}
+
+
+def run_figures(metrics: dict[str, np.ndarray]) -> tuple[list[dict], dict[str, float | None]]:
+    """The timeline and one figure per observable group, as Plotly figure dicts."""
+    from coocflow.observables import OBSERVABLES
+
+    t, series = _pivot(metrics)
+    bounds = _median_boundaries(metrics)
+    figures = [_timeline(bounds, float(t[-1]))]
+    for group, title in GROUP_TITLES.items():
+        names = [n for n, obs in OBSERVABLES.items() if obs.group == group and n in series]
+        if not names:
+            continue
+        traces = []
+        for name, color in zip(names, PALETTE * 4):
+            traces += _series_traces(t, series[name], name, color)
+        ylog = group == "loss"
+        figures.append(_figure(traces, title, "value", ylog=ylog, shapes=_phase_lines(bounds)))
+    return figures, bounds
+
+
+def _timeline(bounds: dict[str, float | None], end: float) -> dict:
+    """Phase 1 from t = 0 to T1, Phase 2 from T1 to the end, with T0.5 and the start of the
+    score drift marked."""
+    t1 = bounds.get("T1")
+    first = min([v for v in bounds.values() if v] + [end]) / 10 or 1e-3
+    bars = []
+    if t1:
+        bars.append({"type": "bar", "orientation": "h", "y": ["phases"], "x": [t1 - first], "base": [first],
+                     "name": "Phase 1 (until T1)", "marker": {"color": "#aec7e8"}})
+        bars.append({"type": "bar", "orientation": "h", "y": ["phases"], "x": [end - t1], "base": [t1],
+                     "name": "Phase 2", "marker": {"color": "#ffbb78"}})
+    marks = [{"type": "scatter", "mode": "markers+text", "x": [value], "y": ["events"], "text": [name],
+              "textposition": "top center", "name": name, "marker": {"color": PHASE_COLORS[name], "size": 11}}
+             for name, value in bounds.items() if value and name in PHASE_COLORS]
+    if not bars and not marks:
+        marks = [{"type": "scatter", "mode": "markers", "x": [end], "y": ["events"], "name": "end"}]
+    return {"data": bars + marks, "layout": {
+        "title": {"text": "Phase timeline (median over seeds)"}, "height": 230, "barmode": "overlay",
+        "margin": {"l": 60, "r": 20, "t": 50, "b": 40}, "xaxis": {"type": "log", "title": {"text": "flow time t"}},
+        "updatemenus": _log_toggle()}}
+
+
+def _verification_html(folder: Path) -> str:
+    path = folder / "verify.json"
+    if not path.is_file():
+        return "<p>No verification yet: run <code>coocflow verify " + html.escape(str(folder)) + "</code>.</p>"
+    record = json.loads(path.read_text())
+    first = {c["name"]: c for c in record["per_seed"][0]["checks"]} if record.get("per_seed") else {}
+    rows = []
+    for name, rate in record["pass_rates"].items():
+        check = first.get(name, {})
+        rows.append({"check": name, "claim": check.get("claim", ""), "threshold": check.get("threshold", ""),
+                     "verdict": f"{rate['passed']}/{rate['of']} pass", "measured (first seed)": check.get("sentence", "")})
+    appendix = record.get("appendix_c", {})
+    note = (f"<p>Appendix C closed forms against the JVP: max relative error "
+            f"{appendix.get('max_relative_error', float('nan')):.2e} (tolerance {appendix.get('tolerance', '')}).</p>")
+    return _table(rows, ["check", "claim", "threshold", "verdict", "measured (first seed)"]) + note
+
+
+PAGE = """<!DOCTYPE html>
+<html lang="en"><head><meta charset="utf-8"><title>{title}</title>
+<style>
+body {{ font-family: system-ui, sans-serif; margin: 2em auto; max-width: 1150px; color: #222; }}
+table {{ border-collapse: collapse; font-size: 13px; margin: 0.5em 0 1.5em; }}
+td, th {{ border: 1px solid #ccc; padding: 3px 8px; text-align: left; vertical-align: top; }}
+th {{ background: #f3f3f3; }}
+.figure {{ margin: 0.5em 0 1.5em; }}
+.meta {{ color: #555; font-size: 13px; }}
+details {{ margin: 0.5em 0 1em; }}
+</style>
+<script>{plotly}</script></head>
+<body>
+<h1>{title}</h1>
+{body}
+<script>
+const FIGURES = {figures};
+for (const [id, fig] of Object.entries(FIGURES)) {{
+  Plotly.newPlot(id, fig.data, fig.layout, {{responsive: true, displaylogo: false}});
+}}
+</script>
+</body></html>
+"""
+
+
+def _page(title: str, sections: list[str], figures: dict[str, dict]) -> str:
+    from plotly.offline import get_plotlyjs
+
+    figures_json = json.dumps(figures).replace("</", "<\\/")
+    return PAGE.format(title=html.escape(title), plotly=get_plotlyjs(), body="\n".join(sections),
+                       figures=figures_json)
+
+
+def _figure_divs(figures: list[dict], prefix: str) -> tuple[str, dict[str, dict]]:
+    ids = {f"{prefix}{i}": fig for i, fig in enumerate(figures)}
+    return "".join(f'<div class="figure" id="{i}"></div>' for i in ids), ids
+
+
+def run_report(folder: Path) -> str:
+    """The page of one run folder: header, config and provenance, timeline, every observable
+    group (seed bands for ensembles) and the verification table."""
+    from coocflow.storage import load_run
+
+    run = load_run(folder)
+    man = run.manifest
+    figures, bounds = run_figures(run.metrics)
+    divs, ids = _figure_divs(figures, "fig")
+    git = man.get("git", {}) if isinstance(man.get("git"), dict) else {}
+    header = [
+        {"field": "status", "value": man.get("status")},
+        {"field": "seeds", "value": ", ".join(map(str, man.get("seeds") or [man.get("seed")]))},
+        {"field": "method", "value": man.get("method")}, {"field": "time convention", "value": man.get("time_convention")},
+        {"field": "initialization", "value": man.get("init")}, {"field": "created", "value": man.get("created")},
+        {"field": "T1 (median)", "value": man.get("T1")},
+        {"field": "phase boundaries (median)", "value": ", ".join(f"{k} = {v:.4g}" for k, v in bounds.items() if v)},
+        {"field": "git commit", "value": (f"{git.get('commit')}{' (uncommitted changes)' if git.get('dirty') else ''}"
+                                          if git.get("commit") else "not a git checkout")},
+        {"field": "packages", "value": ", ".join(f"{k} {v}" for k, v in (man.get("versions") or {}).items())},
+        {"field": "device", "value": json.dumps(man.get("device")) if man.get("device") else None},
+    ]
+    config_rows = [{"key": k, "value": v} for k, v in _flatten(run.config).items()]
+    images = "".join(f'<p class="meta">{html.escape(p.name)} is in the run folder (for papers).</p>'
+                     for p in sorted(Path(folder).glob("figure1.png")))
+    sections = [
+        f'<p class="meta">{html.escape(str(folder))}</p>',
+        "<h2>Run</h2>", _table(header, ["field", "value"]),
+        "<details><summary>Resolved configuration</summary>" + _table(config_rows, ["key", "value"]) + "</details>",
+        "<h2>Phases and observables</h2>", divs, images,
+        "<h2>Verification</h2>", _verification_html(Path(folder)),
+    ]
+    return _page(f"coocflow report: {man.get('name', Path(folder).name)}", sections, ids)
+
+
+def sweep_report(folder: Path) -> str:
+    """The page of a sweep: spec, job states, the per-seed summary table and T1 against every
+    numeric axis (medians and bands over seeds)."""
+    from coocflow.sweep import SweepStore, aggregate, read_record
+
+    record = read_record(folder)
+    store = SweepStore(folder)
+    states = store.states()
+    figures = []
+    axes = record["axes"]
+    for axis in axes:
+        values = record["grid"].get(axis) or record["zip"].get(axis)
+        if not all(isinstance(v, (int, float)) and not isinstance(v, bool) for v in values):
+            continue
+        others = [a for a in axes if a != axis]
+        try:
+            lines = aggregate(folder, axis, "T1", by=others[0] if others else None)
+        except RunFolderError:
+            continue
+        traces = []
+        for line, color in zip(lines, PALETTE * 4):
+            label = f"{others[0]} = {line['group']}" if others else "T1"
+            if line["slope"] is not None:
+                label += f" (slope {line['slope']:.2f})"
+            x = line["x"].tolist()
+            traces.append({"x": x + x[::-1], "y": _clean(line["high"]) + _clean(line["low"])[::-1], "fill": "toself",
+                           "fillcolor": color, "opacity": 0.2, "line": {"width": 0}, "showlegend": False,
+                           "hoverinfo": "skip", "type": "scatter", "mode": "lines"})
+            traces.append({"x": x, "y": _clean(line["median"]), "name": label, "type": "scatter",
+                           "mode": "lines+markers", "line": {"color": color}})
+        figure = _figure(traces, f"T1 against {axis}", "T1 (median, 10-90% over seeds)", ylog=True)
+        figure["layout"]["xaxis"]["title"]["text"] = axis
+        figures.append(figure)
+    divs, ids = _figure_divs(figures, "agg")
+    summary_rows = []
+    if any(state == "done" for state in states.values()):
+        table = store.read_table("summary").to_pydict()
+        keep = ["job", "seed", "status", "T1", "phase2_start", "final.loss", "final.test_acc", "checks_passed"]
+        summary_rows = [{k: table[k][i] for k in keep if k in table} for i in range(len(table["job"]))]
+    counts = {s: sum(v == s for v in states.values()) for s in ("done", "failed", "pending")}
+    sections = [
+        f'<p class="meta">{html.escape(str(folder))}</p>',
+        "<h2>Sweep</h2>",
+        _table([{"field": "base", "value": record["base"]}, {"field": "seeds", "value": len(record["seeds"])},
+                {"field": "axes", "value": ", ".join(axes)},
+                {"field": "jobs", "value": ", ".join(f"{n} {s}" for s, n in counts.items())},
+                {"field": "overrides", "value": json.dumps(record["set"])}], ["field", "value"]),
+        "<h2>Aggregates</h2>", divs or "<p>No numeric axis with finished jobs yet.</p>",
+        "<h2>Jobs</h2>", _table([{"job": j, "state": s} for j, s in states.items()], ["job", "state"]),
+        "<details><summary>Per-seed summary</summary>"
+        + _table(summary_rows, list(summary_rows[0]) if summary_rows else ["job"]) + "</details>",
+    ]
+    return _page(f"coocflow sweep report: {record['name']}", sections, ids)
+
+
+def write_report(folder: Path, out: Path | None = None) -> Path:
+    """Write `report.html` for a run or sweep folder (atomically) and return its path."""
+    folder = Path(folder)
+    if (folder / "sweep.json").is_file():
+        page = sweep_report(folder)
+    elif (folder / "manifest.json").is_file() and (folder / "metrics.parquet").is_file():
+        page = run_report(folder)
+    else:
+        raise RunFolderError(f"{folder}: neither a run folder (manifest.json, metrics.parquet) nor a sweep folder "
+                             "(sweep.json); pass a folder written by `coocflow run` or `coocflow sweep`")
+    out = Path(out) if out else folder / "report.html"
+    atomic_write_text(out, page)
+    return out

@@ -1,0 +1,36 @@
+"""The example notebook runs top to bottom (at tiny size) and the Python API behaves."""
+
+import os
+
+import numpy as np
+
+from conftest import REPO
+
+
+def test_example_notebook_executes(tmp_path):
+    import nbclient
+    import nbformat
+
+    notebook = nbformat.read(REPO / "examples" / "quickstart.ipynb", as_version=4)
+    os.environ["COOCFLOW_NOTEBOOK_SIZE"] = "tiny"
+    try:
+        nbclient.NotebookClient(notebook, timeout=300, kernel_name="python3",
+                                resources={"metadata": {"path": str(tmp_path)}}).execute()
+    finally:
+        del os.environ["COOCFLOW_NOTEBOOK_SIZE"]
+    outputs = "".join(o.get("text", "") for cell in notebook.cells if cell.cell_type == "code" for o in cell.outputs)
+    assert "thm3.1_all_correct" in outputs and "T1 = " in outputs
+    assert (tmp_path / "runs" / "notebook-ensemble" / "report.html").is_file()
+
+
+def test_run_load_verify_api(tmp_path):
+    import coocflow
+
+    run = coocflow.run("tiny", out=tmp_path / "run", seeds=2, train__lr=0.2, figures=False)
+    times = set(run.metrics["t"].to_pylist())
+    assert run.seeds == [0, 1] and run.metrics.num_rows == 2 * len(times) > 40 and run.config["train"]["lr"] == 0.2
+    again = coocflow.load(tmp_path / "run")
+    t, loss = again.series("loss", seed=1)
+    assert t[0] == 0 and np.all(np.diff(t) > 0) and loss[-1] < loss[0]
+    rates = coocflow.verify(again).pass_rates()
+    assert rates["thm3.1_all_correct"]["of"] == 2 and (tmp_path / "run" / "verify.json").is_file()
