@@ -1,6 +1,8 @@
 """report.html for a run and a sweep: content, escaping, and a real headless browser."""
 
 import shutil
+
+import numpy as np
 from pathlib import Path
 
 import pytest
@@ -75,3 +77,34 @@ def test_reports_render_in_headless_chromium(pages):
             assert browser.save_screenshot(str(ARTIFACTS / f"report_{name}.png"))
     finally:
         browser.quit()
+
+
+def _tfrecords(path: Path):
+    """The records of a TensorBoard event file (TFRecord framing: length, crc, data, crc)."""
+    import struct
+
+    data, records, at = path.read_bytes(), [], 0
+    while at < len(data):
+        (length,) = struct.unpack("<Q", data[at:at + 8])
+        records.append(data[at + 12:at + 12 + length])
+        at += 12 + length + 4
+    return records
+
+
+def test_tensorboard_export_holds_every_scalar(pages):
+    from tensorboardX.proto import event_pb2
+
+    from coocflow.report.tensorboard import export_tensorboard
+    from coocflow.storage import load_run
+
+    folder = pages["run"].parent
+    out = export_tensorboard(folder)
+    metrics = load_run(folder).metrics
+    for seed in (0, 1):
+        events = [event_pb2.Event.FromString(r) for f in (out / f"seed_{seed}").iterdir() for r in _tfrecords(f)]
+        losses = sorted((e.step, e.wall_time, e.summary.value[0].simple_value) for e in events
+                        if e.summary.value and e.summary.value[0].tag == "loss/loss")
+        rows = metrics["seed"] == seed
+        assert [w for _, w, _ in losses] == sorted(metrics["t"][rows].tolist())
+        np.testing.assert_allclose([v for _, _, v in losses], metrics["loss"][rows][np.argsort(metrics["t"][rows])],
+                                   rtol=1e-6)

@@ -394,6 +394,30 @@ def report(
 
 
 @app.command()
+def docs(out: Path = typer.Option(Path("docs"), "--out", help="folder for config.md and metrics.md")) -> None:
+    """Regenerate the config and metrics reference pages from the code."""
+    from coocflow.docs import write_docs
+
+    for path in write_docs(out):
+        console.print(f"written: {path}")
+
+
+@app.command()
+def export(
+    run_dir: Path = typer.Argument(..., help="a run folder written by `coocflow run`"),
+    tensorboard: bool = typer.Option(False, "--tensorboard", help="write TensorBoard event files (needs tensorboardX)"),
+    out: Optional[Path] = typer.Option(None, "--out", help="output folder (default RUN_DIR/tensorboard)"),
+) -> None:
+    """Export a run's metrics to other tools (TensorBoard)."""
+    if not tensorboard:
+        raise CoocflowError("export: choose a format, e.g. --tensorboard")
+    from coocflow.report.tensorboard import export_tensorboard
+
+    folder = export_tensorboard(run_dir, out)
+    console.print(f"TensorBoard logs: [bold]{folder}[/] (tensorboard --logdir {folder})")
+
+
+@app.command()
 def bench(
     case: list[str] = typer.Option([], "--case", help="run only these cases (gd, ensemble, flow, large)"),
     quick: bool = typer.Option(False, "--quick", help="fewer steps and a shorter flow, for a fast look"),

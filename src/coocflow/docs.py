@@ -1,0 +1,97 @@
+"""Reference pages generated from the code: the config schema and the metrics columns.
+
+`coocflow docs` (or `python -m coocflow.docs`) rewrites docs/config.md and docs/metrics.md; a
+test checks the committed pages equal what this module generates, so they cannot drift.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from pathlib import Path
+
+from coocflow.config import _SECTIONS, Config
+
+HELP = {
+    "name": "run name, used in titles and default folder names",
+    "seed": "seed of data and initialization (a single run)",
+    "seeds": "an ensemble: these seeds run as one vmapped call; empty means just `seed`",
+    "dtype": "float64 or float32",
+    "data.n": "training samples, a multiple of 6: groups n/2, n/6, n/6, n/6 (Assumption 2.3 (i))",
+    "data.L": "tokens per sample, >= 3",
+    "data.d": "vocabulary size: 0 = mu_1, 1 = mu_2, 2 = mu_3, 3.. random tokens",
+    "data.random_tokens": "`distinct` (Assumption 2.3 (ii), needs d - 3 >= random slots) or `uniform` (i.i.d. slots)",
+    "data.n_test": "i.i.d. test samples",
+    "data.test_tokens": "random tokens of the test set: `fresh` (uniform on R), `seen` or `unseen` in training",
+    "model.m": "width of W_Q, W_K, W_V (m x d)",
+    "model.m1": "neurons of the linear MLP (W is m1 x m)",
+    "model.layers": "`deep` experiment only: pre-LayerNorm blocks",
+    "model.heads": "`deep` experiment only: attention heads per block (divides m)",
+    "init.scheme": "`kaiming` (uniform +-c/sqrt(fan_in)) or `theory` (Condition 1: Gaussian, sigma0 = c0/sqrt(L m), sigma1 = c1/sqrt(m1))",
+    "init.c0": "scale of W_Q, W_K, W_V",
+    "init.c1": "scale of W",
+    "train.method": "gd, sgd, momentum, adam, adamw, or flow (the ODE, integrated by Diffrax)",
+    "train.lr": "learning rate; flow time t = lr x steps for the discrete methods",
+    "train.steps": "optimizer steps (discrete methods; the flow's default end time is lr x steps)",
+    "train.batch_size": "sgd: samples per step, reshuffled every epoch (0 = full batch)",
+    "train.momentum": "momentum: heavy-ball coefficient",
+    "train.b1": "adam, adamw: first-moment decay",
+    "train.b2": "adam, adamw: second-moment decay",
+    "train.eps": "adam, adamw: denominator epsilon",
+    "train.weight_decay": "adamw: decoupled weight decay",
+    "train.t_end": "flow: end time (0 = lr x steps)",
+    "train.rtol": "flow: relative tolerance of the adaptive solver",
+    "train.atol": "flow: absolute tolerance",
+    "train.solver": "flow: dopri8, tsit5, dopri5, or kvaerno5 (implicit)",
+    "train.max_steps": "flow: solver step budget per chunk of the observation grid",
+    "train.trainable": "`all`, or `mlp-value` to freeze W_Q and W_K at init (the noise ablation)",
+    "observe.points": "observed times, t = 0 and the end included",
+    "observe.spacing": "`log-linear` (3/4 geometric, 1/4 even), `log` or `linear`",
+    "observe.chunks": "compiled calls the run is split into (the progress bar moves between them)",
+}
+
+
+def config_reference() -> str:
+    defaults = Config().to_dict()
+    lines = ["# Configuration reference", "",
+             "Generated from `coocflow/config.py` by `coocflow docs`. Set keys in a TOML file (sections as tables) "
+             "or with `--set key=value`; every value is validated before anything runs.", "",
+             "| key | type | default | meaning |", "| --- | --- | --- | --- |"]
+    for f in dataclasses.fields(Config):
+        if f.name in _SECTIONS:
+            for g in dataclasses.fields(_SECTIONS[f.name]):
+                key = f"{f.name}.{g.name}"
+                lines.append(f"| `{key}` | {g.type} | `{defaults[f.name][g.name]!r}` | {HELP[key]} |")
+        else:
+            lines.append(f"| `{f.name}` | {f.type} | `{defaults[f.name]!r}` | {HELP[f.name]} |")
+    return "\n".join(lines) + "\n"
+
+
+def metrics_reference() -> str:
+    from coocflow.observables import OBSERVABLES
+
+    lines = ["# Metrics columns", "",
+             "Generated from `coocflow/observables/registry.py` by `coocflow docs`. `metrics.parquet` has one row "
+             "per seed and observed time: `seed`, `t` (flow time), `step` (-1 for the flow), then these columns in "
+             "this order. Every column is a named pure function of (weights, training and test set); the same "
+             "functions feed the solver, the checks and the figures.", "",
+             "| column | group | definition |", "| --- | --- | --- |"]
+    for name, obs in OBSERVABLES.items():
+        lines.append(f"| `{name}` | {obs.group} | {obs.doc.replace('|', '/')} |")
+    return "\n".join(lines) + "\n"
+
+
+def write_docs(folder: Path) -> list[Path]:
+    from coocflow.storage import atomic_write_text
+
+    folder = Path(folder)
+    folder.mkdir(parents=True, exist_ok=True)
+    pages = {"config.md": config_reference(), "metrics.md": metrics_reference()}
+    for name, text in pages.items():
+        atomic_write_text(folder / name, text)
+    return [folder / name for name in pages]
+
+
+if __name__ == "__main__":
+    import sys
+
+    print("\n".join(str(p) for p in write_docs(Path(sys.argv[1] if len(sys.argv) > 1 else "docs"))))
