@@ -8,6 +8,10 @@ subprocesses and the sweep's worker and Ray processes the tests start (they inhe
 environment), so each distinct program compiles once per suite run."""
 os.environ.setdefault("JAX_COMPILATION_CACHE_DIR", str(JAX_CACHE))
 os.environ.setdefault("JAX_PERSISTENT_CACHE_MIN_COMPILE_TIME_SECS", "0.2")
+os.environ.setdefault("XLA_FLAGS", "--xla_backend_optimization_level=0")
+"""The suite's programs are tiny: compiling them without LLVM's optimizations saves about a fifth
+of the suite's time (measured: 76 s -> 61 s on the generalization smoke test); numerics are
+unchanged (no fast-math either way) and the golden files still match to 1e-10."""
 
 import jax  # noqa: E402
 import numpy as np  # noqa: E402

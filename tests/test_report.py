@@ -55,6 +55,7 @@ def test_reports_render_in_headless_chromium(pages):
         pytest.skip("no chromium/chromedriver on this machine and `make browser` could not install them")
     from selenium import webdriver
     from selenium.webdriver.chrome.service import Service
+    from selenium.webdriver.support.ui import WebDriverWait
 
     options = webdriver.ChromeOptions()
     options.binary_location = chromium
@@ -67,7 +68,9 @@ def test_reports_render_in_headless_chromium(pages):
     try:
         for name, page in pages.items():
             browser.get(page.resolve().as_uri())
-            browser.implicitly_wait(5)
+            WebDriverWait(browser, 120).until(lambda b: b.execute_script(
+                "const f = document.querySelectorAll('.figure');"
+                "return f.length > 0 && Array.from(f).every(e => e.data !== undefined);"))
             counts = browser.execute_script(
                 "return Array.from(document.querySelectorAll('.figure')).map("
                 "e => (e.data || []).reduce((n, trace) => n + ((trace.x || []).length), 0))")

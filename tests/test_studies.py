@@ -13,6 +13,7 @@ OWN_SMOKE_TESTS = {"markov": "tests/test_markov.py", "deep": "tests/test_deep.py
                    "noise": "test_noise_study_freezes_attention_in_the_ablation"}
 """Studies smoke-tested by a test of their own (which checks more than the generic one)."""
 SMOKE_EXTRA = {
+    "generalization": {"train.method": "gd"},
     "unseen-tokens": {"data.d": 32, "train.method": "gd", "train.t_end": 0},
 }
 

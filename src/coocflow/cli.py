@@ -28,9 +28,32 @@ def run(
     seeds: Optional[int] = typer.Option(None, "--seeds", help="run N seeds (seed, seed+1, ...) as one vmapped ensemble"),
     out: Optional[Path] = typer.Option(None, "--out", help="run folder to write (default runs/NAME-TIMESTAMP)"),
     force: bool = typer.Option(False, "--force", help="replace --out if it exists"),
+    check_reproduce: bool = typer.Option(False, "--check-reproduce",
+                                         help="TARGET is a run folder: re-run its config and report every number that differs"),
 ) -> None:
     """Train as configured and write a run folder with metrics, states and figures."""
+    if check_reproduce:
+        return _check_reproduce(Path(target))
     _train_and_write(target, set_, seed, seeds, out, force)
+
+
+def _check_reproduce(folder: Path) -> None:
+    from coocflow.reproduce import check_reproduce
+
+    console.print(f"re-running the config of {folder} ...")
+    differences, counted = check_reproduce(folder)
+    if not differences:
+        console.print(f"[green]reproduced bit for bit[/]: {counted['rows']} rows x {counted['columns']} metrics columns "
+                      f"and {counted['weights']} final arrays")
+        return
+    table = Table(title=f"{len(differences)} quantities differ")
+    for column in ("quantity", "max abs difference", "max rel difference"):
+        table.add_column(column)
+    for d in differences:
+        table.add_row(d.name, f"{d.max_abs:.3g}", f"{d.max_rel:.3g}")
+    console.print(table)
+    raise CoocflowError(f"{folder}: not reproduced: {len(differences)} quantities differ (largest relative "
+                        f"difference {max(d.max_rel for d in differences):.3g}); see the table above")
 
 
 def _train_and_write(target: str, set_: list[str], seed: Optional[int], seeds: Optional[int],
@@ -140,6 +163,8 @@ def _print_summary(run_dir: Path) -> None:
     else:
         t1 = man.get("T1")
         table.add_row("T1 (all train correct)", "not reached" if t1 is None else f"{t1:.4g}")
+    for warning in man.get("warnings") or []:
+        table.add_row("[yellow]warning[/]", warning)
     final = man["final"]
     if final is None:
         table.add_row("result", "no valid observation")

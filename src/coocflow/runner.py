@@ -7,6 +7,8 @@ and initialization, and all seeds are integrated in one vmapped, compiled call.
 from __future__ import annotations
 
 import datetime as dt
+import hashlib
+import json
 import os
 import shutil
 import time
@@ -144,6 +146,34 @@ def _spread(values: list[float | None]) -> dict:
             "q90": float(q90), "min": float(found.min()), "max": float(found.max())}
 
 
+FLOAT32_RESOLUTION = float(np.finfo(np.float32).eps)
+REJECTED_SHARE_WARNING = 0.3
+
+
+def health_warnings(result: RunResult) -> list[str]:
+    """Numerical health, stated in the summary: float32 too coarse for the observed score changes
+    (a change below 100 float32 ulps of the score is mostly rounding), and a flow solver that
+    rejects many steps (the flow is stiff here: an implicit solver or looser tolerances help)."""
+    warnings = []
+    series = result.trajectory.series
+    if result.config.dtype == "float32":
+        scores = [k for k in ("A_mu1_mu2", "A_mu2_mu1", "A_mu3_mu1", "A_mu3_mu2") if k in series]
+        for name in scores:
+            values = series[name]
+            change = np.nanmax(np.abs(values - values[:, :1]))
+            scale = np.nanmax(np.abs(values))
+            if change < 100 * FLOAT32_RESOLUTION * max(scale, 1e-30):
+                warnings.append(f"float32: {name} changes by {change:.2g}, under 100 float32 ulps of its size "
+                                f"{scale:.2g}; use dtype = \"float64\"")
+    stats = result.trajectory.stats
+    if stats.get("num_steps"):
+        for seed, steps, rejected in zip(result.seeds, stats["num_steps"], stats["num_rejected_steps"]):
+            if steps and rejected / steps > REJECTED_SHARE_WARNING:
+                warnings.append(f"stiffness: seed {seed}: the {stats['solver']} solver rejected {rejected} of {steps} "
+                                "steps; try train.solver=kvaerno5 or a looser train.rtol")
+    return warnings
+
+
 def summary(result: RunResult) -> dict:
     """Headline numbers, stored in the manifest and printed by `coocflow show`.
 
@@ -171,6 +201,7 @@ def summary(result: RunResult) -> dict:
         "final": {k: float(np.median([p["final"][k] for p in finished])) for k in FINAL_KEYS} if finished else None,
         "per_seed": per_seed,
         "solver_stats": tr.stats,
+        "warnings": health_warnings(result),
     }
 
 
@@ -196,6 +227,7 @@ def write_run(result: RunResult, out: Path, force: bool = False,
     manifest = {
         "format_version": FORMAT_VERSION,
         "name": config.name,
+        "config_hash": hashlib.sha256(json.dumps(config.to_dict(), sort_keys=True).encode()).hexdigest(),
         "seed": config.seed_list[0],
         "dtype": config.dtype,
         "method": config.train.method,
