@@ -13,6 +13,7 @@ $(BIN)/coocflow: pyproject.toml
 
 demo: $(BIN)/coocflow
 	$(BIN)/coocflow run paper --out runs/paper --force
+	$(BIN)/coocflow report runs/paper
 
 test: $(BIN)/coocflow browser
 	$(BIN)/python -m pytest -q -n 2 --dist loadfile
