@@ -4,7 +4,7 @@ every outcome is a valid config/run or one of the documented one-line errors."""
 import json
 import string
 
-from hypothesis import HealthCheck, given, settings
+from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
 from coocflow.config import Config, all_keys, config_from_dict, load_toml
@@ -68,14 +68,21 @@ def test_random_sweep_specs_are_valid_or_one_clear_error(tree):
         assert str(err) and "\n" not in str(err)
 
 
-@settings(max_examples=60, deadline=None)
-@given(st.sets(st.sampled_from(["config.json", "manifest.json", "metrics.parquet", "state_init.npz",
-                                "state_final.npz"])),
-       st.binary(max_size=64), st.sampled_from([None, 0, 1, 2, "1"]))
+ALL_FILES = {"config.json", "manifest.json", "metrics.parquet", "state_init.npz", "state_final.npz"}
+
+
+@settings(max_examples=100, deadline=None)
+@given(st.sets(st.sampled_from(sorted(ALL_FILES))), st.binary(max_size=64),
+       st.sampled_from([None, 0, 1, 2, "1", "junk"]))
+@example(ALL_FILES, b"\x80", 1)  # config.json not UTF-8 (found by this test in CI)
+@example(ALL_FILES, b"PK\x03\x04junk", 1)  # npz files that look like zips but are not
+@example(ALL_FILES, b"[1, 2]", 1)  # config.json valid JSON but not an object
 def test_broken_run_folders_are_refused_with_one_line(tmp_path_factory, present, junk, version):
     folder = tmp_path_factory.mktemp("run")
     for name in present:
-        if name == "manifest.json":
+        if name == "manifest.json" and version == "junk":
+            (folder / name).write_bytes(junk)
+        elif name == "manifest.json":
             (folder / name).write_text(json.dumps({"format_version": version}))
         else:
             (folder / name).write_bytes(junk)
@@ -85,3 +92,14 @@ def test_broken_run_folders_are_refused_with_one_line(tmp_path_factory, present,
         assert str(err).startswith(str(folder)) and "\n" not in str(err)
     else:
         raise AssertionError("a folder of junk loaded")
+
+
+def test_a_config_file_that_is_not_text_is_refused(tmp_path):
+    path = tmp_path / "binary.toml"
+    path.write_bytes(b"\x80\x81 not text")
+    try:
+        load_toml(path)
+    except ConfigError as err:
+        assert "not UTF-8 text" in str(err)
+    else:
+        raise AssertionError("binary config loaded")

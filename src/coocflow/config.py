@@ -315,6 +315,8 @@ def load_toml(path: Path) -> dict[str, Any]:
         text = Path(path).read_text()
     except OSError as err:
         raise ConfigError(f"{path}: cannot read config file ({err.strerror})") from None
+    except UnicodeDecodeError:
+        raise ConfigError(f"{path}: not UTF-8 text, so not a TOML config file") from None
     try:
         return tomllib.loads(text)
     except tomllib.TOMLDecodeError as err:

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import io
 import json
+import zipfile
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -63,8 +64,8 @@ def read_state(path: Path) -> dict[str, np.ndarray]:
     try:
         with np.load(path, allow_pickle=False) as z:
             arrays = {k: z[k] for k in z.files}
-    except (OSError, ValueError, EOFError) as err:
-        raise RunFolderError(f"{path}: not a readable npz file ({err}); re-run to regenerate it") from None
+    except (OSError, ValueError, EOFError, zipfile.BadZipFile) as err:
+        raise RunFolderError(f"{path}: not a readable npz file ({type(err).__name__}); re-run to regenerate it") from None
     missing = set(STATE_KEYS) - set(arrays)
     if missing:
         raise RunFolderError(f"{path}: missing arrays {sorted(missing)}; re-run to regenerate it")
@@ -73,11 +74,16 @@ def read_state(path: Path) -> dict[str, np.ndarray]:
 
 def _read_json(path: Path) -> dict[str, Any]:
     try:
-        return json.loads(path.read_text())
+        record = json.loads(path.read_text())
     except OSError as err:
         raise RunFolderError(f"{path}: cannot read ({err.strerror})") from None
     except json.JSONDecodeError as err:
         raise RunFolderError(f"{path}: not valid JSON (line {err.lineno}); re-run to regenerate it") from None
+    except UnicodeDecodeError:
+        raise RunFolderError(f"{path}: not UTF-8 text, so not JSON; re-run to regenerate it") from None
+    if not isinstance(record, dict):
+        raise RunFolderError(f"{path}: expected a JSON object, got {type(record).__name__}; re-run to regenerate it")
+    return record
 
 
 @dataclass

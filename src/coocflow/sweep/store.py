@@ -98,6 +98,10 @@ def read_record(root: Path) -> dict:
         record = json.loads(path.read_text())
     except json.JSONDecodeError as err:
         raise RunFolderError(f"{path}: not valid JSON (line {err.lineno})") from None
+    except UnicodeDecodeError:
+        raise RunFolderError(f"{path}: not UTF-8 text, so not JSON") from None
+    if not isinstance(record, dict):
+        raise RunFolderError(f"{path}: not a sweep record (expected a JSON object)")
     if record.get("format_version") != SWEEP_FORMAT_VERSION:
         raise RunFolderError(f"{path}: sweep format {record.get('format_version')!r} is not the supported "
                              f"{SWEEP_FORMAT_VERSION}; re-run the sweep with this coocflow version")
