@@ -27,7 +27,7 @@ from coocflow.data import Dataset
 from coocflow.data.cooccurrence import COMMON, MU1, MU2, make_test_set, make_train_set
 from coocflow.errors import ConfigError
 from coocflow.experiments.studies import (
-    COLORS, Progress, StudyResult, _figure, _median_band, _median_or_none, _save, _table,
+    COLORS, Progress, StudyResult, _band, _figure, _median_or_none, _save, _table,
 )
 from coocflow.flow.discrete import hyperparameters, make_optimizer
 from coocflow.flow.grid import observation_steps
@@ -262,14 +262,6 @@ def phase_row(series: dict[str, np.ndarray], layers: int) -> dict:
 
 def _ensemble(columns: dict[str, np.ndarray], name: str, seeds: tuple[int, ...]) -> np.ndarray:
     return np.stack([columns[name][columns["seed"] == seed] for seed in seeds])
-
-
-def _band(ax, t: np.ndarray, values: np.ndarray, label: str, color: str, style: str = "-") -> None:
-    low, mid, high = _median_band(values)
-    shown = t > 0
-    ax.plot(t[shown], mid[shown], style, color=color, label=label, lw=1.5)
-    if values.shape[0] > 1:
-        ax.fill_between(t[shown], low[shown], high[shown], color=color, alpha=0.2, lw=0)
 
 
 def _mark(ax, time_value: float | None, label: str, style: str) -> None:

@@ -43,8 +43,8 @@ from coocflow.experiments.studies import (
     COLORS,
     Progress,
     StudyResult,
+    _band,
     _figure,
-    _median_band,
     _median_or_none,
     _save,
     _table,
@@ -331,14 +331,6 @@ def _seed_rows(config: Config, series: dict[str, np.ndarray]) -> list[dict]:
             **phase_times(series["t"], s),
         })
     return rows
-
-
-def _band(ax, t: np.ndarray, values: np.ndarray, label: str, color: str, style: str = "-") -> None:
-    low, mid, high = _median_band(values)
-    shown = t > 0
-    ax.plot(t[shown], mid[shown], style, color=color, label=label, lw=1.5)
-    if values.shape[0] > 1:
-        ax.fill_between(t[shown], low[shown], high[shown], color=color, alpha=0.2, lw=0)
 
 
 def _markov_figure(series: dict[str, np.ndarray], path: Path) -> Path:

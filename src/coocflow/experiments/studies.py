@@ -35,13 +35,18 @@ def _median_band(values: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray
             return tuple(np.nanquantile(values, q, axis=0) for q in (0.1, 0.5, 0.9))
 
 
-def _plot(ax, result: RunResult, key: str, label: str, color: str, transform=lambda v: v) -> None:
-    t = result.trajectory.t
-    low, mid, high = _median_band(transform(result.trajectory.series[key]))
+def _band(ax, t: np.ndarray, values: np.ndarray, label: str, color: str, style: str = "-") -> None:
+    """Median over seeds (rows of `values`) against t > 0, with the 10-90% band when there are
+    several seeds."""
+    low, mid, high = _median_band(values)
     shown = t > 0
-    ax.plot(t[shown], mid[shown], color=color, label=label, lw=1.5)
-    if result.trajectory.n_seeds > 1:
+    ax.plot(t[shown], mid[shown], style, color=color, label=label, lw=1.5)
+    if values.shape[0] > 1:
         ax.fill_between(t[shown], low[shown], high[shown], color=color, alpha=0.2, lw=0)
+
+
+def _plot(ax, result: RunResult, key: str, label: str, color: str, transform=lambda v: v) -> None:
+    _band(ax, result.trajectory.t, transform(result.trajectory.series[key]), label, color)
 
 
 def decay_rate(t: np.ndarray, loss: np.ndarray, t_from: float) -> float | None:

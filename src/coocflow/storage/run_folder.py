@@ -72,7 +72,8 @@ def read_state(path: Path) -> dict[str, np.ndarray]:
     return arrays
 
 
-def _read_json(path: Path) -> dict[str, Any]:
+def read_json_object(path: Path) -> dict[str, Any]:
+    """A JSON object from a file, or one RunFolderError line saying what is wrong with it."""
     try:
         record = json.loads(path.read_text())
     except OSError as err:
@@ -106,7 +107,7 @@ def load_run(path: Path) -> LoadedRun:
     missing = [name for name in REQUIRED_FILES if not (path / name).is_file()]
     if missing:
         raise RunFolderError(f"{path}: not a complete run folder (missing {', '.join(missing)})")
-    manifest = _read_json(path / "manifest.json")
+    manifest = read_json_object(path / "manifest.json")
     version = manifest.get("format_version")
     if version != FORMAT_VERSION:
         raise RunFolderError(
@@ -115,7 +116,7 @@ def load_run(path: Path) -> LoadedRun:
         )
     return LoadedRun(
         path=path,
-        config=_read_json(path / "config.json"),
+        config=read_json_object(path / "config.json"),
         manifest=manifest,
         metrics=read_metrics(path / "metrics.parquet"),
         state_init=read_state(path / "state_init.npz"),

@@ -14,7 +14,6 @@ Parquet datasets that DuckDB and Polars read directly, e.g.
 
 from __future__ import annotations
 
-import json
 import shutil
 from pathlib import Path
 
@@ -25,6 +24,7 @@ import pyarrow.parquet as pq
 from coocflow.errors import RunFolderError
 from coocflow.storage import atomic_write_json
 from coocflow.storage.atomic import atomic_write_with
+from coocflow.storage.run_folder import read_json_object
 from coocflow.sweep.spec import SweepSpec
 
 SWEEP_FORMAT_VERSION = 1
@@ -94,14 +94,7 @@ def read_record(root: Path) -> dict:
     path = Path(root) / "sweep.json"
     if not path.is_file():
         raise RunFolderError(f"{root}: not a sweep folder (no sweep.json); pass the --out of `coocflow sweep`")
-    try:
-        record = json.loads(path.read_text())
-    except json.JSONDecodeError as err:
-        raise RunFolderError(f"{path}: not valid JSON (line {err.lineno})") from None
-    except UnicodeDecodeError:
-        raise RunFolderError(f"{path}: not UTF-8 text, so not JSON") from None
-    if not isinstance(record, dict):
-        raise RunFolderError(f"{path}: not a sweep record (expected a JSON object)")
+    record = read_json_object(path)
     if record.get("format_version") != SWEEP_FORMAT_VERSION:
         raise RunFolderError(f"{path}: sweep format {record.get('format_version')!r} is not the supported "
                              f"{SWEEP_FORMAT_VERSION}; re-run the sweep with this coocflow version")
