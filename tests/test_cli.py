@@ -40,6 +40,9 @@ def test_run_and_show(tmp_path):
         (["run", "paper", "--set", "data.random_tokens=distinct"], "data.d: 'distinct'"),
         (["run", "paper", "--seed", "-4"], "seed: must be >= 0"),
         (["show", "/nonexistent/run"], "no such run folder"),
+        (["run", "paper", "--resume", "/nonexistent/run"], "--resume: continues the folder's own config.json; drop TARGET"),
+        (["run", "--resume", "/nonexistent/run"], "--resume /nonexistent/run: no such folder"),
+        (["run", "paper", "--set", "name=../../escape"], "name: '../../escape' has an empty, '.' or '..' path part"),
     ],
 )
 def test_bad_input_is_one_line_without_traceback(args, expected):

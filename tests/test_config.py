@@ -30,6 +30,14 @@ from coocflow.errors import ConfigError
         ({"seed": -1}, "seed"),
         ({"data.n": "sixty"}, "data.n"),
         ({"train.lr": True}, "train.lr"),
+        ({"observe.checkpoint_every_s": -1.0}, "observe.checkpoint_every_s"),
+        ({"name": "../../outside"}, "name"),
+        ({"name": "/etc/passwd"}, "name"),
+        ({"name": "runs/../../x"}, "name"),
+        ({"name": ".hidden"}, "name"),
+        ({"name": "a\\b"}, "name"),
+        ({"name": ""}, "name"),
+        ({"name": "tab\there"}, "name"),
     ],
 )
 def test_bad_values_name_their_field(overrides, field):
@@ -88,3 +96,23 @@ def test_toml_file_round_trip_and_syntax_error(tmp_path):
 def test_config_dict_round_trip():
     config = Config().replace({"init.scheme": "theory", "data.random_tokens": "distinct", "data.d": 300})
     assert config_from_dict(config.to_dict()) == config
+
+
+def test_names_that_stay_inside_the_output_folder_are_accepted(tmp_path):
+    from coocflow.storage.paths import inside
+
+    for name in ("paper", "my run v2", "sweep/model.m=64_data.L=5", "width+1.5"):
+        assert Config().replace({"name": name}).name == name
+        assert inside(tmp_path, name, "name").resolve().is_relative_to(tmp_path.resolve())
+
+
+def test_a_symlink_out_of_the_output_root_is_refused(tmp_path):
+    """Even a valid name must not write through a link that leaves the root."""
+    from coocflow.storage.paths import inside
+
+    root, elsewhere = tmp_path / "runs", tmp_path / "elsewhere"
+    root.mkdir()
+    elsewhere.mkdir()
+    (root / "link").symlink_to(elsewhere)
+    with pytest.raises(ConfigError, match="name: 'link/run' would write outside"):
+        inside(root, "link/run", "name")

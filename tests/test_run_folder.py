@@ -96,14 +96,3 @@ def test_ensemble_folder_has_seed_column_and_stacked_states(tmp_path):
     one = {k: v[1] for k, v in run.state_init.items()}
     replayed = replay(one, run.config["train"]["lr"], seed5["step"])
     np.testing.assert_allclose(replayed, seed5["loss"], rtol=1e-8)
-
-
-def test_flow_folder_records_solver_statistics(tmp_path):
-    overrides = [f"{k}={v}" for k, v in TINY.items()] + ["train.method=flow", "train.t_end=2.0"]
-    folder, _ = run_and_write(resolve_config("paper", overrides), tmp_path / "flow")
-    run = load_run(folder)
-    stats = run.manifest["solver_stats"]
-    assert stats["solver"] == "dopri8" and stats["num_steps"][0] > 0 and stats["gradient_evaluations"][0] > 0
-    assert np.all(run.metrics["step"] == -1)
-    assert run.metrics["t"][-1] == 2.0
-    assert "flow time" in run.manifest["time_convention"]

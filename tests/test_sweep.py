@@ -47,6 +47,7 @@ def _sweep(*args) -> tuple[int, str]:
     ({"base": "generalization"}, "multi-run study"),
     ({"grdi": {}}, "unknown sweep key 'grdi'"),
     ({"grid": {"seeds": [1, 2]}}, "top-level `seeds = N`"),
+    ({"name": "../escape"}, "name: '../escape' has an empty, '.' or '..' path part"),
 ])
 def test_bad_specs_fail_with_one_line_naming_the_field(tree, message):
     with pytest.raises(ConfigError, match=message.replace("(", r"\(")):

@@ -2,6 +2,7 @@
 
 import dataclasses
 
+import jax
 import jax.numpy as jnp
 import numpy as np
 import pytest
@@ -12,6 +13,11 @@ from coocflow.flow import discrete, integrate_discrete, observation_steps
 from coocflow.model import loss_grad
 from coocflow.runner import build_model, build_problem, stack, train, unstack
 
+from typer.testing import CliRunner
+
+from coocflow.cli import app
+from coocflow.errors import CoocflowError
+from coocflow.storage import load_run
 from conftest import TINY
 
 
@@ -98,6 +104,43 @@ def test_divergence_stops_and_keeps_observations():
     assert info["quantity"] in ("loss", "u_norm2", "A_mu1_mu2", "V_mu1_mu1")
     final = unstack(result.trajectory.final, 0)
     assert all(np.isfinite(np.asarray(getattr(final, k))).all() for k in ("W_Q", "W_K", "W_V", "W"))
+
+
+def test_float32_overflow_stops_the_run_and_float64_would_go_on(tmp_path):
+    """At lr = 20 the float32 run's scores reach ~1e12 and its softmax overflows at step 4. It
+    must stop at that first non-finite observation, keep the finite ones, keep its weights of
+    step 3 (one chunk per observation here) and say to use float64; the same step taken from
+    those weights in float64 stays finite, so float32's range, not the dynamics, stopped it."""
+    settings = {"train.lr": 20, "train.steps": 400, "observe.points": 40, "observe.chunks": 40}
+    single = train(tiny_config(seed=0, dtype="float32", **settings))
+    assert single.trajectory.status == ["diverged"]
+    record = single.trajectory.divergence[0]
+    bad = record["observation"]
+    kept = single.series
+    assert bad > 0 and len(kept["t"]) == bad and record["last_finite_t"] == kept["t"][-1]
+    assert all(np.all(np.isfinite(kept[k])) for k in ("loss", "u_norm2", "A_mu1_mu2", "V_mu1_mu1"))
+    assert record["weights_t"] == kept["t"][-1] and record["step"] == kept["step"][-1] + 1
+
+    weights, problem = unstack(single.trajectory.final, 0), unstack(single.problem, 0)
+    assert weights.W.dtype == jnp.float32
+    same_step = (np.array([0, 1]), 20.0)
+    _, narrow, again = run_single(weights, problem, *same_step, chunks=1)
+    assert again.status == ["diverged"] and narrow["loss"][0] == kept["loss"][-1]
+    _, wide, onward = run_single(to_float64(weights), to_float64(problem), *same_step, chunks=1)
+    assert onward.status == ["completed"] and np.isfinite(wide["loss"][1]) and wide["loss"][1] > wide["loss"][0]
+
+    sets = [x for k, v in {**TINY, **settings, "dtype": "float32"}.items() for x in ("--set", f"{k}={v}")]
+    done = CliRunner().invoke(app, ["run", "paper", *sets, "--seed", "0", "--out", str(tmp_path / "f32"),
+                                    "--no-figures"])
+    message = str(done.exception)
+    assert isinstance(done.exception, CoocflowError) and "1 of 1 seeds diverged" in message
+    assert "dtype=float64" in message and f"at t={record['t']:g}" in message
+    folder = load_run(tmp_path / "f32")
+    assert len(folder.metrics["t"]) == bad and folder.manifest["divergence"]["weights_t"] == record["weights_t"]
+
+
+def to_float64(tree):
+    return jax.tree.map(lambda x: x.astype(jnp.float64) if jnp.issubdtype(x.dtype, jnp.floating) else x, tree)
 
 
 def test_changing_hyperparameters_or_seeds_does_not_recompile():

@@ -6,10 +6,11 @@ from pathlib import Path
 from typing import Callable
 
 from coocflow.config import Config, config_from_dict, load_toml, parse_override
-from coocflow.errors import ConfigError
+from coocflow.errors import ConfigError, RunFolderError
 from coocflow.experiments import EXPERIMENTS, get_experiment
 from coocflow.plots import SeriesView, write_run_figures
-from coocflow.runner import RunResult, train, write_run
+from coocflow.runner import RunResult, begin_run_folder, train, write_run
+from coocflow.storage.run_folder import read_json_object
 
 
 def resolve_config(target: str, overrides: list[str] = (), seed: int | None = None,
@@ -53,10 +54,39 @@ def _title(c: Config) -> str:
 
 
 def run_and_write(config: Config, out: Path, force: bool = False,
-                  progress: Callable[[int], None] | None = None) -> tuple[Path, RunResult]:
-    """Train `config` and write its run folder with figures."""
-    result = train(config, progress)
-    return write_run(result, out, force=force, figures=_figures), result
+                  progress: Callable[[int], None] | None = None, figures: bool = True) -> tuple[Path, RunResult]:
+    """Train `config` and write its run folder (with figures unless `figures` is false).
+
+    The folder exists from the start, holding config.json and the checkpoints of the run in
+    progress, so a killed run continues with `resume_run(out)`.
+    """
+    begin_run_folder(out, config, force=force)
+    result = train(config, progress, checkpoint_in=Path(out))
+    return write_run(result, out, figures=_figures if figures else None), result
+
+
+def resumable_config(folder: Path) -> Config | None:
+    """The config of an interrupted run folder, or None when the run there is complete."""
+    folder = Path(folder)
+    if not folder.is_dir():
+        raise RunFolderError(f"--resume {folder}: no such folder; pass the --out folder of the interrupted run")
+    if (folder / "manifest.json").exists():
+        return None
+    if not (folder / "config.json").is_file():
+        raise RunFolderError(f"--resume {folder}: not a folder `coocflow run` started (no config.json); "
+                             "studies do not checkpoint, so re-run them")
+    return config_from_dict(read_json_object(folder / "config.json"))
+
+
+def resume_run(folder: Path, progress: Callable[[int], None] | None = None,
+               figures: bool = True) -> tuple[Path, RunResult]:
+    """Continue an interrupted run from its last checkpoint (or from t = 0 if it has none) and
+    write the run folder; the result equals the uninterrupted run's bit for bit."""
+    config = resumable_config(folder)
+    if config is None:
+        raise RunFolderError(f"--resume {folder}: the run is complete (manifest.json exists); nothing to resume")
+    result = train(config, progress, checkpoint_in=Path(folder))
+    return write_run(result, folder, figures=_figures if figures else None), result
 
 
 def describe(c: Config) -> str:

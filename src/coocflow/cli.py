@@ -22,19 +22,47 @@ errors = Console(stderr=True)
 
 @app.command()
 def run(
-    target: str = typer.Argument(..., help="an experiment name (see `coocflow experiments`) or a config .toml"),
+    target: Optional[str] = typer.Argument(None, help="an experiment name (see `coocflow experiments`) or a config .toml"),
     set_: list[str] = typer.Option([], "--set", help="override a config key, e.g. --set train.lr=0.05"),
     seed: Optional[int] = typer.Option(None, "--seed", help="random seed for data and initialization"),
     seeds: Optional[int] = typer.Option(None, "--seeds", help="run N seeds (seed, seed+1, ...) as one vmapped ensemble"),
     out: Optional[Path] = typer.Option(None, "--out", help="run folder to write (default runs/NAME-TIMESTAMP)"),
     force: bool = typer.Option(False, "--force", help="replace --out if it exists"),
+    figures: bool = typer.Option(True, "--figures/--no-figures", help="draw figure1 and overview (a few seconds)"),
+    resume: Optional[Path] = typer.Option(None, "--resume", metavar="DIR",
+                                          help="continue the interrupted run in DIR from its last checkpoint"),
     check_reproduce: bool = typer.Option(False, "--check-reproduce",
                                          help="TARGET is a run folder: re-run its config and report every number that differs"),
 ) -> None:
     """Train as configured and write a run folder with metrics, states and figures."""
+    if resume is not None:
+        given = [flag for flag, value in (("TARGET", target), ("--set", set_), ("--seed", seed), ("--seeds", seeds),
+                                          ("--out", out), ("--force", force), ("--check-reproduce", check_reproduce))
+                 if value]
+        if given:
+            raise CoocflowError(f"--resume: continues the folder's own config.json; drop {', '.join(given)}")
+        return _resume(resume, figures)
+    if target is None:
+        raise CoocflowError("run: pass an experiment name or a config .toml (or --resume DIR); "
+                            "`coocflow experiments` lists the names")
     if check_reproduce:
         return _check_reproduce(Path(target))
-    _train_and_write(target, set_, seed, seeds, out, force)
+    _train_and_write(target, set_, seed, seeds, out, force, figures=figures)
+
+
+def _resume(folder: Path, figures: bool) -> None:
+    from coocflow.api import resumable_config
+    from coocflow.storage.checkpoint import read_checkpoint_meta
+
+    config = resumable_config(folder)
+    if config is None:
+        console.print(f"{folder}: the run is complete (manifest.json exists); nothing to resume")
+        return
+    meta = read_checkpoint_meta(folder)
+    where = (f"its checkpoint at observation {meta['next_obs']} of {meta['n_obs']}" if meta
+             else "t = 0 (it stopped before its first checkpoint)")
+    console.print(f"resuming {folder} from {where}")
+    _train_and_write(None, [], None, None, folder, False, resume_config=config, figures=figures)
 
 
 def _check_reproduce(folder: Path) -> None:
@@ -56,38 +84,47 @@ def _check_reproduce(folder: Path) -> None:
                         f"difference {max(d.max_rel for d in differences):.3g}); see the table above")
 
 
-def _train_and_write(target: str, set_: list[str], seed: Optional[int], seeds: Optional[int],
-                     out: Optional[Path], force: bool) -> Path:
-    from coocflow.api import resolve_config, run_and_write
+def _train_and_write(target: Optional[str], set_: list[str], seed: Optional[int], seeds: Optional[int],
+                     out: Optional[Path], force: bool, resume_config=None, figures: bool = True) -> Path:
+    from coocflow.api import describe, resolve_config, resume_run, run_and_write
     from coocflow.experiments import EXPERIMENTS
 
-    if target in EXPERIMENTS and EXPERIMENTS[target].study:
+    if resume_config is None and target in EXPERIMENTS and EXPERIMENTS[target].study:
         return _run_study(target, set_, seed, seeds, out, force)
 
-    config = resolve_config(target, set_, seed, seeds)
+    config = resume_config or resolve_config(target, set_, seed, seeds)
     if out is None:
-        import datetime as dt
+        from coocflow.storage.paths import default_out
 
-        out = Path("runs") / f"{config.name}-{dt.datetime.now().strftime('%Y%m%d-%H%M%S')}"
-    if out.exists() and not force:
+        out = default_out(config.name)
+    if resume_config is None and out.exists() and not force:
+        from coocflow.storage.checkpoint import is_in_progress
+
+        if is_in_progress(out):
+            raise CoocflowError(f"--out {out}: holds an unfinished run; continue it with `coocflow run --resume {out}` "
+                                "or pass --force to start over")
         raise CoocflowError(f"--out {out}: folder exists; pass --force to replace it or choose another --out")
-    from coocflow.api import describe
-
     console.print(describe(config))
     columns = (TextColumn("training"), BarColumn(), TextColumn("{task.percentage:>5.1f}%"),
                TimeElapsedColumn(), TextColumn("eta"), TimeRemainingColumn())
     with Progress(*columns, console=console, transient=False) as bar:
         task = bar.add_task("train", total=1.0)
-        folder, result = run_and_write(config, out, force=force,
-                                       progress=lambda done: bar.update(task, completed=done))
+
+        def update(done: float) -> None:
+            bar.update(task, completed=done)
+
+        folder, result = (resume_run(out, progress=update, figures=figures) if resume_config is not None
+                          else run_and_write(config, out, force=force, progress=update, figures=figures))
     _print_summary(folder)
-    console.print(f"figure: [bold]{folder / 'figure1.png'}[/]")
+    if figures:
+        console.print(f"figure: [bold]{folder / 'figure1.png'}[/]")
     failed = [(seed, status, div) for seed, status, div in
               zip(result.seeds, result.trajectory.status, result.trajectory.divergence) if status != "completed"]
     if failed:
         seed, status, div = failed[0]
         why = div.get("reason") or f"{div['quantity']} became non-finite"
-        fix = "" if div.get("reason") else "; lower train.lr"
+        fix = "" if div.get("reason") else "; lower train.lr" + (
+            " or use dtype=float64 (float32 overflows past 3.4e38)" if config.dtype == "float32" else "")
         raise CoocflowError(
             f"{len(failed)} of {len(result.seeds)} seeds {status} (seed {seed}: {why} at t={div['t']:g}, "
             f"last finite observation t={div['last_finite_t']}); observations before it are kept in {folder}{fix}")
@@ -96,7 +133,6 @@ def _train_and_write(target: str, set_: list[str], seed: Optional[int], seeds: O
 
 def _run_study(name: str, set_: list[str], seed: Optional[int], seeds: Optional[int],
                out: Optional[Path], force: bool) -> Path:
-    import datetime as dt
     import shutil
 
     from coocflow.api import describe, resolve_config
@@ -108,7 +144,10 @@ def _run_study(name: str, set_: list[str], seed: Optional[int], seeds: Optional[
     from coocflow.storage.provenance import provenance
 
     config = resolve_config(name, set_, seed, seeds)
-    out = out or Path("runs") / f"{name}-{dt.datetime.now().strftime('%Y%m%d-%H%M%S')}"
+    if out is None:
+        from coocflow.storage.paths import default_out
+
+        out = default_out(name)
     if out.exists():
         if not force:
             raise CoocflowError(f"--out {out}: folder exists; pass --force to replace it or choose another --out")
@@ -263,8 +302,6 @@ def verify(
 
 
 def _verify_scaling(target, set_, seed, seeds, out, force, axis, values) -> None:
-    import datetime as dt
-
     from coocflow.api import resolve_config
     from coocflow.phases.scaling import AXES, figure, width_scaling
     from coocflow.storage import atomic_write_json
@@ -280,7 +317,9 @@ def _verify_scaling(target, set_, seed, seeds, out, force, axis, values) -> None
     overrides = ["train.method=flow"] + list(set_)
     config = resolve_config(target, overrides, seed, seeds if seeds is not None else 4)
     if out is None:
-        out = Path("runs") / f"scaling-{axis}-{config.name}-{dt.datetime.now().strftime('%Y%m%d-%H%M%S')}"
+        from coocflow.storage.paths import default_out
+
+        out = default_out(config.name, prefix=f"scaling-{axis}-")
     if out.exists() and not force:
         raise CoocflowError(f"--out {out}: folder exists; pass --force to replace it or choose another --out")
     out.mkdir(parents=True, exist_ok=True)
@@ -315,7 +354,10 @@ def sweep(
     from coocflow.sweep.execute import pending_jobs, run_in_process, run_in_workers, run_on_ray
 
     parsed = load_spec(spec)
-    out = out or Path("runs") / f"sweep-{parsed.name}"
+    if out is None:
+        from coocflow.storage.paths import DEFAULT_ROOT, inside
+
+        out = inside(DEFAULT_ROOT, f"sweep-{parsed.name}", "name")
     store = SweepStore(out)
     store.prepare(parsed, force=force)
     cores = os.cpu_count() or 1

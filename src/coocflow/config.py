@@ -98,6 +98,9 @@ class ObserveConfig:
     points: int = 200
     spacing: str = "log-linear"
     chunks: int = 25
+    checkpoint_every_s: float = 60.0
+    """Wall seconds between checkpoints of `coocflow run` (taken at chunk boundaries, so at most
+    `chunks` of them); 0 checkpoints at every chunk boundary."""
 
 
 @dataclass(frozen=True)
@@ -239,9 +242,33 @@ def random_slots(n: int, L: int) -> int:
     return (n // 2) * (L - 3) + (n // 6) * 2 * (L - 2) + (n // 6) * (L - 1)
 
 
+def unsafe_name_reason(text: str) -> str | None:
+    """Why `text` cannot be a run or sweep name, or None if it can. Names become folder names
+    under the output root (runs/NAME-TIMESTAMP), so they must stay relative and inside it."""
+    if not text:
+        return "is empty"
+    if any(ord(ch) < 32 or ord(ch) == 127 for ch in text):
+        return "contains control characters"
+    if "\\" in text:
+        return "contains a backslash"
+    if text.startswith(("/", "~")) or text[1:2] == ":":
+        return "is an absolute path"
+    parts = text.split("/")
+    if any(part in ("", ".", "..") for part in parts):
+        return "has an empty, '.' or '..' path part, which could leave the output folder"
+    if any(part.startswith(".") for part in parts):
+        return "starts a path part with '.' (hidden, and kept for coocflow's temporary folders)"
+    return None
+
+
+NAME_FIX = "names become folder names under runs/, so use letters, digits, '-', '_' and '.', e.g. \"my-run\""
+
+
 def validate(c: Config) -> None:
     """Refuse impossible or nonsensical settings with one line naming the field and the fix."""
     d = c.data
+    reason = unsafe_name_reason(c.name)
+    _need(reason is None, f"name: {c.name!r} {reason}; {NAME_FIX}")
     _need(c.seed >= 0, f"seed: must be >= 0 (got {c.seed})")
     _need(all(s >= 0 for s in c.seeds), f"seeds: every seed must be >= 0 (got {list(c.seeds)})")
     _need(len(set(c.seeds)) == len(c.seeds), f"seeds: must not repeat a seed (got {list(c.seeds)})")
@@ -288,11 +315,13 @@ def validate(c: Config) -> None:
           f"train.trainable: must be one of {', '.join(TRAINABLE_SETS)} (got '{t.trainable}')")
     _need(t.max_steps > 0, f"train.max_steps: must be > 0 (got {t.max_steps})")
     _need(t.batch_size in (0, d.n) or t.method != "flow",
-          f"train.batch_size: the flow is full-batch; remove train.batch_size or pick a discrete method")
+          "train.batch_size: the flow is full-batch; remove train.batch_size or pick a discrete method")
     _need(c.observe.points >= 2, f"observe.points: need at least 2 observed times (got {c.observe.points})")
     _need(c.observe.spacing in GRID_SPACINGS,
           f"observe.spacing: must be one of {', '.join(GRID_SPACINGS)} (got '{c.observe.spacing}')")
     _need(c.observe.chunks >= 1, f"observe.chunks: must be >= 1 (got {c.observe.chunks})")
+    _need(c.observe.checkpoint_every_s >= 0,
+          f"observe.checkpoint_every_s: must be >= 0 seconds, 0 meaning every chunk (got {c.observe.checkpoint_every_s})")
 
 
 def parse_override(text: str) -> tuple[str, Any]:

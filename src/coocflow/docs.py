@@ -47,6 +47,7 @@ HELP = {
     "observe.points": "observed times, t = 0 and the end included",
     "observe.spacing": "`log-linear` (3/4 geometric, 1/4 even), `log` or `linear`",
     "observe.chunks": "compiled calls the run is split into (the progress bar moves between them)",
+    "observe.checkpoint_every_s": "`coocflow run`: wall seconds between checkpoints, taken at chunk boundaries (0 = every chunk); `--resume` continues from the last",
 }
 
 

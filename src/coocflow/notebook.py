@@ -124,7 +124,7 @@ def run(config: str | Config = "paper", out: str | Path | None = None, seeds: in
         for text in texts:
             parse_override(text)
         resolved = resolve_config(config, texts, n_seeds=seeds)
-    folder = Path(out) if out else Path(tempfile.mkdtemp(prefix=f"coocflow-{resolved.name}-")) / "run"
+    folder = Path(out) if out else Path(tempfile.mkdtemp(prefix=f"coocflow-{resolved.name.replace('/', '-')}-")) / "run"
     write_run(train(resolved), folder, force=True, figures=_figures if figures else None)
     return load(folder)
 

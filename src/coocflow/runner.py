@@ -28,6 +28,7 @@ from coocflow.model import Transformer, init_model
 from coocflow.observables import Problem
 from coocflow.phases import first_time_all_correct
 from coocflow.storage import FORMAT_VERSION, atomic_write_json, write_arrays, write_metrics, write_state
+from coocflow.storage.checkpoint import RunCheckpoint, is_in_progress
 from coocflow.storage.provenance import provenance
 
 INIT_NOTES = {
@@ -82,6 +83,7 @@ class RunResult:
     initial: Transformer
     trajectory: Trajectory
     t1: list[float | None]
+    resumed: dict | None = None
 
     @property
     def seeds(self) -> tuple[int, ...]:
@@ -105,22 +107,55 @@ class RunResult:
         return {k: np.concatenate([r[k] for r in rows]) for k in rows[0]}
 
 
-def train(config: Config, progress: Callable[[float], None] | None = None) -> RunResult:
-    """Build every seed's problem and initial weights and follow the flow as configured."""
+def config_hash(config: Config) -> str:
+    """SHA-256 of the resolved config's canonical JSON: equal hashes mean the same run."""
+    return hashlib.sha256(json.dumps(config.to_dict(), sort_keys=True).encode()).hexdigest()
+
+
+def train(config: Config, progress: Callable[[float], None] | None = None,
+          checkpoint_in: Path | None = None) -> RunResult:
+    """Build every seed's problem and initial weights and follow the flow as configured.
+
+    With `checkpoint_in` (a run folder begun by `begin_run_folder`), the state is checkpointed
+    there every `observe.checkpoint_every_s` seconds and a run that finds a checkpoint continues
+    from it; the result is bit for bit the uninterrupted run's.
+    """
     model, problem = build_ensemble(config)
+    checkpoint = (RunCheckpoint(checkpoint_in, config_hash(config), config.observe.checkpoint_every_s)
+                  if checkpoint_in is not None else None)
     start = time.perf_counter()
     if config.is_flow:
         times = observation_times(config.t_end, config.train.lr, config.observe.points, config.observe.spacing)
         trajectory = integrate_flow(model, problem, times, config.train, config.seed_list,
-                                    config.observe.chunks, progress)
+                                    config.observe.chunks, progress, checkpoint)
     else:
         steps = observation_steps(config.train.steps, config.observe.points, config.observe.spacing)
         trajectory = integrate_discrete(model, problem, steps, config.train, config.seed_list,
-                                        config.observe.chunks, progress)
-    trajectory.timings["train_s"] = time.perf_counter() - start
+                                        config.observe.chunks, progress, checkpoint)
+    trajectory.timings["train_s"] = checkpoint.elapsed_s if checkpoint else time.perf_counter() - start
     t1 = [first_time_all_correct(trajectory.t, trajectory.series["min_margin"][i])
           for i in range(trajectory.n_seeds)]
-    return RunResult(config, problem, model, trajectory, t1)
+    return RunResult(config, problem, model, trajectory, t1, checkpoint.resumed_from if checkpoint else None)
+
+
+def begin_run_folder(out: Path, config: Config, force: bool = False) -> Path:
+    """Create the run folder with only its config.json: a run in progress, resumable with
+    `coocflow run --resume` (the folder appears whole, by one rename, or not at all)."""
+    out = Path(out)
+    if out.exists():
+        if not force:
+            raise CoocflowError(f"--out {out}: folder exists; pass --force to replace it or choose another --out")
+        if out.is_dir():
+            shutil.rmtree(out)
+        else:
+            out.unlink()
+    out.parent.mkdir(parents=True, exist_ok=True)
+    staging = out.parent / f".{out.name}.partial-{os.getpid()}"
+    shutil.rmtree(staging, ignore_errors=True)
+    staging.mkdir()
+    atomic_write_json(staging / "config.json", config.to_dict())
+    os.replace(staging, out)
+    return out
 
 
 def state_arrays(model: Transformer, data: Dataset) -> dict[str, np.ndarray]:
@@ -215,9 +250,10 @@ def _states(result: RunResult, model: Transformer) -> dict[str, np.ndarray]:
 
 def write_run(result: RunResult, out: Path, force: bool = False,
               figures: Callable[[RunResult, Path], None] | None = None) -> Path:
-    """Write the run folder atomically: everything goes to a hidden sibling, then one rename."""
+    """Write the run folder atomically: everything goes to a hidden sibling, then one rename
+    (which replaces the in-progress folder and its checkpoint, if the run had one)."""
     out = Path(out)
-    if out.exists() and not force:
+    if out.exists() and not force and not is_in_progress(out):
         raise CoocflowError(f"--out {out}: folder exists; pass --force to replace it or choose another --out")
     out.parent.mkdir(parents=True, exist_ok=True)
     staging = out.parent / f".{out.name}.partial-{os.getpid()}"
@@ -227,7 +263,7 @@ def write_run(result: RunResult, out: Path, force: bool = False,
     manifest = {
         "format_version": FORMAT_VERSION,
         "name": config.name,
-        "config_hash": hashlib.sha256(json.dumps(config.to_dict(), sort_keys=True).encode()).hexdigest(),
+        "config_hash": config_hash(config),
         "seed": config.seed_list[0],
         "dtype": config.dtype,
         "method": config.train.method,
@@ -235,6 +271,7 @@ def write_run(result: RunResult, out: Path, force: bool = False,
         "init": INIT_NOTES[config.init.scheme],
         "created": dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds"),
         "timings": result.trajectory.timings,
+        "resumed": result.resumed,
         **summary(result),
         **provenance(),
     }

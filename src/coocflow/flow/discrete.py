@@ -22,7 +22,7 @@ import optax
 
 from coocflow.config import TrainConfig
 from coocflow.data import Dataset
-from coocflow.flow.trajectory import Trajectory, divergence_record, drive
+from coocflow.flow.trajectory import Checkpoint, Trajectory, divergence_record, drive
 from coocflow.model import Transformer, combine, partition, trainable_loss
 from coocflow.observables import Problem, observe
 
@@ -100,12 +100,15 @@ def integrate_discrete(
     seeds: tuple[int, ...],
     chunks: int = 25,
     progress: Callable[[float], None] | None = None,
+    checkpoint: Checkpoint | None = None,
 ) -> Trajectory:
     """Run `train.method` on every seed of the batched `model` and `problem`.
 
     Observes at the steps in `obs_steps` (which start at 0); `progress` gets the fraction done. A seed whose loss or weights turn
     non-finite is marked diverged at its first bad observation and keeps what came before;
-    the run stops early only when every seed has diverged.
+    the run stops early only when every seed has diverged. A `checkpoint` saves the weights,
+    optimizer state and step counter (which, with the seeds, fixes the mini-batch RNG) at
+    chunk boundaries and resumes from the last one.
     """
     trainable, frozen = partition(model, train.trainable)
     h = hyperparameters(train, model.W.dtype)
@@ -123,16 +126,16 @@ def integrate_discrete(
                                                  jnp.asarray(block), train.method, batch_size)
         return (params, state, step), observed, {}
 
-    series, final, alive, (bad_index, bad_quantity), _ = drive(
+    series, final, alive, (bad_index, bad_quantity, good_obs), _ = drive(
         advance, (trainable, opt_state, step), lambda carry: carry[0], intervals,
         chunk_length(len(intervals), chunks), n_seeds, pad=0, progress=progress,
-        progress_of=lambda done: float(np.sum(done)) / max(1, int(np.sum(intervals))))
+        progress_of=lambda done: float(np.sum(done)) / max(1, int(np.sum(intervals))), checkpoint=checkpoint)
     n_obs = series["loss"].shape[1]
     steps = np.asarray(obs_steps[:n_obs], dtype=np.int64)
     return Trajectory(
         seeds=tuple(seeds), t=steps * train.lr, step=steps, series=series,
         final=combine(final, frozen),
         status=["completed" if a else "diverged" for a in alive],
-        divergence=[None if a else divergence_record(obs_steps * train.lr, int(i), q, obs_steps)
-                    for a, i, q in zip(alive, bad_index, bad_quantity)],
+        divergence=[None if a else divergence_record(obs_steps * train.lr, int(i), q, int(g), obs_steps)
+                    for a, i, q, g in zip(alive, bad_index, bad_quantity, good_obs)],
     )

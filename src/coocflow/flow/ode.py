@@ -24,7 +24,7 @@ import optimistix
 
 from coocflow.config import TrainConfig
 from coocflow.flow.discrete import TRACE_COUNTS, chunk_length
-from coocflow.flow.trajectory import Trajectory, divergence_record, drive
+from coocflow.flow.trajectory import Checkpoint, Trajectory, divergence_record, drive
 from coocflow.model import Transformer, combine, partition, trainable_loss
 from coocflow.observables import Problem, observe
 
@@ -91,31 +91,33 @@ def integrate_flow(
     seeds: tuple[int, ...],
     chunks: int = 25,
     progress: Callable[[float], None] | None = None,
+    checkpoint: Checkpoint | None = None,
 ) -> Trajectory:
     """Integrate the flow for every seed of the batched `model`, observing at `obs_times`.
 
     A seed stops early when its solver fails (maximum steps reached, or step size underflow:
     status `stopped`, with Diffrax's reason) or its values turn non-finite (`diverged`); it keeps
-    the observations before that. Solver statistics per seed go into `stats`.
+    the observations before that. Solver statistics per seed go into `stats`. Each chunk starts
+    a fresh solve from the previous chunk's end, so a `checkpoint` (weights and flow time at a
+    chunk boundary) resumes the flow exactly.
     """
     trainable, frozen = partition(model, train.trainable)
     dtype = model.W.dtype
     rtol, atol = jnp.asarray(train.rtol, dtype), jnp.asarray(train.atol, dtype)
     times = np.asarray(obs_times, dtype=np.float64)
     n_seeds = len(seeds)
-    position = {"t0": 0.0}
 
-    def advance(params, block):
-        observed_t0 = position["t0"]
-        params, observed, stats = _solve_chunk(params, frozen, problem, jnp.asarray(observed_t0, dtype),
+    def advance(carry, block):
+        params, t0 = carry
+        params, observed, stats = _solve_chunk(params, frozen, problem, jnp.asarray(t0, dtype),
                                                jnp.asarray(block, dtype), rtol, atol, train.solver,
                                                train.max_steps)
-        position["t0"] = float(block[-1])
-        return params, observed, stats
+        return (params, np.float64(block[-1])), observed, stats
 
-    series, final, alive, (bad_index, bad_quantity), extras = drive(
-        advance, trainable, lambda params: params, times, chunk_length(len(times), chunks), n_seeds,
-        pad=None, progress=progress, progress_of=lambda done: len(done) / len(times))
+    series, final, alive, (bad_index, bad_quantity, good_obs), extras = drive(
+        advance, (trainable, np.float64(0.0)), lambda carry: carry[0], times, chunk_length(len(times), chunks),
+        n_seeds, pad=None, progress=progress, progress_of=lambda done: len(done) / len(times),
+        checkpoint=checkpoint)
     n_obs = series["loss"].shape[1]
     stats = _total_stats(extras, train.solver)
     status, divergence = [], []
@@ -125,7 +127,7 @@ def integrate_flow(
             status.append("completed")
             divergence.append(None)
             continue
-        record = divergence_record(times, int(bad_index[s]), bad_quantity[s])
+        record = divergence_record(times, int(bad_index[s]), bad_quantity[s], int(good_obs[s]))
         if failed:
             status.append("stopped")
             record["reason"] = _result_message(failed[0])

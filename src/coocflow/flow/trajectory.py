@@ -10,7 +10,7 @@ keeps, per seed, the observations before its first bad one and its last finite w
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any, Callable
+from typing import Any, Callable, Protocol
 
 import jax
 import jax.numpy as jnp
@@ -69,6 +69,42 @@ def _select(mask: np.ndarray, new, old):
     return jax.tree.map(pick, new, old)
 
 
+@dataclass
+class DriveState:
+    """Everything `drive` holds at a chunk boundary, so a run can continue from it exactly.
+
+    `carry` is the integrator's state (weights, optimizer state, step counter or flow time);
+    `good_params` each seed's last finite weights at a chunk boundary and `good_obs` the
+    observation they belong to (0: the initial weights); `series` the observations so far, shape
+    (seeds, next_obs); `extras` one dict of per-seed outputs (solver statistics) per chunk done.
+    A checkpoint is this state written to disk (coocflow.storage.checkpoint).
+    """
+
+    next_obs: int
+    carry: Any
+    good_params: Any
+    good_obs: np.ndarray
+    alive: np.ndarray
+    bad_index: np.ndarray
+    bad_quantity: list[str | None]
+    series: dict[str, np.ndarray]
+    extras: list[dict[str, np.ndarray]]
+
+    @classmethod
+    def start(cls, carry: Any, params_of: Callable[[Any], Any], n_seeds: int) -> "DriveState":
+        return cls(next_obs=0, carry=carry, good_params=params_of(carry), good_obs=np.zeros(n_seeds, dtype=np.int64),
+                   alive=np.ones(n_seeds, dtype=bool),
+                   bad_index=np.full(n_seeds, -1), bad_quantity=[None] * n_seeds, series={}, extras=[])
+
+
+class Checkpoint(Protocol):
+    """Where `drive` sends its state at chunk boundaries, and takes it back from on resume."""
+
+    def restore(self, initial: DriveState) -> DriveState: ...
+
+    def save(self, state: DriveState, n_obs: int) -> None: ...
+
+
 def drive(
     advance: Callable[[Any, np.ndarray], tuple[Any, dict[str, jax.Array], dict[str, jax.Array]]],
     carry: Any,
@@ -79,59 +115,67 @@ def drive(
     pad: int | None,
     progress: Callable[[float], None] | None = None,
     progress_of: Callable[[np.ndarray], float] | None = None,
+    checkpoint: Checkpoint | None = None,
 ):
     """Run `advance(carry, block)` over blocks of `plan`; returns observations and bookkeeping.
 
     `plan` is one entry per observed time (steps to take, or the time to reach); blocks are
     padded to `chunk_len` with the no-op entry `pad` (0 steps for a step plan; None repeats the block's
-    last time for a time plan) so every call has the same shapes.
-    Returns (series (seeds, n_obs), last finite params, alive mask, per-seed index of the first
-    bad observation (-1 if none) and the quantity that went bad, the extra outputs per block).
+    last time for a time plan) so every call has the same shapes. With a `checkpoint`, the run
+    starts from its restored state and offers it the state after every block; since blocks
+    are fixed by the plan, a resumed run computes exactly what an uninterrupted one does.
+    Returns (series (seeds, n_obs), last finite params, alive mask, per seed (the index of the
+    first bad observation or -1, the quantity that went bad, the observation of the last finite
+    params), the extra outputs per block).
     """
     n_obs = len(plan)
-    pieces: list[dict[str, np.ndarray]] = []
-    extras: list[dict[str, np.ndarray]] = []
-    alive = np.ones(n_seeds, dtype=bool)
-    bad_index = np.full(n_seeds, -1)
-    bad_quantity: list[str | None] = [None] * n_seeds
-    good_params = params_of(carry)
-    for start in range(0, n_obs, chunk_len):
+    state = DriveState.start(carry, params_of, n_seeds)
+    if checkpoint is not None:
+        state = checkpoint.restore(state)
+        if state.next_obs and progress is not None and progress_of is not None:
+            progress(progress_of(plan[: state.next_obs]))
+    while state.next_obs < n_obs and state.alive.any():
+        start = state.next_obs
         block = plan[start : start + chunk_len]
         keep = len(block)
         if keep < chunk_len:
             filler = block[-1] if pad is None else pad
             block = np.concatenate([block, np.full(chunk_len - keep, filler, dtype=block.dtype)])
-        carry, observed, extra = advance(carry, block)
+        carry, observed, extra = advance(state.carry, block)
         observed = {k: np.array(v)[:, :keep] for k, v in observed.items()}
-        extras.append({k: np.asarray(v) for k, v in extra.items()})
         bad, quantity = first_bad(observed)
+        alive = state.alive
         newly = alive & (bad >= 0)
         for s in np.flatnonzero(newly):
-            bad_index[s] = start + bad[s]
-            bad_quantity[s] = quantity[s]
+            state.bad_index[s] = start + bad[s]
+            state.bad_quantity[s] = quantity[s]
             for k in observed:
                 observed[k][s, bad[s]:] = np.nan
         for s in np.flatnonzero(~alive):
             for k in observed:
                 observed[k][s, :] = np.nan
         still = alive & ~newly
-        good_params = _select(still, params_of(carry), good_params)
-        alive = still
-        pieces.append(observed)
+        state = DriveState(
+            next_obs=start + keep, carry=carry, good_params=_select(still, params_of(carry), state.good_params),
+            good_obs=np.where(still, start + keep - 1, state.good_obs), alive=still, bad_index=state.bad_index, bad_quantity=state.bad_quantity,
+            series={k: np.concatenate([state.series[k], v], axis=1) if state.series else v
+                    for k, v in observed.items()},
+            extras=state.extras + [{k: np.asarray(v) for k, v in extra.items()}])
+        if checkpoint is not None:
+            checkpoint.save(state, n_obs)
         if progress is not None and progress_of is not None:
             progress(progress_of(plan[: start + keep]))
-        if not alive.any():
-            break
-    series = {k: np.concatenate([p[k] for p in pieces], axis=1) for k in pieces[0]}
-    return series, good_params, alive, (bad_index, bad_quantity), extras
+    return (state.series, state.good_params, state.alive, (state.bad_index, state.bad_quantity, state.good_obs),
+            state.extras)
 
 
-
-def divergence_record(times: np.ndarray, index: int, quantity: str | None,
+def divergence_record(times: np.ndarray, index: int, quantity: str | None, weights_index: int,
                       steps: np.ndarray | None = None) -> dict:
-    """When and why a seed diverged: the first bad observation and the last good one."""
+    """When and why a seed diverged: the first bad observation, the last good one, and the time
+    of the weights kept for it (the last chunk boundary before it went bad)."""
     record = {"t": float(times[index]), "quantity": quantity, "observation": index,
-              "last_finite_t": float(times[index - 1]) if index > 0 else None}
+              "last_finite_t": float(times[index - 1]) if index > 0 else None,
+              "weights_t": float(times[weights_index])}
     if steps is not None:
         record["step"] = int(steps[index])
     return record

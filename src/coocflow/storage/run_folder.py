@@ -105,6 +105,15 @@ def load_run(path: Path) -> LoadedRun:
     if not path.is_dir():
         raise RunFolderError(f"{path}: no such run folder; pass the folder `coocflow run` wrote")
     missing = [name for name in REQUIRED_FILES if not (path / name).is_file()]
+    if missing and (path / "config.json").is_file() and not (path / "manifest.json").exists():
+        where = "before its first checkpoint"
+        if (path / "checkpoint.npz").is_file():
+            from coocflow.storage.checkpoint import read_checkpoint_meta
+
+            meta = read_checkpoint_meta(path)
+            where = f"with a checkpoint at observation {meta['next_obs']} of {meta['n_obs']}"
+        raise RunFolderError(f"{path}: a run in progress or interrupted ({where}); "
+                             f"continue it with `coocflow run --resume {path}`")
     if missing:
         raise RunFolderError(f"{path}: not a complete run folder (missing {', '.join(missing)})")
     manifest = read_json_object(path / "manifest.json")

@@ -28,7 +28,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from coocflow.config import Config, all_keys, config_from_dict, load_toml
+from coocflow.config import NAME_FIX, Config, all_keys, config_from_dict, load_toml, unsafe_name_reason
 from coocflow.errors import ConfigError
 
 SPEC_KEYS = ("name", "base", "seeds", "set", "grid", "zip")
@@ -107,6 +107,9 @@ def spec_from_dict(tree: dict[str, Any], path: Path | None = None) -> SweepSpec:
     if unknown:
         raise ConfigError(f"{_where(path)}unknown sweep key '{unknown[0]}': a sweep has {', '.join(SPEC_KEYS)}")
     name = tree.get("name", path.stem if path else "sweep")
+    reason = unsafe_name_reason(name) if isinstance(name, str) else "is not a string"
+    if reason:
+        raise ConfigError(f"{_where(path)}name: {name!r} {reason}; {NAME_FIX}")
     base = tree.get("base", "paper")
     if not isinstance(base, str):
         raise ConfigError(f"{_where(path)}base: expected an experiment name or a config .toml path, got {base!r}")

@@ -1,0 +1,140 @@
+"""Checkpoints of a run in progress, and the in-progress run folder that holds them.
+
+While `coocflow run` trains, its output folder holds `config.json` and, after the first chunk
+boundary past `observe.checkpoint_every_s` seconds, `checkpoint.npz`: the driver's whole state
+(weights, optimizer state, step counter or flow time, each seed's last finite weights, the
+observations so far, divergence bookkeeping, solver statistics). The seeds and the step counter
+fix every random draw, so nothing else is needed to continue. The file is replaced atomically,
+so a kill at any moment leaves either the previous checkpoint or the new one. `manifest.json`
+is written last, with the finished run, which removes the checkpoint.
+
+The checkpoint is one npz (no pickle): a `meta` string of JSON, then `carry_<i>`, `good_<i>`
+(pytree leaves in JAX's flattening order), `series_<name>`, `extra_<key>` (chunks x seeds),
+`alive`, `bad_index` and `good_obs`.
+"""
+
+from __future__ import annotations
+
+import io
+import json
+import time
+import zipfile
+from pathlib import Path
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+
+from coocflow.errors import RunFolderError
+from coocflow.flow.trajectory import DriveState
+from coocflow.storage.atomic import atomic_write_bytes
+
+CHECKPOINT_FILE = "checkpoint.npz"
+CHECKPOINT_FORMAT = 1
+
+
+def is_in_progress(folder: Path) -> bool:
+    """A folder `coocflow run` started and has not finished (config.json, no manifest.json)."""
+    folder = Path(folder)
+    return (folder / "config.json").is_file() and not (folder / "manifest.json").exists()
+
+
+def _flat(tree, prefix: str) -> dict[str, np.ndarray]:
+    return {f"{prefix}_{i}": np.asarray(leaf) for i, leaf in enumerate(jax.tree.leaves(tree))}
+
+
+def _unflat(arrays: dict[str, np.ndarray], prefix: str, template, path: Path):
+    leaves, treedef = jax.tree.flatten(template)
+    saved = [arrays.get(f"{prefix}_{i}") for i in range(len(leaves))]
+    if f"{prefix}_{len(leaves)}" in arrays or any(a is None for a in saved):
+        raise RunFolderError(f"{path}: checkpoint does not match this run's model or optimizer; "
+                             "delete it to restart the run from t = 0")
+    for leaf, array in zip(leaves, saved):
+        if np.shape(leaf) != array.shape or np.asarray(leaf).dtype != array.dtype:
+            raise RunFolderError(f"{path}: checkpoint holds a {array.dtype}{list(array.shape)} array where this run "
+                                 f"has {np.asarray(leaf).dtype}{list(np.shape(leaf))}; delete it to restart from t = 0")
+    return jax.tree.unflatten(treedef, [jnp.asarray(a) if isinstance(leaf, jax.Array) else a
+                                        for leaf, a in zip(leaves, saved)])
+
+
+def read_checkpoint_meta(folder: Path) -> dict | None:
+    """The JSON header of a folder's checkpoint, or None when it has none."""
+    path = Path(folder) / CHECKPOINT_FILE
+    if not path.is_file():
+        return None
+    return _read(path)[0]
+
+
+def _read(path: Path) -> tuple[dict, dict[str, np.ndarray]]:
+    try:
+        with np.load(path, allow_pickle=False) as z:
+            arrays = {k: z[k] for k in z.files}
+        meta = json.loads(str(arrays.pop("meta")))
+        if not {"alive", "bad_index", "good_obs"} <= set(arrays):
+            raise KeyError("bookkeeping arrays")
+    except (OSError, ValueError, EOFError, KeyError, zipfile.BadZipFile):
+        raise RunFolderError(f"{path}: not a readable checkpoint; delete it to restart the run from t = 0") from None
+    if not isinstance(meta, dict) or meta.get("format") != CHECKPOINT_FORMAT:
+        raise RunFolderError(f"{path}: checkpoint format {meta.get('format') if isinstance(meta, dict) else None!r} "
+                             f"is not {CHECKPOINT_FORMAT}; delete it to restart the run from t = 0")
+    return meta, arrays
+
+
+class RunCheckpoint:
+    """Saves the driver's state into `folder` at most every `every_s` wall seconds (0: at every
+    chunk boundary) and restores it, refusing a checkpoint written for another config."""
+
+    def __init__(self, folder: Path, config_hash: str, every_s: float):
+        self.path = Path(folder) / CHECKPOINT_FILE
+        self.config_hash = config_hash
+        self.every_s = every_s
+        self.started = time.perf_counter()
+        self.last_save = self.started
+        self.elapsed_before = 0.0
+        self.resumed_from: dict | None = None
+
+    @property
+    def elapsed_s(self) -> float:
+        """Training wall time over all sessions of this run, this one up to now included."""
+        return self.elapsed_before + time.perf_counter() - self.started
+
+    def save(self, state: DriveState, n_obs: int) -> None:
+        now = time.perf_counter()
+        if state.next_obs >= n_obs or not state.alive.any() or now - self.last_save < self.every_s:
+            return
+        extra_keys = sorted(state.extras[0]) if state.extras else []
+        meta = {"format": CHECKPOINT_FORMAT, "config_hash": self.config_hash, "next_obs": state.next_obs,
+                "n_obs": n_obs, "chunks_done": len(state.extras), "bad_quantity": state.bad_quantity,
+                "elapsed_s": self.elapsed_s, "saved_unix": time.time()}
+        arrays = {"meta": np.array(json.dumps(meta)), "alive": state.alive, "bad_index": state.bad_index,
+                  "good_obs": state.good_obs,
+                  **_flat(state.carry, "carry"), **_flat(state.good_params, "good"),
+                  **{f"series_{k}": v for k, v in state.series.items()},
+                  **{f"extra_{k}": np.stack([e[k] for e in state.extras]) for k in extra_keys}}
+        buffer = io.BytesIO()
+        np.savez(buffer, **arrays)
+        atomic_write_bytes(self.path, buffer.getvalue())
+        self.last_save = time.perf_counter()
+
+    def restore(self, initial: DriveState) -> DriveState:
+        """The saved state, or `initial` when there is no checkpoint yet."""
+        if not self.path.is_file():
+            return initial
+        meta, arrays = _read(self.path)
+        if meta.get("config_hash") != self.config_hash:
+            raise RunFolderError(f"{self.path}: checkpoint was written for another config (config.json changed?); "
+                                 "restore that config.json or delete the checkpoint to restart from t = 0")
+        series = {k[len("series_"):]: v for k, v in arrays.items() if k.startswith("series_")}
+        extra = {k[len("extra_"):]: v for k, v in arrays.items() if k.startswith("extra_")}
+        chunks = int(meta["chunks_done"])
+        self.elapsed_before = float(meta["elapsed_s"])
+        self.resumed_from = {"observation": int(meta["next_obs"]), "of": int(meta["n_obs"]),
+                             "train_s_before": self.elapsed_before}
+        return DriveState(
+            next_obs=int(meta["next_obs"]),
+            carry=_unflat(arrays, "carry", initial.carry, self.path),
+            good_params=_unflat(arrays, "good", initial.good_params, self.path),
+            good_obs=arrays["good_obs"].astype(np.int64),
+            alive=arrays["alive"].astype(bool), bad_index=arrays["bad_index"].astype(initial.bad_index.dtype),
+            bad_quantity=list(meta["bad_quantity"]), series=series,
+            extras=[{k: v[i] for k, v in extra.items()} for i in range(chunks)])
