@@ -49,7 +49,10 @@ checkpoint_every_s = 0
 
 def assert_same_results(a: Path, b: Path) -> None:
     """Metrics, initial and final weights equal bit for bit (NaN where both are NaN)."""
-    assert pq.read_table(a / "metrics.parquet").equals(pq.read_table(b / "metrics.parquet"))
+    x, y = pq.read_table(a / "metrics.parquet"), pq.read_table(b / "metrics.parquet")
+    assert x.schema.equals(y.schema) and x.num_rows == y.num_rows
+    for column in x.column_names:
+        assert np.array_equal(x[column].to_numpy(), y[column].to_numpy(), equal_nan=True), column
     for name in ("state_init.npz", "state_final.npz", "test_set.npz"):
         with np.load(a / name) as x, np.load(b / name) as y:
             assert x.files == y.files
@@ -156,3 +159,24 @@ def test_a_checkpoint_for_another_config_or_a_corrupted_one_is_refused(tmp_path,
     (run / CHECKPOINT_FILE).unlink()
     folder, result = resume_run(run, figures=False)
     assert result.resumed is None and (folder / "manifest.json").is_file()
+
+
+def test_an_ensemble_with_seeds_diverged_before_the_checkpoint_resumes_exactly(tmp_path, monkeypatch):
+    """At lr = 1.6 four of eight seeds diverge at observations 25-28; a kill after the ninth
+    chunk (27 observations) lands after some of them: their status, record, kept weights and
+    NaN-padded series must come back as they were."""
+    settings = {**TINY, "train.lr": 1.6, "train.steps": 300, "observe.checkpoint_every_s": 0, "observe.chunks": 10,
+                "seeds": list(range(8))}
+    config = resolve_config("paper", [f"{k}={v}" for k, v in settings.items()])
+    reference, expected = run_and_write(config, tmp_path / "reference", figures=False)
+    kill_after_saves(monkeypatch, 9)
+    with pytest.raises(Killed):
+        run_and_write(config, tmp_path / "run", figures=False)
+    saved = read_checkpoint_meta(tmp_path / "run")
+    diverged_by_then = [i for i, d in enumerate(expected.trajectory.divergence) if d and d["observation"] < 27]
+    assert diverged_by_then and all(saved["bad_quantity"][i] for i in diverged_by_then)
+    monkeypatch.undo()
+    folder, resumed = resume_run(tmp_path / "run", figures=False)
+    assert_same_results(folder, reference)
+    assert resumed.trajectory.status == expected.trajectory.status
+    assert resumed.trajectory.divergence == expected.trajectory.divergence
