@@ -20,7 +20,7 @@ from coocflow.cli import app
 from coocflow.api import resolve_config, resume_run, run_and_write
 from coocflow.errors import RunFolderError
 from coocflow.storage import load_run
-from coocflow.storage.checkpoint import CHECKPOINT_FILE, RunCheckpoint, read_checkpoint_meta
+from coocflow.storage.checkpoint import CHECKPOINT_FILE, RunCheckpoint, read_checkpoint_meta, run_lock
 
 BIN = Path(sys.executable).parent / "coocflow"
 
@@ -106,8 +106,8 @@ def kill_after_saves(monkeypatch, saves: int) -> None:
     original = RunCheckpoint.save
     count = {"saved": 0}
 
-    def save_then_die(self, state, n_obs):
-        original(self, state, n_obs)
+    def save_then_die(self, state, n_obs, now=False):
+        original(self, state, n_obs, now)
         if self.path.exists():
             count["saved"] += 1
             if count["saved"] == saves:
@@ -180,3 +180,49 @@ def test_an_ensemble_with_seeds_diverged_before_the_checkpoint_resumes_exactly(t
     assert_same_results(folder, reference)
     assert resumed.trajectory.status == expected.trajectory.status
     assert resumed.trajectory.divergence == expected.trajectory.divergence
+
+
+def test_ctrl_c_saves_the_last_chunk_and_a_second_process_is_locked_out(tmp_path):
+    """With checkpoints an hour apart, Ctrl-C after the second chunk still leaves a checkpoint
+    of that chunk (the driver saves on KeyboardInterrupt), and the resumed run is exact. While
+    one process trains into a folder, resuming it from another is refused."""
+    settings = {**TINY, "observe.checkpoint_every_s": 3600}
+    config = resolve_config("tiny", [f"{k}={v}" for k, v in settings.items()])
+    reference, _ = run_and_write(config, tmp_path / "reference", figures=False)
+    calls = {"n": 0}
+
+    def press_ctrl_c(done):
+        calls["n"] += 1
+        if calls["n"] == 2:
+            raise KeyboardInterrupt
+
+    with pytest.raises(KeyboardInterrupt):
+        run_and_write(config, tmp_path / "run", progress=press_ctrl_c, figures=False)
+    meta = read_checkpoint_meta(tmp_path / "run")
+    assert meta["chunks_done"] == 2 and 0 < meta["next_obs"] < meta["n_obs"]
+    with run_lock(tmp_path / "run"):
+        with pytest.raises(RunFolderError, match="another coocflow process .* is training this run"):
+            resume_run(tmp_path / "run", figures=False)
+    folder, result = resume_run(tmp_path / "run", figures=False)
+    assert result.resumed["observation"] == meta["next_obs"]
+    assert_same_results(folder, reference)
+
+
+def test_sigterm_stops_a_run_with_one_line_saying_how_to_resume(tmp_path):
+    out = tmp_path / "preempted"
+    spec = tmp_path / "preempted.toml"
+    spec.write_text(MINIBATCH_MOMENTUM.replace("checkpoint_every_s = 0", "checkpoint_every_s = 3600"))
+    process = subprocess.Popen([str(BIN), "run", str(spec), "--out", str(out), "--no-figures"],
+                               stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True,
+                               env={**os.environ, "COLUMNS": "300"})
+    deadline = time.monotonic() + 240
+    while not (out / "config.json").exists():
+        assert process.poll() is None and time.monotonic() < deadline, process.stderr.read()
+        time.sleep(0.02)
+    time.sleep(1.0)
+    process.send_signal(signal.SIGTERM)
+    _, stderr = process.communicate(timeout=120)
+    assert process.returncode == 130, stderr
+    assert "Traceback" not in stderr and len(stderr.strip().splitlines()) == 1, stderr
+    assert f"coocflow run --resume {out}" in stderr
+    assert not (out / "manifest.json").exists()

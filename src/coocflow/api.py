@@ -10,6 +10,7 @@ from coocflow.errors import ConfigError, RunFolderError
 from coocflow.experiments import EXPERIMENTS, get_experiment
 from coocflow.plots import SeriesView, write_run_figures
 from coocflow.runner import RunResult, begin_run_folder, train, write_run
+from coocflow.storage.checkpoint import run_lock
 from coocflow.storage.run_folder import read_json_object
 
 
@@ -61,8 +62,9 @@ def run_and_write(config: Config, out: Path, force: bool = False,
     progress, so a killed run continues with `resume_run(out)`.
     """
     begin_run_folder(out, config, force=force)
-    result = train(config, progress, checkpoint_in=Path(out))
-    return write_run(result, out, figures=_figures if figures else None), result
+    with run_lock(out):
+        result = train(config, progress, checkpoint_in=Path(out))
+        return write_run(result, out, figures=_figures if figures else None), result
 
 
 def resumable_config(folder: Path) -> Config | None:
@@ -85,8 +87,9 @@ def resume_run(folder: Path, progress: Callable[[int], None] | None = None,
     config = resumable_config(folder)
     if config is None:
         raise RunFolderError(f"--resume {folder}: the run is complete (manifest.json exists); nothing to resume")
-    result = train(config, progress, checkpoint_in=Path(folder))
-    return write_run(result, folder, figures=_figures if figures else None), result
+    with run_lock(folder):
+        result = train(config, progress, checkpoint_in=Path(folder))
+        return write_run(result, folder, figures=_figures if figures else None), result
 
 
 def describe(c: Config) -> str:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import signal
 import sys
 from pathlib import Path
 from typing import Optional
@@ -12,7 +13,7 @@ from rich.console import Console
 from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn, TimeRemainingColumn
 from rich.table import Table
 
-from coocflow.errors import CoocflowError
+from coocflow.errors import CoocflowError, Interrupted
 
 app = typer.Typer(add_completion=False, no_args_is_help=True,
                   help="Gradient-flow dynamics of a one-layer transformer learning word co-occurrence.")
@@ -65,6 +66,23 @@ def _resume(folder: Path, figures: bool) -> None:
     _train_and_write(None, [], None, None, folder, False, resume_config=config, figures=figures)
 
 
+def _interrupt(signum, frame) -> None:
+    """SIGTERM (a cluster's preemption, `kill`) stops a run like Ctrl-C: the driver saves a
+    checkpoint at the last chunk boundary before the process exits."""
+    raise KeyboardInterrupt
+
+
+def _interrupted_message(out: Path) -> Interrupted:
+    from coocflow.storage.checkpoint import read_checkpoint_meta
+
+    if not out.is_dir():
+        return Interrupted(f"interrupted before {out} was created; nothing to resume")
+    meta = read_checkpoint_meta(out)
+    where = (f"a checkpoint at observation {meta['next_obs']} of {meta['n_obs']}" if meta
+             else "no checkpoint yet, so it restarts from t = 0")
+    return Interrupted(f"interrupted: {out} holds {where}; continue with `coocflow run --resume {out}`")
+
+
 def _check_reproduce(folder: Path) -> None:
     from coocflow.reproduce import check_reproduce
 
@@ -107,14 +125,20 @@ def _train_and_write(target: Optional[str], set_: list[str], seed: Optional[int]
     console.print(describe(config))
     columns = (TextColumn("training"), BarColumn(), TextColumn("{task.percentage:>5.1f}%"),
                TimeElapsedColumn(), TextColumn("eta"), TimeRemainingColumn())
-    with Progress(*columns, console=console, transient=False) as bar:
-        task = bar.add_task("train", total=1.0)
+    previous_handler = signal.signal(signal.SIGTERM, _interrupt)
+    try:
+        with Progress(*columns, console=console, transient=False) as bar:
+            task = bar.add_task("train", total=1.0)
 
-        def update(done: float) -> None:
-            bar.update(task, completed=done)
+            def update(done: float) -> None:
+                bar.update(task, completed=done)
 
-        folder, result = (resume_run(out, progress=update, figures=figures) if resume_config is not None
-                          else run_and_write(config, out, force=force, progress=update, figures=figures))
+            folder, result = (resume_run(out, progress=update, figures=figures) if resume_config is not None
+                              else run_and_write(config, out, force=force, progress=update, figures=figures))
+    except KeyboardInterrupt:
+        raise _interrupted_message(out) from None
+    finally:
+        signal.signal(signal.SIGTERM, previous_handler)
     _print_summary(folder)
     if figures:
         console.print(f"figure: [bold]{folder / 'figure1.png'}[/]")
@@ -520,7 +544,7 @@ def main() -> None:
         app()
     except CoocflowError as err:
         errors.print(f"[red]error:[/] {err}", highlight=False, soft_wrap=True)
-        sys.exit(2)
+        sys.exit(getattr(err, "exit_code", 2))
     except KeyboardInterrupt:
         errors.print("[red]interrupted[/]")
         sys.exit(130)

@@ -15,3 +15,9 @@ class RunFolderError(CoocflowError):
 
 class DivergenceError(CoocflowError):
     """A run produced a non-finite loss or weight; the observations before it are kept."""
+
+
+class Interrupted(CoocflowError):
+    """Ctrl-C or SIGTERM stopped a run; its folder keeps a checkpoint to resume from."""
+
+    exit_code = 130

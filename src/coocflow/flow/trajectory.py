@@ -102,7 +102,7 @@ class Checkpoint(Protocol):
 
     def restore(self, initial: DriveState) -> DriveState: ...
 
-    def save(self, state: DriveState, n_obs: int) -> None: ...
+    def save(self, state: DriveState, n_obs: int, now: bool = False) -> None: ...
 
 
 def drive(
@@ -122,8 +122,9 @@ def drive(
     `plan` is one entry per observed time (steps to take, or the time to reach); blocks are
     padded to `chunk_len` with the no-op entry `pad` (0 steps for a step plan; None repeats the block's
     last time for a time plan) so every call has the same shapes. With a `checkpoint`, the run
-    starts from its restored state and offers it the state after every block; since blocks
-    are fixed by the plan, a resumed run computes exactly what an uninterrupted one does.
+    starts from its restored state and offers it the state after every block (and, on Ctrl-C
+    or SIGTERM, the last complete one); since blocks are fixed by the plan, a resumed run
+    computes exactly what an uninterrupted one does.
     Returns (series (seeds, n_obs), last finite params, alive mask, per seed (the index of the
     first bad observation or -1, the quantity that went bad, the observation of the last finite
     params), the extra outputs per block).
@@ -134,39 +135,51 @@ def drive(
         state = checkpoint.restore(state)
         if state.next_obs and progress is not None and progress_of is not None:
             progress(progress_of(plan[: state.next_obs]))
-    while state.next_obs < n_obs and state.alive.any():
-        start = state.next_obs
-        block = plan[start : start + chunk_len]
-        keep = len(block)
-        if keep < chunk_len:
-            filler = block[-1] if pad is None else pad
-            block = np.concatenate([block, np.full(chunk_len - keep, filler, dtype=block.dtype)])
-        carry, observed, extra = advance(state.carry, block)
-        observed = {k: np.array(v)[:, :keep] for k, v in observed.items()}
-        bad, quantity = first_bad(observed)
-        alive = state.alive
-        newly = alive & (bad >= 0)
-        for s in np.flatnonzero(newly):
-            state.bad_index[s] = start + bad[s]
-            state.bad_quantity[s] = quantity[s]
-            for k in observed:
-                observed[k][s, bad[s]:] = np.nan
-        for s in np.flatnonzero(~alive):
-            for k in observed:
-                observed[k][s, :] = np.nan
-        still = alive & ~newly
-        state = DriveState(
-            next_obs=start + keep, carry=carry, good_params=_select(still, params_of(carry), state.good_params),
-            good_obs=np.where(still, start + keep - 1, state.good_obs), alive=still, bad_index=state.bad_index, bad_quantity=state.bad_quantity,
-            series={k: np.concatenate([state.series[k], v], axis=1) if state.series else v
-                    for k, v in observed.items()},
-            extras=state.extras + [{k: np.asarray(v) for k, v in extra.items()}])
+    try:
+        while state.next_obs < n_obs and state.alive.any():
+            state = _advance_block(advance, state, params_of, plan, chunk_len, pad)
+            if checkpoint is not None:
+                checkpoint.save(state, n_obs)
+            if progress is not None and progress_of is not None:
+                progress(progress_of(plan[: state.next_obs]))
+    except KeyboardInterrupt:
         if checkpoint is not None:
-            checkpoint.save(state, n_obs)
-        if progress is not None and progress_of is not None:
-            progress(progress_of(plan[: start + keep]))
+            checkpoint.save(state, n_obs, now=True)
+        raise
     return (state.series, state.good_params, state.alive, (state.bad_index, state.bad_quantity, state.good_obs),
             state.extras)
+
+
+def _advance_block(advance, state: DriveState, params_of, plan: np.ndarray, chunk_len: int,
+                   pad: int | None) -> DriveState:
+    """The state after the next block of `plan`; `state` itself is left as it was, so an
+    interrupt at any point leaves a consistent state to checkpoint."""
+    start = state.next_obs
+    block = plan[start : start + chunk_len]
+    keep = len(block)
+    if keep < chunk_len:
+        filler = block[-1] if pad is None else pad
+        block = np.concatenate([block, np.full(chunk_len - keep, filler, dtype=block.dtype)])
+    carry, observed, extra = advance(state.carry, block)
+    observed = {k: np.array(v)[:, :keep] for k, v in observed.items()}
+    bad, quantity = first_bad(observed)
+    bad_index, bad_quantity = state.bad_index.copy(), list(state.bad_quantity)
+    newly = state.alive & (bad >= 0)
+    for s in np.flatnonzero(newly):
+        bad_index[s] = start + bad[s]
+        bad_quantity[s] = quantity[s]
+        for k in observed:
+            observed[k][s, bad[s]:] = np.nan
+    for s in np.flatnonzero(~state.alive):
+        for k in observed:
+            observed[k][s, :] = np.nan
+    still = state.alive & ~newly
+    return DriveState(
+        next_obs=start + keep, carry=carry, good_params=_select(still, params_of(carry), state.good_params),
+        good_obs=np.where(still, start + keep - 1, state.good_obs), alive=still, bad_index=bad_index,
+        bad_quantity=bad_quantity,
+        series={k: np.concatenate([state.series[k], v], axis=1) if state.series else v for k, v in observed.items()},
+        extras=state.extras + [{k: np.asarray(v) for k, v in extra.items()}])
 
 
 def divergence_record(times: np.ndarray, index: int, quantity: str | None, weights_index: int,

@@ -15,11 +15,14 @@ The checkpoint is one npz (no pickle): a `meta` string of JSON, then `carry_<i>`
 
 from __future__ import annotations
 
+import contextlib
 import io
 import json
+import os
 import time
 import zipfile
 from pathlib import Path
+from typing import Iterator
 
 import jax
 import jax.numpy as jnp
@@ -31,6 +34,30 @@ from coocflow.storage.atomic import atomic_write_bytes
 
 CHECKPOINT_FILE = "checkpoint.npz"
 CHECKPOINT_FORMAT = 1
+LOCK_FILE = ".lock"
+
+
+@contextlib.contextmanager
+def run_lock(folder: Path) -> Iterator[None]:
+    """Hold an exclusive lock on a run folder while a process trains into it, so a second
+    `--resume` of the same folder is refused instead of racing; the OS drops the lock when the
+    process dies, even by SIGKILL, so a stale lock never blocks a resume."""
+    import fcntl
+
+    path = Path(folder) / LOCK_FILE
+    with open(path, "a+") as handle:
+        try:
+            fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            handle.seek(0)
+            holder = handle.read().strip() or "?"
+            raise RunFolderError(f"{folder}: another coocflow process (pid {holder}) is training this run; "
+                                 "wait for it to finish or stop it, then resume") from None
+        handle.seek(0)
+        handle.truncate()
+        handle.write(str(os.getpid()))
+        handle.flush()
+        yield
 
 
 def is_in_progress(folder: Path) -> bool:
@@ -98,9 +125,11 @@ class RunCheckpoint:
         """Training wall time over all sessions of this run, this one up to now included."""
         return self.elapsed_before + time.perf_counter() - self.started
 
-    def save(self, state: DriveState, n_obs: int) -> None:
-        now = time.perf_counter()
-        if state.next_obs >= n_obs or not state.alive.any() or now - self.last_save < self.every_s:
+    def save(self, state: DriveState, n_obs: int, now: bool = False) -> None:
+        """Write `state` if `every_s` has passed since the last write (or `now`, on interrupt);
+        a finished or wholly diverged run needs none, and neither does one that has not started."""
+        due = now or time.perf_counter() - self.last_save >= self.every_s
+        if not due or state.next_obs in (0, n_obs) or not state.alive.any():
             return
         extra_keys = sorted(state.extras[0]) if state.extras else []
         meta = {"format": CHECKPOINT_FORMAT, "config_hash": self.config_hash, "next_obs": state.next_obs,
