@@ -148,7 +148,7 @@ def run_figures(metrics: dict[str, np.ndarray]) -> tuple[list[dict], dict[str, f
 
 def _timeline(bounds: dict[str, float | None], end: float) -> dict:
     """Phase 1 from t = 0 to T1, Phase 2 from T1 to the end, with T0.5 and the start of the
-    score drift marked."""
+    score drift marked; labels alternate above and below so close events stay readable."""
     t1 = bounds.get("T1")
     first = min([v for v in bounds.values() if v] + [end]) / 10 or 1e-3
     bars = []
@@ -157,14 +157,16 @@ def _timeline(bounds: dict[str, float | None], end: float) -> dict:
                      "name": "Phase 1 (until T1)", "marker": {"color": "#aec7e8"}})
         bars.append({"type": "bar", "orientation": "h", "y": ["phases"], "x": [end - t1], "base": [t1],
                      "name": "Phase 2", "marker": {"color": "#ffbb78"}})
-    marks = [{"type": "scatter", "mode": "markers+text", "x": [value], "y": ["events"], "text": [name],
-              "textposition": "top center", "name": name, "marker": {"color": PHASE_COLORS[name], "size": 11}}
-             for name, value in bounds.items() if value and name in PHASE_COLORS]
+    events = sorted((value, name) for name, value in bounds.items() if value and name in PHASE_COLORS)
+    marks = [{"type": "scatter", "mode": "markers+text", "x": [value], "y": ["events"], "text": [f"{name} = {value:.3g}"],
+              "textposition": ("top center", "bottom center")[i % 2], "name": name, "cliponaxis": False,
+              "marker": {"color": PHASE_COLORS[name], "size": 11}}
+             for i, (value, name) in enumerate(events)]
     if not bars and not marks:
         marks = [{"type": "scatter", "mode": "markers", "x": [end], "y": ["events"], "name": "end"}]
     return {"data": bars + marks, "layout": {
-        "title": {"text": "Phase timeline (median over seeds)"}, "height": 230, "barmode": "overlay",
-        "margin": {"l": 60, "r": 20, "t": 50, "b": 40}, "xaxis": {"type": "log", "title": {"text": "flow time t"}},
+        "title": {"text": "Phase timeline (median over seeds)"}, "height": 260, "barmode": "overlay",
+        "margin": {"l": 60, "r": 20, "t": 70, "b": 40}, "xaxis": {"type": "log", "title": {"text": "flow time t"}},
         "updatemenus": _log_toggle()}}
 
 
