@@ -77,14 +77,12 @@ class Run:
 def _columns_figure(view, columns: list[str], title: str):
     import matplotlib.pyplot as plt
 
+    from coocflow.plots.figures import band_curve
+
     fig, ax = plt.subplots(figsize=(6, 4), constrained_layout=True)
+    shown = view.t > 0
     for name in columns:
-        values = view.series[name]
-        low, mid, high = (np.nanquantile(values, q, axis=0) for q in (0.1, 0.5, 0.9))
-        shown = view.t > 0
-        ax.plot(view.t[shown], mid[shown], label=name)
-        if values.shape[0] > 1:
-            ax.fill_between(view.t[shown], low[shown], high[shown], alpha=0.2, lw=0)
+        band_curve(ax, view.t[shown], view.series[name][:, shown], name)
     ax.set(xscale="log", xlabel="flow time t", title=title)
     ax.legend(fontsize=8)
     return fig

@@ -17,7 +17,6 @@ from coocflow.experiments.studies import (
     Progress,
     StudyResult,
     _figure,
-    _median_band,
     _median_or_none,
     _plot,
     _run_variants,
@@ -25,6 +24,7 @@ from coocflow.experiments.studies import (
     _table,
 )
 from coocflow.model import Transformer, logits_embedded
+from coocflow.observables import median_band
 
 TOKEN_NOISE = (0.0, 0.25, 0.5, 0.75, 1.0, 1.5, 2.0)
 """Embedding noise levels sigma: each one-hot input row gets Gaussian noise of norm ~ sigma."""
@@ -115,7 +115,7 @@ def _noise_figure(results, evaluated: dict[str, np.ndarray], path: Path) -> Path
     sigmas = np.asarray(TOKEN_NOISE)
     styles = {"T1": "--", "end": "-"}
     for (label, accuracy), color in zip(evaluated.items(), ("tab:blue", "tab:blue", "tab:red", "tab:red")):
-        low, mid, high = _median_band(accuracy)
+        low, mid, high = median_band(accuracy)
         axes[0].plot(sigmas, mid, styles[label.rsplit(" @ ", 1)[1]], color=color, label=label, marker="o", ms=3)
         axes[0].fill_between(sigmas, low, high, color=color, alpha=0.15, lw=0)
     axes[0].set(xlabel="token noise sigma (norm of the noise added to each one-hot row)", ylabel="test accuracy",

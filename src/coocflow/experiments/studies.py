@@ -14,6 +14,7 @@ from typing import Callable
 import numpy as np
 
 from coocflow.config import Config
+from coocflow.plots.figures import band_curve
 from coocflow.runner import RunResult
 
 Progress = Callable[[str], None]
@@ -26,23 +27,11 @@ class StudyResult:
     figures: list[Path]
 
 
-def _median_band(values: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    with np.errstate(all="ignore"):
-        import warnings
-
-        with warnings.catch_warnings():
-            warnings.simplefilter("ignore", RuntimeWarning)
-            return tuple(np.nanquantile(values, q, axis=0) for q in (0.1, 0.5, 0.9))
-
-
 def _band(ax, t: np.ndarray, values: np.ndarray, label: str, color: str, style: str = "-") -> None:
     """Median over seeds (rows of `values`) against t > 0, with the 10-90% band when there are
     several seeds."""
-    low, mid, high = _median_band(values)
     shown = t > 0
-    ax.plot(t[shown], mid[shown], style, color=color, label=label, lw=1.5)
-    if values.shape[0] > 1:
-        ax.fill_between(t[shown], low[shown], high[shown], color=color, alpha=0.2, lw=0)
+    band_curve(ax, t[shown], values[:, shown], label, color, style)
 
 
 def _plot(ax, result: RunResult, key: str, label: str, color: str, transform=lambda v: v) -> None:

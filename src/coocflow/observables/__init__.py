@@ -1,5 +1,6 @@
 """Named observables of (model, problem): the quantities the theory tracks (SPEC section 6)."""
 
+from coocflow.observables.ensemble import median_band
 from coocflow.observables.registry import (
     OBSERVABLES,
     Observable,
@@ -8,4 +9,4 @@ from coocflow.observables.registry import (
     observe,
 )
 
-__all__ = ["OBSERVABLES", "Observable", "Problem", "names", "observe"]
+__all__ = ["OBSERVABLES", "Observable", "Problem", "median_band", "names", "observe"]

@@ -8,7 +8,6 @@ the median with its 10-90% range shaded.
 
 from __future__ import annotations
 
-import warnings
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -17,6 +16,8 @@ import matplotlib
 matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
 import numpy as np  # noqa: E402
+
+from coocflow.observables.ensemble import median_band  # noqa: E402
 
 SCORE_CURVES = (
     ("A_mu2_mu1", r"$A[\mu_2,\mu_1]$", "tab:blue"),
@@ -100,16 +101,14 @@ def _phase_labels(ax, view: SeriesView) -> None:
     ax.text(t1, 0.02, f" T1={t1:.3g}", transform=ax.get_xaxis_transform(), fontsize=7, color="0.3")
 
 
-def _curve(ax, t, values: np.ndarray, label: str, color: str) -> None:
-    """One seed: a line. Several: the median and a 10-90% band over seeds."""
+def band_curve(ax, t, values: np.ndarray, label: str, color: str | None = None, style: str = "-") -> None:
+    """One seed: a line. Several: the median over seeds (rows of `values`) and the 10-90% band."""
     if values.shape[0] == 1:
-        ax.plot(t, values[0], label=label, color=color, lw=1.5)
+        ax.plot(t, values[0], style, label=label, color=color, lw=1.5)
         return
-    with np.errstate(all="ignore"), warnings.catch_warnings():
-        warnings.simplefilter("ignore", RuntimeWarning)
-        low, mid, high = np.nanquantile(values, [0.1, 0.5, 0.9], axis=0)
-    ax.plot(t, mid, label=label, color=color, lw=1.5)
-    ax.fill_between(t, low, high, color=color, alpha=0.2, lw=0)
+    low, mid, high = median_band(values)
+    (line,) = ax.plot(t, mid, style, label=label, color=color, lw=1.5)
+    ax.fill_between(t, low, high, color=line.get_color(), alpha=0.2, lw=0)
 
 
 def _plot(ax, view: SeriesView, curves, transform=lambda y: y, window=None):
@@ -117,7 +116,7 @@ def _plot(ax, view: SeriesView, curves, transform=lambda y: y, window=None):
     shown = (t > 0) if window is None else window
     for key, label, color in curves:
         values = transform(np.asarray(view.series[key]))
-        _curve(ax, t[shown], values[:, shown], label, color)
+        band_curve(ax, t[shown], values[:, shown], label, color)
     ax.set_xscale("log")
     ax.set_xlabel("flow time t")
     _mark_phases(ax, view)

@@ -54,12 +54,9 @@ def _log_toggle() -> list[dict]:
 
 def _series_traces(t: np.ndarray, values: np.ndarray, name: str, color: str) -> list[dict]:
     """Median line (and 10-90% band over seeds when there are several) for one column."""
-    with np.errstate(all="ignore"):
-        import warnings
+    from coocflow.observables import median_band
 
-        with warnings.catch_warnings():
-            warnings.simplefilter("ignore", RuntimeWarning)
-            low, mid, high = (np.nanquantile(values, q, axis=0) for q in (0.1, 0.5, 0.9))
+    low, mid, high = median_band(values)
     shown = t > 0
     x = t[shown].tolist()
     traces = []

@@ -1,0 +1,19 @@
+"""Statistics of an observable over the seeds of an ensemble, shared by figures, reports and studies."""
+
+from __future__ import annotations
+
+import warnings
+
+import numpy as np
+
+BAND = (0.1, 0.9)
+"""The quantiles every figure and report shades around the median over seeds."""
+
+
+def median_band(values: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """(10% quantile, median, 90% quantile) over seeds (axis 0), ignoring NaN: a diverged seed
+    is NaN after its divergence and drops out; a time no seed reached gives NaN, silently."""
+    with np.errstate(all="ignore"), warnings.catch_warnings():
+        warnings.simplefilter("ignore", RuntimeWarning)
+        low, mid, high = np.nanquantile(np.asarray(values, dtype=float), [BAND[0], 0.5, BAND[1]], axis=0)
+    return low, mid, high
