@@ -15,7 +15,8 @@ from typer.testing import CliRunner
 
 from coocflow.cli import app
 from coocflow.errors import CoocflowError, ConfigError
-from coocflow.sweep import SweepStore, aggregate, spec_from_dict
+from coocflow.sweep import SweepStore, aggregate, load_spec, spec_from_dict
+from conftest import REPO
 
 BIN = Path(sys.executable).parent / "coocflow"
 TINY_SET = {"train.steps": 40, "observe.points": 12, "observe.chunks": 2}
@@ -146,3 +147,10 @@ def test_ray_executor_gives_the_local_numbers(tmp_path):
         assert a.keys() == b.keys()
         for column in a:
             np.testing.assert_array_equal(np.asarray(a[column]), np.asarray(b[column]), err_msg=f"{kind}.{column}")
+
+
+@pytest.mark.parametrize("spec", sorted((REPO / "examples").glob("sweep_*.toml")), ids=lambda p: p.name)
+def test_example_sweeps_are_valid_specs(spec):
+    """Every shipped sweep spec loads and expands into valid configs (what the README runs)."""
+    parsed = load_spec(spec)
+    assert parsed.jobs and all(job.config.name.startswith(f"{parsed.name}/") for job in parsed.jobs)
