@@ -115,13 +115,10 @@ def _train_and_write(target: Optional[str], set_: list[str], seed: Optional[int]
         from coocflow.storage.paths import default_out
 
         out = default_out(config.name)
-    if resume_config is None and out.exists() and not force:
-        from coocflow.storage.checkpoint import is_in_progress
+    if resume_config is None:
+        from coocflow.storage.paths import refuse_existing_out
 
-        if is_in_progress(out):
-            raise CoocflowError(f"--out {out}: holds an unfinished run; continue it with `coocflow run --resume {out}` "
-                                "or pass --force to start over")
-        raise CoocflowError(f"--out {out}: folder exists; pass --force to replace it or choose another --out")
+        refuse_existing_out(out, force)
     console.print(describe(config))
     columns = (TextColumn("training"), BarColumn(), TextColumn("{task.percentage:>5.1f}%"),
                TimeElapsedColumn(), TextColumn("eta"), TimeRemainingColumn())
@@ -172,9 +169,10 @@ def _run_study(name: str, set_: list[str], seed: Optional[int], seeds: Optional[
         from coocflow.storage.paths import default_out
 
         out = default_out(name)
+    from coocflow.storage.paths import refuse_existing_out
+
+    refuse_existing_out(out, force)
     if out.exists():
-        if not force:
-            raise CoocflowError(f"--out {out}: folder exists; pass --force to replace it or choose another --out")
         shutil.rmtree(out)
     out.mkdir(parents=True)
     console.print(describe(config))
@@ -329,6 +327,7 @@ def _verify_scaling(target, set_, seed, seeds, out, force, axis, values) -> None
     from coocflow.api import resolve_config
     from coocflow.phases.scaling import AXES, figure, width_scaling
     from coocflow.storage import atomic_write_json
+    from coocflow.storage.paths import default_out, refuse_existing_out
 
     if axis not in AXES:
         raise CoocflowError(f"--scaling {axis}: choose one of {', '.join(AXES)}")
@@ -341,11 +340,8 @@ def _verify_scaling(target, set_, seed, seeds, out, force, axis, values) -> None
     overrides = ["train.method=flow"] + list(set_)
     config = resolve_config(target, overrides, seed, seeds if seeds is not None else 4)
     if out is None:
-        from coocflow.storage.paths import default_out
-
         out = default_out(config.name, prefix=f"scaling-{axis}-")
-    if out.exists() and not force:
-        raise CoocflowError(f"--out {out}: folder exists; pass --force to replace it or choose another --out")
+    refuse_existing_out(out, force)
     out.mkdir(parents=True, exist_ok=True)
     report = width_scaling(config, axis, widths, progress=lambda text: console.print(f"  running {text}"))
     atomic_write_json(out / "scaling.json", report)

@@ -22,13 +22,13 @@ import numpy as np
 
 from coocflow.config import Config
 from coocflow.data import Dataset, make_test_set, make_train_set
-from coocflow.errors import CoocflowError
 from coocflow.flow import Trajectory, integrate_discrete, integrate_flow, observation_steps, observation_times
 from coocflow.model import Transformer, init_model
 from coocflow.observables import Problem
 from coocflow.phases import first_time_all_correct
 from coocflow.storage import FORMAT_VERSION, atomic_write_json, write_arrays, write_metrics, write_state
-from coocflow.storage.checkpoint import RunCheckpoint, is_in_progress
+from coocflow.storage.checkpoint import RunCheckpoint
+from coocflow.storage.paths import is_in_progress, refuse_existing_out
 from coocflow.storage.provenance import provenance
 
 INIT_NOTES = {
@@ -142,9 +142,8 @@ def begin_run_folder(out: Path, config: Config, force: bool = False) -> Path:
     """Create the run folder with only its config.json: a run in progress, resumable with
     `coocflow run --resume` (the folder appears whole, by one rename, or not at all)."""
     out = Path(out)
+    refuse_existing_out(out, force)
     if out.exists():
-        if not force:
-            raise CoocflowError(f"--out {out}: folder exists; pass --force to replace it or choose another --out")
         if out.is_dir():
             shutil.rmtree(out)
         else:
@@ -253,8 +252,8 @@ def write_run(result: RunResult, out: Path, force: bool = False,
     """Write the run folder atomically: everything goes to a hidden sibling, then one rename
     (which replaces the in-progress folder and its checkpoint, if the run had one)."""
     out = Path(out)
-    if out.exists() and not force and not is_in_progress(out):
-        raise CoocflowError(f"--out {out}: folder exists; pass --force to replace it or choose another --out")
+    if not is_in_progress(out):
+        refuse_existing_out(out, force)
     out.parent.mkdir(parents=True, exist_ok=True)
     staging = out.parent / f".{out.name}.partial-{os.getpid()}"
     shutil.rmtree(staging, ignore_errors=True)

@@ -60,12 +60,6 @@ def run_lock(folder: Path) -> Iterator[None]:
         yield
 
 
-def is_in_progress(folder: Path) -> bool:
-    """A folder `coocflow run` started and has not finished (config.json, no manifest.json)."""
-    folder = Path(folder)
-    return (folder / "config.json").is_file() and not (folder / "manifest.json").exists()
-
-
 def _flat(tree, prefix: str) -> dict[str, np.ndarray]:
     return {f"{prefix}_{i}": np.asarray(leaf) for i, leaf in enumerate(jax.tree.leaves(tree))}
 

@@ -1,11 +1,12 @@
-"""Output paths built from names in configs and sweep specs stay inside their output root."""
+"""Output folders: names from configs and sweep specs stay inside the output root, and an existing
+folder is replaced only when asked (or resumed when it holds an unfinished run)."""
 
 from __future__ import annotations
 
 import datetime as dt
 from pathlib import Path
 
-from coocflow.errors import ConfigError
+from coocflow.errors import CoocflowError, ConfigError
 
 DEFAULT_ROOT = Path("runs")
 
@@ -24,3 +25,21 @@ def default_out(name: str, prefix: str = "") -> Path:
     """runs/PREFIX-NAME-TIMESTAMP, the folder a command writes when --out is not given."""
     stamp = dt.datetime.now().strftime("%Y%m%d-%H%M%S")
     return inside(DEFAULT_ROOT, f"{prefix}{name}-{stamp}", "name")
+
+
+def is_in_progress(folder: Path) -> bool:
+    """A folder `coocflow run` started and has not finished (config.json, no manifest.json)."""
+    folder = Path(folder)
+    return (folder / "config.json").is_file() and not (folder / "manifest.json").exists()
+
+
+def refuse_existing_out(out: Path, force: bool) -> None:
+    """The one check before writing `--out`: an existing folder needs --force, and an unfinished
+    run there is pointed to `--resume` instead."""
+    out = Path(out)
+    if force or not out.exists():
+        return
+    if is_in_progress(out):
+        raise CoocflowError(f"--out {out}: holds an unfinished run; continue it with `coocflow run --resume {out}` "
+                            "or pass --force to start over")
+    raise CoocflowError(f"--out {out}: folder exists; pass --force to replace it or choose another --out")

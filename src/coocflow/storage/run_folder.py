@@ -26,6 +26,7 @@ import pyarrow.parquet as pq
 
 from coocflow.errors import RunFolderError
 from coocflow.storage.atomic import atomic_write_bytes, atomic_write_with
+from coocflow.storage.paths import is_in_progress
 
 FORMAT_VERSION = 1
 STATE_KEYS = ("tokens", "labels", "groups", "W_Q", "W_K", "W_V", "W", "a")
@@ -105,7 +106,7 @@ def load_run(path: Path) -> LoadedRun:
     if not path.is_dir():
         raise RunFolderError(f"{path}: no such run folder; pass the folder `coocflow run` wrote")
     missing = [name for name in REQUIRED_FILES if not (path / name).is_file()]
-    if missing and (path / "config.json").is_file() and not (path / "manifest.json").exists():
+    if missing and is_in_progress(path):
         where = "before its first checkpoint"
         if (path / "checkpoint.npz").is_file():
             from coocflow.storage.checkpoint import read_checkpoint_meta
