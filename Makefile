@@ -5,17 +5,25 @@ BIN := $(VENV)/bin
 
 .PHONY: demo test browser clean
 
-$(BIN)/coocflow: pyproject.toml
-	$(PYTHON) -m venv $(VENV)
+# What running needs (make demo), and that plus the test extras (make test): one stamp each,
+# so `make demo` never installs Ray, Selenium or Jupyter.
+$(VENV)/.installed-run: pyproject.toml
+	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
+	$(BIN)/pip install --quiet --upgrade pip
+	$(BIN)/pip install --quiet -e .
+	touch $@
+
+$(VENV)/.installed-test: pyproject.toml
+	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
 	$(BIN)/pip install --quiet --upgrade pip
 	$(BIN)/pip install --quiet -e '.[test]'
-	touch $(BIN)/coocflow
+	touch $(VENV)/.installed-run $@
 
-demo: $(BIN)/coocflow
+demo: $(VENV)/.installed-run
 	$(BIN)/coocflow run paper --out runs/paper --force
 	$(BIN)/coocflow report runs/paper
 
-test: $(BIN)/coocflow browser
+test: $(VENV)/.installed-test browser
 	$(BIN)/python -m pytest -q -n 2 --dist loadfile
 
 # Headless Chromium for the report's browser test (Debian's packages); the test says why it

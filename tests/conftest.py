@@ -21,18 +21,20 @@ jax.config.update("jax_enable_x64", True)
 
 import coocflow  # noqa: E402,F401  (enables float64 for the whole suite)
 
-SHARED = Path(os.environ.get("COOCFLOW_SHARED", REPO.parent / "shared"))
-GOLDEN_DIR = SHARED / "golden"
+GOLDEN_DIR = REPO / "tests" / "golden"
+"""The golden files: datasets, weights and the exact float64 values of the model's outputs,
+gradients and gradient-descent steps (docs/definitions.md, "Golden files")."""
+GOLDEN_NAMES = ("tiny", "small")
 
 
 def load_golden(name: str) -> dict[str, np.ndarray]:
     path = GOLDEN_DIR / f"{name}.npz"
-    assert path.is_file(), f"golden file {path} not found (set COOCFLOW_SHARED to the shared/ folder)"
+    assert path.is_file(), f"golden file {path} is missing from the repository"
     with np.load(path, allow_pickle=False) as z:
         return {k: z[k] for k in z.files}
 
 
-@pytest.fixture(params=["tiny", "small"])
+@pytest.fixture(params=GOLDEN_NAMES)
 def golden(request):
     return load_golden(request.param)
 

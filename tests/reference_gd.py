@@ -1,6 +1,6 @@
 """An independent float64 implementation of eq. (1) and its gradient descent, in plain NumPy.
 
-Written from SPEC section 3 with dense one-hot embeddings and hand-derived backpropagation, so it
+Written from docs/definitions.md section 3 with dense one-hot embeddings and hand-derived backpropagation, so it
 shares no code with coocflow. Used to replay a run folder's `state_init.npz`.
 """
 

@@ -87,9 +87,9 @@ def test_toml_file_round_trip_and_syntax_error(tmp_path):
     bad.write_text("[data]\nn = 12\nL = = 4\n")
     with pytest.raises(ConfigError, match=r"bad.toml: not valid TOML.*line 3"):
         resolve_config(str(bad))
-    with pytest.raises(ConfigError, match="cannot read config file"):
+    with pytest.raises(ConfigError, match="missing.toml: does not exist"):
         resolve_config(str(tmp_path / "missing.toml"))
-    with pytest.raises(ConfigError, match="unknown experiment or config file 'nope'"):
+    with pytest.raises(ConfigError, match="unknown experiment 'nope'"):
         resolve_config("nope")
 
 

@@ -1,4 +1,4 @@
-"""Data invariants of SPEC section 2 for both random-token modes."""
+"""Data invariants of docs/definitions.md section 2 for both random-token modes."""
 
 import numpy as np
 import pytest

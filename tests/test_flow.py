@@ -19,7 +19,8 @@ FLOW = {**TINY, "train.method": "flow", "train.t_end": 3.0, "train.lr": 0.1, "ob
 
 
 def flow_config(seed=1, **extra):
-    return resolve_config("paper", [f"{k}={v}" for k, v in {**FLOW, **extra}.items()], seed=seed)
+    return resolve_config("paper", [f"{k}={v}" for k, v in {**FLOW, **extra}.items()],
+                          seed=None if "seeds" in extra else seed)
 
 
 def test_gradient_descent_converges_to_the_flow_linearly_in_lr():

@@ -1,4 +1,13 @@
-"""The definition of correct: the model reproduces ../shared/golden/*.npz to 1e-10."""
+"""The definition of correct: the model reproduces the golden files tests/golden/*.npz to 1e-10.
+
+What the files hold is described in docs/definitions.md ("Golden files"). They were copied
+byte for byte from the project's reference material; where that material is present (a folder
+named by the environment variable COOCFLOW_SHARED, by default `shared` beside the checkout),
+`test_golden_files_equal_the_reference_copy` checks the copy has not drifted.
+"""
+
+import os
+from pathlib import Path
 
 import jax.numpy as jnp
 import numpy as np
@@ -11,6 +20,8 @@ from coocflow.model import Transformer, loss, loss_grad, logits, sample_losses, 
 from coocflow.model import transformer as transformer_module
 from coocflow.observables import Problem
 from coocflow.runner import stack, unstack
+
+from conftest import GOLDEN_DIR, GOLDEN_NAMES, REPO
 
 TOL = 1e-10
 
@@ -62,3 +73,27 @@ def test_golden_gradient_descent(golden, formulation):
     np.testing.assert_allclose(trajectory.series["loss"][0, -1], golden["expected_loss_after_gd"], rtol=0, atol=TOL)
     np.testing.assert_allclose(trajectory.series["loss"][0, 0], golden["expected_loss"], rtol=0, atol=TOL)
     np.testing.assert_array_equal(np.asarray(final.a), golden["a"])
+
+
+def reference_golden_dir() -> Path:
+    """The reference copy's `golden` folder: inside the folder COOCFLOW_SHARED names, else inside
+    a folder `shared` beside the checkout (present in the project's own workspace, absent in a
+    user's clone)."""
+    return Path(os.environ.get("COOCFLOW_SHARED", REPO.parent / "shared")) / "golden"
+
+
+def test_golden_files_are_in_the_repository():
+    """The golden tests need nothing outside the repository."""
+    assert sorted(p.stem for p in GOLDEN_DIR.glob("*.npz")) == sorted(GOLDEN_NAMES)
+
+
+def test_golden_files_equal_the_reference_copy():
+    """The in-repository golden files are byte-identical to the reference copy they came from."""
+    reference = reference_golden_dir()
+    if not reference.is_dir():
+        pytest.skip(f"no reference golden folder at {reference} (outside the project's workspace the "
+                    f"in-repository copy tests/golden/ is the reference; set COOCFLOW_SHARED to compare)")
+    assert sorted(p.name for p in reference.glob("*.npz")) == sorted(p.name for p in GOLDEN_DIR.glob("*.npz"))
+    for path in sorted(reference.glob("*.npz")):
+        assert (GOLDEN_DIR / path.name).read_bytes() == path.read_bytes(), \
+            f"tests/golden/{path.name} differs from {path}"

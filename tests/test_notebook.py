@@ -26,7 +26,7 @@ def test_example_notebook_executes(tmp_path):
 def test_run_load_verify_api(tmp_path):
     import coocflow
 
-    run = coocflow.run("tiny", out=tmp_path / "run", seeds=2, train__lr=0.2, figures=False)
+    run = coocflow.run("tiny", out=tmp_path / "run", seeds=2, overrides={"train.lr": 0.2}, figures=False)
     times = set(run.metrics["t"].to_pylist())
     assert run.seeds == [0, 1] and run.metrics.num_rows == 2 * len(times) > 40 and run.config["train"]["lr"] == 0.2
     again = coocflow.load(tmp_path / "run")

@@ -1,4 +1,4 @@
-"""Observables against direct NumPy computations from their definitions (SPEC sections 3, 6)."""
+"""Observables against direct NumPy computations from their definitions (docs/definitions.md sections 3, 7)."""
 
 import jax.numpy as jnp
 import numpy as np

@@ -43,8 +43,9 @@ def test_round_trip(run_dir):
     for key in ("versions", "git", "device", "timings", "T1", "dtype", "status", "init", "format_version"):
         assert key in run.manifest, key
     assert run.manifest["versions"]["jax"] and run.manifest["status"] == "completed"
-    for name in ("figure1.png", "figure1.pdf", "overview.png", "test_set.npz"):
+    for name in ("figure1.png", "overview.png", "test_set.npz"):
         assert (run_dir / name).stat().st_size > 1000, name
+    assert not (run_dir / "figure1.pdf").exists(), "figure1.pdf only when asked (formats)"
     assert not list(run_dir.parent.glob(".*partial*")), "no staging folder is left behind"
 
 
@@ -59,7 +60,7 @@ def test_independent_replay_matches_every_observed_loss(run_dir):
 
 
 def test_bad_folders_give_one_line_errors(run_dir, tmp_path):
-    with pytest.raises(RunFolderError, match="no such run folder"):
+    with pytest.raises(RunFolderError, match="does not exist"):
         load_run(tmp_path / "missing")
     broken = tmp_path / "broken"
     shutil.copytree(run_dir, broken)

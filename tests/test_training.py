@@ -22,7 +22,8 @@ from conftest import TINY
 
 
 def tiny_config(seed=1, **extra):
-    return resolve_config("paper", [f"{k}={v}" for k, v in {**TINY, **extra}.items()], seed=seed)
+    return resolve_config("paper", [f"{k}={v}" for k, v in {**TINY, **extra}.items()],
+                          seed=None if "seeds" in extra else seed)
 
 
 def run_single(model, problem, grid, lr, chunks=3, **train_keys):

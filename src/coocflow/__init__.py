@@ -1,32 +1,67 @@
 """coocflow: the gradient-flow dynamics of Yang et al. (NeurIPS 2024), runnable and checkable.
 
-Importing coocflow enables JAX's float64 (the default dtype of every run; float32 stays
-selectable per run with `dtype = "float32"`).
+Importing coocflow does not import JAX, so `coocflow --help` and the read-only commands start
+at once. It arranges, for whenever JAX is imported, float64 (the default dtype of every run;
+float32 stays selectable per run with `dtype = "float32"`) and JAX's persistent compilation
+cache (`coocflow.runtime`).
+
+The Python API: `run` trains and writes a run folder, `load` reads one, `verify` checks it.
 """
 
-import jax
+from __future__ import annotations
 
-jax.config.update("jax_enable_x64", True)
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, Mapping, Sequence
+
+from coocflow.runtime import configure_jax
+
+configure_jax()
 
 __version__ = "0.1.0"
 
+if TYPE_CHECKING:
+    from coocflow.config import Config
+    from coocflow.notebook import Run
+    from coocflow.phases.verify import Verification
 
-def run(*args, **kwargs):
-    """Train and write a run folder, then load it: see `coocflow.notebook.run`."""
+
+def run(experiment_or_config: "str | Path | Config" = "paper", *, seeds: int | Sequence[int] | None = None,
+        seed: int | None = None, out: str | Path | None = None,
+        overrides: Mapping[str, Any] | Sequence[str] | None = None, figures: bool = True,
+        force: bool = False) -> "Run":
+    """Train and write a run folder, then load it, exactly as `coocflow run` does.
+
+    experiment_or_config: an experiment name (`coocflow experiments`), a config .toml, a run
+        folder (start from its configuration), or a `Config`.
+    seeds: N consecutive seeds from `seed`, or an explicit list; one vmapped ensemble.
+    seed: the first (or only) seed.
+    out: the run folder; default `runs/NAME-TIMESTAMP`, like the CLI.
+    overrides: dotted keys, as a mapping (`{"train.lr": 0.05}`) or `--set` strings
+        (`["train.lr=0.05"]`).
+    figures: also draw figure1.png and overview.png.
+    force: replace `out` if it exists.
+    """
     from coocflow.notebook import run as _run
 
-    return _run(*args, **kwargs)
+    return _run(experiment_or_config, seeds=seeds, seed=seed, out=out, overrides=overrides, figures=figures,
+                force=force)
 
 
-def load(folder):
-    """Read a run folder into a `Run`: see `coocflow.notebook.load`."""
+def load(folder: str | Path) -> "Run":
+    """Read a run folder written by `coocflow run` or `coocflow.run` (no pickle; only the
+    documented format)."""
     from coocflow.notebook import load as _load
 
     return _load(folder)
 
 
-def verify(target):
-    """Every check of `coocflow verify` on a run: see `coocflow.notebook.verify`."""
+def verify(target: "Run | str | Path") -> "Verification":
+    """Every check of `coocflow verify` on a run (a `Run` or its folder); writes
+    verify.json/.md/.png into the folder. `.pass_rates()` counts verdicts per check, `.table()`
+    is the same as a pyarrow Table."""
     from coocflow.notebook import verify as _verify
 
     return _verify(target)
+
+
+__all__ = ["__version__", "load", "run", "verify"]

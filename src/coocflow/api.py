@@ -2,45 +2,110 @@
 
 from __future__ import annotations
 
+import difflib
 from pathlib import Path
-from typing import Callable
+from typing import TYPE_CHECKING, Any, Callable, Mapping, Sequence
 
-from coocflow.config import Config, config_from_dict, load_toml, parse_override
+from coocflow.config import Config, _unknown_key, all_keys, config_from_dict, load_toml, parse_override
 from coocflow.errors import ConfigError, RunFolderError
 from coocflow.experiments import EXPERIMENTS, get_experiment
-from coocflow.plots import SeriesView, write_run_figures
-from coocflow.runner import RunResult, begin_run_folder, train, write_run
-from coocflow.storage.checkpoint import run_lock
 from coocflow.storage.run_folder import read_json_object
 
+if TYPE_CHECKING:
+    from coocflow.runner import RunResult
 
-def resolve_config(target: str, overrides: list[str] = (), seed: int | None = None,
-                   n_seeds: int | None = None) -> Config:
-    """An experiment name or a TOML path, then `--set` overrides, then `--seed` and `--seeds N`
-    (N consecutive seeds starting at the seed)."""
-    if target in EXPERIMENTS:
-        config = get_experiment(target).config()
-    elif target.endswith(".toml") or Path(target).exists():
-        tree = load_toml(Path(target))
-        tree.setdefault("name", Path(target).stem)
-        config = config_from_dict(tree)
+
+def config_of_target(target: str | Path) -> Config:
+    """The configuration a target names: an experiment, a config .toml, a run folder (its
+    config.json) or a config.json. Anything else is refused with the nearest valid name."""
+    text = str(target)
+    path = Path(text)
+    if text in EXPERIMENTS:
+        return get_experiment(text).config()
+    if path.is_dir():
+        if (path / "config.json").is_file():
+            return config_from_dict(read_json_object(path / "config.json"))
+        raise ConfigError(f"{text}: a folder without config.json, so not a run folder; pass an experiment, "
+                          "a .toml, or a folder written by `coocflow run`")
+    if path.is_file():
+        if path.suffix == ".json":
+            return config_from_dict(read_json_object(path))
+        tree = load_toml(path)
+        if not isinstance(tree.get("name", ""), str):
+            raise ConfigError(f"{text}: name must be a string")
+        tree.setdefault("name", path.stem)
+        return config_from_dict(tree)
+    if path.suffix in (".toml", ".json") or "/" in text or path.exists():
+        from coocflow.storage.paths import does_not_exist
+
+        raise ConfigError(does_not_exist(path))
+    close = difflib.get_close_matches(text, list(EXPERIMENTS), n=1, cutoff=0.5)
+    hint = f"did you mean '{close[0]}'? " if close else ""
+    raise ConfigError(f"unknown experiment '{text}': {hint}`coocflow experiments` lists them "
+                      "(or pass a .toml, a run folder or its config.json)")
+
+
+def resolve_config(target: str | Path | Config, overrides: Sequence[str] | Mapping[str, Any] = (),
+                   seed: int | None = None, n_seeds: int | Sequence[int] | None = None) -> Config:
+    """A target (see `config_of_target`), then `--set` overrides (strings `key=value` or a
+    mapping), then `--seed` and `--seeds` (N consecutive seeds from the seed, or a list).
+
+    The seeds an experiment or a run folder comes with are a default: `--seeds N` replaces
+    them, and `--seed S` alone keeps their number and starts them at S. Seeds listed in the same
+    command (`--set seeds=[...]` or the .toml given) conflict with `--seed`/`--seeds` and are
+    refused rather than one silently winning."""
+    config = target if isinstance(target, Config) else config_of_target(target)
+    if isinstance(overrides, Mapping):
+        parsed = dict(overrides)
+        for key in parsed:
+            if key not in all_keys():
+                raise _unknown_key(key)
     else:
-        raise ConfigError(f"unknown experiment or config file '{target}': choose one of "
-                          f"{', '.join(EXPERIMENTS)} or pass a .toml file")
-    parsed = dict(parse_override(text) for text in overrides)
+        parsed = dict(parse_override(text) for text in overrides)
+    if parsed:
+        config = config.replace(parsed)
+    listed = list(config.seeds)
+    if listed and (n_seeds is not None or seed is not None) and _lists_seeds_itself(target, parsed):
+        flag = "--seeds" if n_seeds is not None else "--seed"
+        raise ConfigError(f"{flag}: this command already lists seeds = {listed}; drop {flag}, or drop the list "
+                          "(or replace it with --set seeds=[...])")
     if seed is not None:
-        parsed["seed"] = seed
-    config = config.replace(parsed) if parsed else config
+        config = config.replace({"seed": seed})
+    if n_seeds is None and seed is not None and listed:
+        n_seeds = len(listed)
     if n_seeds is not None:
-        if n_seeds < 1:
-            raise ConfigError(f"--seeds: must be at least 1 (got {n_seeds})")
-        config = config.replace({"seeds": list(range(config.seed, config.seed + n_seeds))})
+        if isinstance(n_seeds, int):
+            if n_seeds < 1:
+                raise ConfigError(f"--seeds: must be at least 1 (got {n_seeds})")
+            n_seeds = list(range(config.seed, config.seed + n_seeds))
+        config = config.replace({"seeds": list(n_seeds)})
     return config
 
 
-def _figures(result: RunResult, folder: Path) -> None:
-    view = SeriesView(result.trajectory.t, result.trajectory.series, result.t1)
-    write_run_figures(view, folder, title=_title(result.config))
+def _lists_seeds_itself(target, overrides: dict) -> bool:
+    """Whether the seeds list comes from this command (an override or the .toml passed), not
+    from an experiment's preset, a run folder or a Config object."""
+    if "seeds" in overrides:
+        return True
+    if isinstance(target, (str, Path)) and Path(str(target)).suffix == ".toml" and Path(str(target)).is_file():
+        return "seeds" in load_toml(Path(str(target)))
+    return False
+
+
+def figure_writer(figures: bool | Sequence[str] = True) -> Callable[["RunResult", Path], None] | None:
+    """What `write_run` calls to draw a run's figures: None for no figures, else a writer of
+    figure1 and overview in the given formats (`True`: PNG only)."""
+    if not figures:
+        return None
+    formats = ("png",) if figures is True else tuple(figures)
+
+    def draw(result: "RunResult", folder: Path) -> None:
+        from coocflow.plots import SeriesView, write_run_figures
+
+        view = SeriesView(result.trajectory.t, result.trajectory.series, result.t1)
+        write_run_figures(view, folder, title=_title(result.config), formats=formats)
+
+    return draw
 
 
 def _title(c: Config) -> str:
@@ -55,16 +120,20 @@ def _title(c: Config) -> str:
 
 
 def run_and_write(config: Config, out: Path, force: bool = False,
-                  progress: Callable[[int], None] | None = None, figures: bool = True) -> tuple[Path, RunResult]:
+                  progress: Callable[[float], None] | None = None,
+                  figures: bool | Sequence[str] = True) -> tuple[Path, "RunResult"]:
     """Train `config` and write its run folder (with figures unless `figures` is false).
 
     The folder exists from the start, holding config.json and the checkpoints of the run in
     progress, so a killed run continues with `resume_run(out)`.
     """
+    from coocflow.runner import begin_run_folder, train, write_run
+    from coocflow.storage.checkpoint import run_lock
+
     begin_run_folder(out, config, force=force)
     with run_lock(out):
         result = train(config, progress, checkpoint_in=Path(out))
-        return write_run(result, out, figures=_figures if figures else None), result
+        return write_run(result, out, figures=figure_writer(figures)), result
 
 
 def resumable_config(folder: Path) -> Config | None:
@@ -80,16 +149,19 @@ def resumable_config(folder: Path) -> Config | None:
     return config_from_dict(read_json_object(folder / "config.json"))
 
 
-def resume_run(folder: Path, progress: Callable[[int], None] | None = None,
-               figures: bool = True) -> tuple[Path, RunResult]:
+def resume_run(folder: Path, progress: Callable[[float], None] | None = None,
+               figures: bool | Sequence[str] = True) -> tuple[Path, "RunResult"]:
     """Continue an interrupted run from its last checkpoint (or from t = 0 if it has none) and
     write the run folder; the result equals the uninterrupted run's bit for bit."""
     config = resumable_config(folder)
     if config is None:
         raise RunFolderError(f"--resume {folder}: the run is complete (manifest.json exists); nothing to resume")
+    from coocflow.runner import train, write_run
+    from coocflow.storage.checkpoint import run_lock
+
     with run_lock(folder):
         result = train(config, progress, checkpoint_in=Path(folder))
-        return write_run(result, folder, figures=_figures if figures else None), result
+        return write_run(result, folder, figures=figure_writer(figures)), result
 
 
 def describe(c: Config) -> str:

@@ -1,57 +1,118 @@
-"""The `coocflow` command line: run, show, experiments, keys."""
+"""The `coocflow` command line.
+
+Startup stays light: JAX, Matplotlib and the model are imported inside the commands that
+compute, so `--help`, `keys`, `experiments`, `ls` and `show` answer at once. Help is plain
+text (no markup: `[set]` in a help string is shown as written).
+"""
 
 from __future__ import annotations
 
-import signal
+import contextlib
+import os
 import sys
 from pathlib import Path
 from typing import Optional
 
-import numpy as np
 import typer
+import typer.core
 from rich.console import Console
-from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn, TimeRemainingColumn
 from rich.table import Table
 
-from coocflow.errors import CoocflowError, Interrupted
+from coocflow import __version__, interrupts
+from coocflow.errors import CoocflowError, ConfigError, Interrupted
 
-app = typer.Typer(add_completion=False, no_args_is_help=True,
-                  help="Gradient-flow dynamics of a one-layer transformer learning word co-occurrence.")
+
+def _no_type_label(self, ctx) -> None:
+    """Arguments are named by their metavar alone (`TARGET`), not a Python type (`<str>`)."""
+    return None
+
+
+typer.core.TyperArgument.display_type_rich = _no_type_label
+
+
+def _version(value: bool) -> None:
+    if value:
+        print(f"coocflow {__version__}")
+        raise typer.Exit()
+
+
+app = typer.Typer(add_completion=False, no_args_is_help=True, rich_markup_mode=None,
+                  context_settings={"help_option_names": ["-h", "--help"], "max_content_width": 100},
+                  help="Gradient-flow dynamics of a one-layer transformer learning word co-occurrence "
+                       "(Yang et al., NeurIPS 2024).\n\nStart with: coocflow run tiny")
 console = Console()
 errors = Console(stderr=True)
 
 
+@app.callback()
+def _options(version: bool = typer.Option(False, "--version", callback=_version, is_eager=True,
+                                          help="print the version and exit")) -> None:
+    """Gradient-flow dynamics of a one-layer transformer learning word co-occurrence."""
+
+
 @app.command()
 def run(
-    target: Optional[str] = typer.Argument(None, help="an experiment name (see `coocflow experiments`) or a config .toml"),
-    set_: list[str] = typer.Option([], "--set", help="override a config key, e.g. --set train.lr=0.05"),
-    seed: Optional[int] = typer.Option(None, "--seed", help="random seed for data and initialization"),
-    seeds: Optional[int] = typer.Option(None, "--seeds", help="run N seeds (seed, seed+1, ...) as one vmapped ensemble"),
-    out: Optional[Path] = typer.Option(None, "--out", help="run folder to write (default runs/NAME-TIMESTAMP)"),
+    target: Optional[str] = typer.Argument(None, metavar="TARGET",
+                                           help="an experiment name (coocflow experiments), a config .toml, "
+                                                "or a run folder / its config.json to start from its configuration"),
+    set_: list[str] = typer.Option([], "--set", metavar="KEY=VALUE", help="override a config key, e.g. --set train.lr=0.05"),
+    seed: Optional[int] = typer.Option(None, "--seed", metavar="N", help="random seed for data and initialization"),
+    seeds: Optional[int] = typer.Option(None, "--seeds", metavar="N",
+                                        help="run N seeds (seed, seed+1, ...) as one vmapped ensemble"),
+    out: Optional[Path] = typer.Option(None, "--out", metavar="DIR", help="run folder to write (default runs/NAME-TIMESTAMP)"),
     force: bool = typer.Option(False, "--force", help="replace --out if it exists"),
-    figures: bool = typer.Option(True, "--figures/--no-figures", help="draw figure1 and overview (a few seconds)"),
+    figures: Optional[bool] = typer.Option(None, "--figures/--no-figures",
+                                           help="draw figure1.png and overview.png (default: yes)"),
+    pdf: bool = typer.Option(False, "--pdf", help="also write figure1.pdf"),
     resume: Optional[Path] = typer.Option(None, "--resume", metavar="DIR",
                                           help="continue the interrupted run in DIR from its last checkpoint"),
     check_reproduce: bool = typer.Option(False, "--check-reproduce",
                                          help="TARGET is a run folder: re-run its config and report every number that differs"),
 ) -> None:
-    """Train as configured and write a run folder with metrics, states and figures."""
+    """Train as configured and write a run folder with metrics, states and figures.
+
+    Examples: coocflow run tiny | coocflow run paper --seeds 8 | coocflow run runs/paper --set train.lr=0.05
+    """
     if resume is not None:
         given = [flag for flag, value in (("TARGET", target), ("--set", set_), ("--seed", seed), ("--seeds", seeds),
                                           ("--out", out), ("--force", force), ("--check-reproduce", check_reproduce))
                  if value]
         if given:
             raise CoocflowError(f"--resume: continues the folder's own config.json; drop {', '.join(given)}")
-        return _resume(resume, figures)
+        return _resume(resume, _figure_formats(figures, pdf))
     if target is None:
-        raise CoocflowError("run: pass an experiment name or a config .toml (or --resume DIR); "
+        raise CoocflowError("run: pass an experiment name, a config .toml or a run folder (or --resume DIR); "
                             "`coocflow experiments` lists the names")
     if check_reproduce:
+        _refuse_unused("--check-reproduce (it re-runs the folder's own config)",
+                       (("--set", set_), ("--seed", seed), ("--seeds", seeds), ("--out", out), ("--force", force),
+                        ("--figures/--no-figures", figures is not None), ("--pdf", pdf)))
         return _check_reproduce(Path(target))
-    _train_and_write(target, set_, seed, seeds, out, force, figures=figures)
+    from coocflow.experiments import EXPERIMENTS
+
+    if target in EXPERIMENTS and EXPERIMENTS[target].study:
+        _refuse_unused(f"{target} (a study writes its own figures)",
+                       (("--figures/--no-figures", figures is not None), ("--pdf", pdf)))
+    _train_and_write(target, set_, seed, seeds, out, force, figures=_figure_formats(figures, pdf))
 
 
-def _resume(folder: Path, figures: bool) -> None:
+def _figure_formats(figures: Optional[bool], pdf: bool) -> tuple[str, ...]:
+    """The figure formats a run writes: PNG unless --no-figures, plus PDF with --pdf."""
+    if figures is False:
+        if pdf:
+            raise ConfigError("--pdf: draws figure1.pdf, which --no-figures turns off; drop one of them")
+        return ()
+    return ("png", "pdf") if pdf else ("png",)
+
+
+def _refuse_unused(context: str, options) -> None:
+    """Options that cannot apply are refused in one line, never silently dropped."""
+    given = [flag for flag, value in options if value]
+    if given:
+        raise ConfigError(f"{', '.join(given)}: not used with {context}; drop {'it' if len(given) == 1 else 'them'}")
+
+
+def _resume(folder: Path, figures: tuple[str, ...]) -> None:
     from coocflow.api import resumable_config
     from coocflow.storage.checkpoint import read_checkpoint_meta
 
@@ -63,13 +124,8 @@ def _resume(folder: Path, figures: bool) -> None:
     where = (f"its checkpoint at observation {meta['next_obs']} of {meta['n_obs']}" if meta
              else "t = 0 (it stopped before its first checkpoint)")
     console.print(f"resuming {folder} from {where}")
-    _train_and_write(None, [], None, None, folder, False, resume_config=config, figures=figures)
-
-
-def _interrupt(signum, frame) -> None:
-    """SIGTERM (a cluster's preemption, `kill`) stops a run like Ctrl-C: the driver saves a
-    checkpoint at the last chunk boundary before the process exits."""
-    raise KeyboardInterrupt
+    _train_and_write(None, [], None, None, folder, False, resume_config=config, figures=figures,
+                     restored=meta is not None)
 
 
 def _interrupted_message(out: Path) -> Interrupted:
@@ -103,7 +159,10 @@ def _check_reproduce(folder: Path) -> None:
 
 
 def _train_and_write(target: Optional[str], set_: list[str], seed: Optional[int], seeds: Optional[int],
-                     out: Optional[Path], force: bool, resume_config=None, figures: bool = True) -> Path:
+                     out: Optional[Path], force: bool, resume_config=None, figures: tuple[str, ...] = ("png",),
+                     restored: bool = False) -> Path:
+    from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn, TimeRemainingColumn
+
     from coocflow.api import describe, resolve_config, resume_run, run_and_write
     from coocflow.experiments import EXPERIMENTS
 
@@ -120,25 +179,33 @@ def _train_and_write(target: Optional[str], set_: list[str], seed: Optional[int]
 
         refuse_existing_out(out, force)
     console.print(describe(config))
-    columns = (TextColumn("training"), BarColumn(), TextColumn("{task.percentage:>5.1f}%"),
+    columns = (TextColumn("{task.description:<9}"), BarColumn(), TextColumn("{task.percentage:>5.1f}%"),
                TimeElapsedColumn(), TextColumn("eta"), TimeRemainingColumn())
-    previous_handler = signal.signal(signal.SIGTERM, _interrupt)
-    try:
-        with Progress(*columns, console=console, transient=False) as bar:
-            task = bar.add_task("train", total=1.0)
+    import coocflow.storage.checkpoint  # noqa: F401  (the interrupt message reads it, and may not import)
 
-            def update(done: float) -> None:
-                bar.update(task, completed=done)
+    interrupts.set_message(lambda: str(_interrupted_message(out)))
+    with contextlib.ExitStack() as between_chunks:
+        try:
+            with Progress(*columns, console=console, transient=False) as bar:
+                task = bar.add_task("compiling", total=1.0)
+                calls = {"n": 0}
 
-            folder, result = (resume_run(out, progress=update, figures=figures) if resume_config is not None
-                              else run_and_write(config, out, force=force, progress=update, figures=figures))
-    except KeyboardInterrupt:
-        raise _interrupted_message(out) from None
-    finally:
-        signal.signal(signal.SIGTERM, previous_handler)
+                def update(done: float) -> None:
+                    calls["n"] += 1
+                    if calls["n"] == int(restored) + 1:
+                        bar.update(task, description="training")
+                        between_chunks.enter_context(interrupts.deferred())
+                    bar.update(task, completed=done)
+
+                folder, result = (resume_run(out, progress=update, figures=figures) if resume_config is not None
+                                  else run_and_write(config, out, force=force, progress=update, figures=figures))
+        except KeyboardInterrupt:
+            raise _interrupted_message(out) from None
+    interrupts.set_message(None)
     _print_summary(folder)
     if figures:
-        console.print(f"figure: [bold]{folder / 'figure1.png'}[/]")
+        console.print(f"figures: [bold]{folder / 'figure1.png'}[/], {folder / 'overview.png'}"
+                      + (f", {folder / 'figure1.pdf'}" if "pdf" in figures else ""))
     failed = [(seed, status, div) for seed, status, div in
               zip(result.seeds, result.trajectory.status, result.trajectory.divergence) if status != "completed"]
     if failed:
@@ -190,18 +257,62 @@ def _run_study(name: str, set_: list[str], seed: Optional[int], seeds: Optional[
 
 
 @app.command()
-def show(run_dir: Path = typer.Argument(..., help="a run folder written by `coocflow run`")) -> None:
-    """Print a run's configuration, T1, final loss and key observables."""
+def show(run_dir: Optional[Path] = typer.Argument(None, metavar="[RUN_DIR]",
+                                                 help="a run folder (default: the newest run under runs/)")) -> None:
+    """Print a run's configuration, T1, final loss and key observables.
+
+    Example: coocflow show runs/paper
+    """
+    if run_dir is None:
+        from coocflow.storage.listing import newest_run
+
+        run_dir = newest_run()
+        console.print(f"newest run: {run_dir}")
     _print_summary(run_dir)
 
 
-def _last(values: np.ndarray) -> np.ndarray:
+@app.command("ls")
+def list_runs(folder: Path = typer.Argument(Path("runs"), metavar="[DIR]", help="where to look (default runs/)")) -> None:
+    """List the runs, sweeps, studies and comparisons in a folder, newest first.
+
+    Example: coocflow ls runs
+    """
+    from coocflow.storage.listing import list_folders
+
+    entries = list_folders(folder)
+    if not entries:
+        console.print(f"{folder}: no runs yet; start with `coocflow run tiny`")
+        return
+    table = Table("folder", "kind", "status", "config", "T1", "final loss", "age", title=str(folder))
+    for e in entries:
+        table.add_row(e.name, e.kind, e.status, e.config, e.t1, e.final_loss, e.age)
+    console.print(table)
+
+
+def _last(values):
     """Each seed's last valid observation."""
+    import numpy as np
+
     return np.array([row[np.isfinite(row)][-1] if np.isfinite(row).any() else np.nan for row in values])
 
 
+def _per_seed(metrics: dict, name: str):
+    """A metrics column as (seeds, times), rows in time order."""
+    import numpy as np
+
+    seed_col = metrics.get("seed", np.zeros(len(metrics["t"]), dtype=np.int64))
+    rows = []
+    for seed in np.unique(seed_col):
+        mine = seed_col == seed
+        order = np.argsort(metrics["t"][mine], kind="stable")
+        rows.append(np.asarray(metrics[name][mine], dtype=float)[order])
+    width = max(len(r) for r in rows)
+    return np.array([np.pad(r, (0, width - len(r)), constant_values=np.nan) for r in rows])
+
+
 def _print_summary(run_dir: Path) -> None:
-    from coocflow.plots import SeriesView
+    import numpy as np
+
     from coocflow.storage import load_run
 
     loaded = load_run(run_dir)
@@ -236,9 +347,9 @@ def _print_summary(run_dir: Path) -> None:
     table.add_row("train / test acc", f"{final['train_acc']:.3f} / {final['test_acc']:.3f} "
                                       f"(test loss {final['test_loss']:.4g})")
     table.add_row("G(mu1), G(mu2), G(mu3)", f"{final['G_mu1']:.4g}, {final['G_mu2']:.4g}, {final['G_mu3']:.4g}")
-    view = SeriesView.from_metrics(loaded.metrics)
-    deltas = ", ".join(f"{k[2:].replace('_', ',')}: {np.nanmedian(_last(view.series[k]) - view.series[k][:, 0]):+.3g}"
-                       for k in ("A_mu1_mu2", "A_mu2_mu1", "A_mu3_mu1", "A_mu3_mu2"))
+    deltas = ", ".join(f"{k[2:].replace('_', ',')}: {np.nanmedian(_last(grid) - grid[:, 0]):+.3g}"
+                       for k in ("A_mu1_mu2", "A_mu2_mu1", "A_mu3_mu1", "A_mu3_mu2")
+                       for grid in [_per_seed(loaded.metrics, k)])
     table.add_row("score change A(T)-A(0)" + median, deltas)
     table.add_row("R(t) final", f"{final['R']:.4g}")
     if man.get("divergence"):
@@ -255,7 +366,10 @@ def _print_summary(run_dir: Path) -> None:
 
 @app.command()
 def experiments() -> None:
-    """List the named experiments."""
+    """List the named experiments.
+
+    Example: coocflow experiments
+    """
     from coocflow.experiments import EXPERIMENTS
 
     table = Table("name", "description")
@@ -265,62 +379,97 @@ def experiments() -> None:
 
 
 @app.command()
-def keys() -> None:
-    """List every config key with its default."""
-    from coocflow.config import Config, all_keys
+def keys(
+    toml: bool = typer.Option(False, "--toml", help="print a complete, commented TOML config to start from"),
+    start: Optional[str] = typer.Option(None, "--from", metavar="TARGET",
+                                        help="with --toml: the values of an experiment, .toml or run folder"),
+) -> None:
+    """List every config key with its default and meaning (or print a TOML template).
 
+    Example: coocflow keys --toml --from paper > my.toml; coocflow run my.toml
+    """
+    from coocflow.config import Config, all_keys
+    from coocflow.docs import HELP, toml_template
+
+    if start is not None and not toml:
+        raise ConfigError("--from: applies with --toml; add --toml")
+    if toml:
+        config = None
+        if start is not None:
+            from coocflow.api import config_of_target
+
+            config = config_of_target(start)
+        sys.stdout.write(toml_template(config))
+        return
     defaults = Config().to_dict()
-    table = Table("key", "default")
+    table = Table("key", "default", "meaning")
     for key in all_keys():
         node = defaults
         for part in key.split("."):
             node = node[part]
-        table.add_row(key, repr(node))
+        table.add_row(key, repr(node), HELP[key])
     console.print(table)
 
 
 @app.command()
 def verify(
-    target: str = typer.Argument(..., help="a run folder, an experiment name, or a config .toml (run first)"),
-    set_: list[str] = typer.Option([], "--set", help="override a config key when running first"),
-    seed: Optional[int] = typer.Option(None, "--seed", help="seed when running first"),
-    seeds: Optional[int] = typer.Option(None, "--seeds", help="run N seeds first and report pass rates"),
-    out: Optional[Path] = typer.Option(None, "--out", help="run folder to write when running first"),
+    target: str = typer.Argument(..., metavar="TARGET", help="a run folder, an experiment name, or a config .toml (run first)"),
+    set_: list[str] = typer.Option([], "--set", metavar="KEY=VALUE", help="override a config key when running first"),
+    seed: Optional[int] = typer.Option(None, "--seed", metavar="N", help="seed when running first"),
+    seeds: Optional[int] = typer.Option(None, "--seeds", metavar="N", help="run N seeds first and report pass rates"),
+    out: Optional[Path] = typer.Option(None, "--out", metavar="DIR", help="run folder to write when running first"),
     force: bool = typer.Option(False, "--force", help="replace --out if it exists"),
-    scaling: Optional[str] = typer.Option(None, "--scaling", help="fit how T1 and the scores scale with width: m, m1 or both"),
-    values: str = typer.Option("32,64,128,256", "--values", help="widths for --scaling, comma-separated"),
+    scaling: Optional[str] = typer.Option(None, "--scaling", metavar="AXIS",
+                                          help="fit how T1 and the scores scale with width: m, m1 or both"),
+    values: Optional[str] = typer.Option(None, "--values", metavar="W,W,...",
+                                         help="widths for --scaling, comma-separated (default 32,64,128,256)"),
 ) -> None:
-    """Check every claim of the paper on a run: numbers, thresholds, verdicts (verify.json/.md/.png)."""
+    """Check every claim of the paper on a run: numbers, thresholds, verdicts (verify.json/.md/.png).
+
+    Examples: coocflow verify runs/paper | coocflow verify tiny --seeds 4 | coocflow verify paper --scaling m
+    """
+    if scaling is not None:
+        _verify_scaling(target, set_, seed, seeds, out, force, scaling, values or "32,64,128,256")
+        return
+    _refuse_unused("verify without --scaling", (("--values", values),))
     from coocflow.phases.verify import verify_run, write_verification
     from coocflow.storage import load_run
 
-    if scaling is not None:
-        _verify_scaling(target, set_, seed, seeds, out, force, scaling, values)
-        return
     folder = Path(target)
-    if not folder.is_dir():
-        if set_ or seed is not None or seeds is not None or out is not None or not Path(target).exists():
-            folder = _train_and_write(target, set_, seed, seeds, out, force)
+    if folder.is_dir():
+        _refuse_unused(f"{folder}, an existing run (to change it, `coocflow run {folder} --set ...` "
+                       "then verify the new folder)",
+                       (("--set", set_), ("--seed", seed), ("--seeds", seeds), ("--out", out), ("--force", force)))
+    else:
+        folder = _train_and_write(target, set_, seed, seeds, out, force)
     loaded = load_run(folder)
     verification = verify_run(loaded)
     write_verification(loaded, verification)
     rates = verification.pass_rates()
     table = Table("check", "verdict", "threshold", "measured (first seed)", title=f"verify {folder}")
-    for i, name in enumerate(rates):
+    for i, name in enumerate(_check_names()):
         first = verification.per_seed[0][i]
-        rate = rates[name]
-        if rate["of"] == 1:
-            verdict = {True: "[green]pass[/]", False: "[red]FAIL[/]", None: "[yellow]not checked[/]"}[first.passed]
-        else:
-            colour = "green" if rate["passed"] == rate["of"] else ("red" if rate["passed"] == 0 else "yellow")
-            verdict = f"[{colour}]{rate['passed']}/{rate['of']}[/]"
-        table.add_row(name, verdict, first.threshold, first.sentence)
+        table.add_row(name, _verdict_text(rates[name], first.passed), first.threshold, first.sentence)
     error = verification.appendix_c_error
-    table.add_row("appendix_c_closed_forms", "[green]pass[/]" if error <= 1e-8 else "[red]FAIL[/]", "relative error <= 1e-08",
+    appendix = rates["appendix_c_closed_forms"]
+    table.add_row("appendix_c_closed_forms", _verdict_text(appendix, bool(appendix["passed"])), "relative error <= 1e-08",
                   f"The closed-form rates of all six kinds of variables match the JVP to {error:.1e} at "
                   f"{len(verification.appendix_c)} random states (attention non-uniform in two).")
     console.print(table)
     console.print(f"written: {folder / 'verify.json'}, {folder / 'verify.md'}, {folder / 'verify.png'}")
+
+
+def _check_names() -> tuple[str, ...]:
+    from coocflow.phases.checks import CHECKS
+
+    return tuple(CHECKS)
+
+
+def _verdict_text(rate: dict, first: Optional[bool]) -> str:
+    if rate["of"] == 1:
+        return {True: "[green]pass[/]", False: "[red]FAIL[/]", None: "[yellow]not checked[/]"}[first]
+    colour = "green" if rate["passed"] == rate["of"] else ("red" if rate["passed"] == 0 else "yellow")
+    return f"[{colour}]{rate['passed']}/{rate['of']}[/]"
 
 
 def _verify_scaling(target, set_, seed, seeds, out, force, axis, values) -> None:
@@ -360,15 +509,18 @@ def _verify_scaling(target, set_, seed, seeds, out, force, axis, values) -> None
 
 @app.command()
 def sweep(
-    spec: Path = typer.Argument(..., help="a sweep spec .toml (base, seeds, [set], [grid], [zip])"),
-    out: Optional[Path] = typer.Option(None, "--out", help="sweep folder (default runs/sweep-NAME); re-run to resume"),
-    workers: Optional[int] = typer.Option(None, "--workers", help="parallel worker processes (default: cores, at most the jobs)"),
-    ray: Optional[str] = typer.Option(None, "--ray", help="run as Ray tasks: local (start Ray here), auto, or an address"),
+    spec: Path = typer.Argument(..., metavar="SPEC", help="a sweep spec .toml (base, seeds, [set], [grid], [zip])"),
+    out: Optional[Path] = typer.Option(None, "--out", metavar="DIR", help="sweep folder (default runs/sweep-NAME); re-run to resume"),
+    workers: Optional[int] = typer.Option(None, "--workers", metavar="N", help="parallel worker processes (default: cores, at most the jobs)"),
+    ray: Optional[str] = typer.Option(None, "--ray", metavar="ADDRESS", help="run as Ray tasks: local (start Ray here), auto, or an address"),
     retry_failed: bool = typer.Option(False, "--retry-failed", help="also re-run jobs that failed before"),
     force: bool = typer.Option(False, "--force", help="delete --out first if it holds a different sweep"),
 ) -> None:
-    """Run every job of a sweep (seeds of one configuration batch into one job), resumably."""
-    import os
+    """Run every job of a sweep (seeds of one configuration batch into one job), resumably.
+
+    Example: coocflow sweep examples/sweep_m_L.toml --workers 2
+    """
+    from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn, TimeRemainingColumn
 
     from coocflow.sweep import SweepStore, default_figures, load_spec
     from coocflow.sweep.execute import pending_jobs, run_in_process, run_in_workers, run_on_ray
@@ -430,8 +582,11 @@ def sweep(
 
 
 @app.command("sweep-status")
-def sweep_status(folder: Path = typer.Argument(..., help="a sweep folder written by `coocflow sweep`")) -> None:
-    """Show which jobs of a sweep are done, failed or pending."""
+def sweep_status(folder: Path = typer.Argument(..., metavar="SWEEP_DIR", help="a sweep folder written by `coocflow sweep`")) -> None:
+    """Show which jobs of a sweep are done, failed or pending.
+
+    Example: coocflow sweep-status runs/sweep-m-L
+    """
     import json
 
     from coocflow.sweep import SweepStore, read_record
@@ -455,14 +610,17 @@ def sweep_status(folder: Path = typer.Argument(..., help="a sweep folder written
 
 @app.command("sweep-plot")
 def sweep_plot(
-    folder: Path = typer.Argument(..., help="a sweep folder written by `coocflow sweep`"),
-    x: str = typer.Option(..., "--x", help="an axis (or any summary column), e.g. model.m"),
-    y: str = typer.Option("T1", "--y", help="a summary column, e.g. T1, final.loss, phase2_start"),
-    by: Optional[str] = typer.Option(None, "--by", help="one line per value of this axis"),
+    folder: Path = typer.Argument(..., metavar="SWEEP_DIR", help="a sweep folder written by `coocflow sweep`"),
+    x: str = typer.Option(..., "--x", metavar="COLUMN", help="an axis (or any summary column), e.g. model.m"),
+    y: str = typer.Option("T1", "--y", metavar="COLUMN", help="a summary column, e.g. T1, final.loss, phase2_start"),
+    by: Optional[str] = typer.Option(None, "--by", metavar="AXIS", help="one line per value of this axis"),
     linear: bool = typer.Option(False, "--linear", help="linear axes instead of log-log"),
-    out: Optional[Path] = typer.Option(None, "--out", help="figure path (default FOLDER/figures/Y_vs_X.png)"),
+    out: Optional[Path] = typer.Option(None, "--out", metavar="FILE", help="figure path (default SWEEP_DIR/figures/Y_vs_X.png)"),
 ) -> None:
-    """Any summary column against any axis: medians and 10-90% bands over seeds, fitted slope."""
+    """Any summary column against any axis: medians and 10-90% bands over seeds, fitted slope.
+
+    Example: coocflow sweep-plot runs/sweep-m-L --x model.m --y T1 --by data.L
+    """
     from coocflow.sweep import aggregate_figure
 
     path = aggregate_figure(folder, x, y, by, log=False if linear else None, path=out)
@@ -471,18 +629,25 @@ def sweep_plot(
 
 @app.command()
 def report(
-    folder: Path = typer.Argument(..., help="a run folder (`coocflow run`) or a sweep folder (`coocflow sweep`)"),
-    out: Optional[Path] = typer.Option(None, "--out", help="page to write (default FOLDER/report.html)"),
+    folder: Path = typer.Argument(..., metavar="DIR",
+                                  help="a run folder (coocflow run), a sweep folder (coocflow sweep) or a comparison (coocflow compare)"),
+    out: Optional[Path] = typer.Option(None, "--out", metavar="FILE", help="page to write (default DIR/report.html)"),
 ) -> None:
-    """Write one self-contained, interactive report.html (opens without a network)."""
+    """Write one self-contained, interactive report.html (opens without a network).
+
+    Example: coocflow report runs/paper
+    """
     from coocflow.report import write_report
 
     console.print(f"report: [bold]{write_report(folder, out)}[/]")
 
 
 @app.command()
-def docs(out: Path = typer.Option(Path("docs"), "--out", help="folder for config.md and metrics.md")) -> None:
-    """Regenerate the config and metrics reference pages from the code."""
+def docs(out: Path = typer.Option(Path("docs"), "--out", metavar="DIR", help="folder for config.md and metrics.md")) -> None:
+    """Regenerate the config and metrics reference pages from the code.
+
+    Example: coocflow docs --out docs
+    """
     from coocflow.docs import write_docs
 
     for path in write_docs(out):
@@ -491,11 +656,14 @@ def docs(out: Path = typer.Option(Path("docs"), "--out", help="folder for config
 
 @app.command()
 def export(
-    run_dir: Path = typer.Argument(..., help="a run folder written by `coocflow run`"),
+    run_dir: Path = typer.Argument(..., metavar="RUN_DIR", help="a run folder written by `coocflow run`"),
     tensorboard: bool = typer.Option(False, "--tensorboard", help="write TensorBoard event files (needs tensorboardX)"),
-    out: Optional[Path] = typer.Option(None, "--out", help="output folder (default RUN_DIR/tensorboard)"),
+    out: Optional[Path] = typer.Option(None, "--out", metavar="DIR", help="output folder (default RUN_DIR/tensorboard)"),
 ) -> None:
-    """Export a run's metrics to other tools (TensorBoard)."""
+    """Export a run's metrics to other tools (TensorBoard).
+
+    Example: coocflow export runs/paper --tensorboard
+    """
     if not tensorboard:
         raise CoocflowError("export: choose a format, e.g. --tensorboard")
     from coocflow.report.tensorboard import export_tensorboard
@@ -505,13 +673,38 @@ def export(
 
 
 @app.command()
-def bench(
-    case: list[str] = typer.Option([], "--case", help="run only these cases (gd, ensemble, flow, large)"),
-    quick: bool = typer.Option(False, "--quick", help="fewer steps and a shorter flow, for a fast look"),
-    json_out: Optional[Path] = typer.Option(None, "--json", help="also write the results to this JSON file"),
+def compare(
+    runs: list[Path] = typer.Argument(..., metavar="RUN_DIR...", help="two or more run folders"),
+    columns: Optional[str] = typer.Option(None, "--columns", metavar="COL,COL",
+                                          help="metrics columns to draw (default loss,G_mu1,A_mu1_mu2,train_acc)"),
+    out: Optional[Path] = typer.Option(None, "--out", metavar="DIR", help="comparison folder (default runs/compare-TIMESTAMP)"),
 ) -> None:
-    """Speed and memory benchmarks, each with its ratio against a baseline measured in the same run."""
-    from coocflow.bench import CASES, TARGETS, run_all
+    """Configuration differences and key results side by side, and the chosen observables of
+    all runs on shared axes (DIR/compare.png); `coocflow report DIR` makes its page.
+
+    Example: coocflow compare runs/paper runs/paper-lr05 --columns loss,G_mu1
+    """
+    from coocflow.compare import compare_runs, render_comparison
+
+    comparison = compare_runs(runs, columns, out)
+    render_comparison(comparison, console)
+    console.print(f"written: {comparison.folder / 'compare.json'}, {comparison.figure}; "
+                  f"page: coocflow report {comparison.folder}")
+
+
+@app.command()
+def bench(
+    case: list[str] = typer.Option([], "--case", metavar="NAME",
+                                   help="run only these cases: gd, ensemble, flow, large, process (repeatable)"),
+    quick: bool = typer.Option(False, "--quick", help="fewer steps, a shorter flow and one warm repeat, for a fast look"),
+    json_out: Optional[Path] = typer.Option(None, "--json", metavar="FILE", help="also write the results to this JSON file"),
+) -> None:
+    """Speed and memory benchmarks, each with its ratio against a baseline measured in the same run;
+    `process` times whole commands (help, run tiny, run paper, the flow, verify) cold and warm.
+
+    Example: coocflow bench --case process --json bench.json
+    """
+    from coocflow.bench import CASES, run_all
     from coocflow.storage import atomic_write_json
 
     unknown = [c for c in case if c not in CASES]
@@ -524,23 +717,52 @@ def bench(
         if "error" in r:
             table.add_row(r["case"], "[red]failed[/]", "", "", "", "", "", r["error"])
             continue
-        unit, target = TARGETS[r["case"]]
-        met = r["value"] >= target if r["case"] == "large" else r["value"] <= target
-        table.add_row(r["case"], f"{r['value']:.3g} {unit}", f"{target:g}", "yes" if met else "[red]no[/]",
-                      f"{r['baseline']:.3g} ({r['baseline_name']})", f"{r['ratio']:.2f}x",
-                      f"{r['peak_rss_mib']:.0f} MiB", r["detail"])
+        rss = "-" if r["peak_rss_mib"] != r["peak_rss_mib"] else f"{r['peak_rss_mib']:.0f} MiB"
+        table.add_row(r["case"], f"{r['value']:.3g} {r['unit']}", f"{r['target']:g}", "yes" if r["met"] else "[red]no[/]",
+                      f"{r['baseline']:.3g} ({r['baseline_name']})", f"{r['ratio']:.2f}x", rss, r["detail"])
     console.print(table)
     if json_out is not None:
         atomic_write_json(json_out, results)
 
 
 def main() -> None:
-    """Entry point: user errors become one red line and exit code 2, never a traceback."""
+    """Entry point: user errors become one red line and exit code 2, never a traceback; Ctrl-C
+    or SIGTERM at any moment (compiling included) exits 130 with one line (coocflow.interrupts)."""
+    interrupts.install()
     try:
-        app()
+        app(args=_checked_args(sys.argv[1:]), prog_name="coocflow")
+    except Interrupted as err:
+        interrupts.set_message(lambda: str(err))
+        interrupts.exit_interrupted()
     except CoocflowError as err:
         errors.print(f"[red]error:[/] {err}", highlight=False, soft_wrap=True)
         sys.exit(getattr(err, "exit_code", 2))
     except KeyboardInterrupt:
-        errors.print("[red]interrupted[/]")
-        sys.exit(130)
+        interrupts.exit_interrupted()
+    except SystemExit as done:
+        if done.code == 130:
+            interrupts.exit_interrupted()
+        if done.code not in (0, None):
+            raise
+    _leave()
+
+
+def _leave() -> None:
+    """A finished command leaves without the interpreter's teardown (which also restores the
+    default Ctrl-C action, so an interrupt landing then would kill the process with a signal
+    instead of exiting 130). Ray's own exit hooks stop its local cluster, so it keeps them."""
+    if "ray" in sys.modules:
+        return
+    sys.stdout.flush()
+    sys.stderr.flush()
+    os._exit(0)
+
+
+def _checked_args(args: list[str]) -> list[str]:
+    """Catch `--set key value` (a space for the `=`) before the parser reads `value` as a
+    stray argument."""
+    for i, arg in enumerate(args[:-1]):
+        if arg == "--set" and "=" not in args[i + 1] and i + 2 < len(args) and not args[i + 2].startswith("-"):
+            key, value = args[i + 1], args[i + 2]
+            raise ConfigError(f"--set {key} {value}: write it as one word, --set {key}={value}")
+    return args

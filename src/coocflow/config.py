@@ -1,4 +1,4 @@
-"""Typed, validated configuration (SPEC sections 2-5).
+"""Typed, validated configuration (docs/definitions.md sections 2-5).
 
 A `Config` is a frozen tree of dataclasses. It is built from nested dicts (TOML files,
 experiment presets) and dotted `key=value` overrides, and validated at the door: every bad
@@ -10,6 +10,7 @@ from __future__ import annotations
 import dataclasses
 import difflib
 import json
+import math
 import tomllib
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -30,7 +31,7 @@ TRAINABLE_SETS = ("all", "mlp-value")
 
 @dataclass(frozen=True)
 class DataConfig:
-    """Data model of SPEC section 2 (Definition 2.1, Assumption 2.3)."""
+    """Data model of docs/definitions.md section 2 (Definition 2.1, Assumption 2.3)."""
 
     n: int = 60
     L: int = 5
@@ -38,7 +39,7 @@ class DataConfig:
     random_tokens: str = "uniform"
     n_test: int = 600
     test_tokens: str = "fresh"
-    """Random tokens of the test set: `fresh` (i.i.d. uniform on R, SPEC section 2), `seen`
+    """Random tokens of the test set: `fresh` (i.i.d. uniform on R, docs/definitions.md section 2), `seen`
     (drawn from the random tokens of the training set) or `unseen` (from those it never holds)."""
 
 
@@ -57,7 +58,7 @@ class ModelConfig:
 
 @dataclass(frozen=True)
 class InitConfig:
-    """SPEC section 4. c0 scales W_Q, W_K, W_V and c1 scales W, under either scheme."""
+    """Initialization (docs/definitions.md section 4). c0 scales W_Q, W_K, W_V and c1 scales W, under either scheme."""
 
     scheme: str = "kaiming"
     c0: float = 1.0
@@ -101,6 +102,9 @@ class ObserveConfig:
     checkpoint_every_s: float = 60.0
     """Wall seconds between checkpoints of `coocflow run` (taken at chunk boundaries, so at most
     `chunks` of them); 0 checkpoints at every chunk boundary."""
+    snapshots: tuple[float, ...] = ()
+    """Flow times at which the run keeps the weights (state_snapshots.npz; they join the
+    observation grid, discrete methods at the nearest step); the weights at T1 are always kept."""
 
 
 @dataclass(frozen=True)
@@ -162,10 +166,34 @@ def all_keys() -> list[str]:
     return keys
 
 
+def suggest_key(key: str) -> str | None:
+    """The valid key a mistyped one most likely means: a bare name (`lr` -> `train.lr`), a
+    mistyped section (`training.lr` -> `train.lr`) or a close spelling."""
+    keys = all_keys()
+    bare = [k for k in keys if k.rsplit(".", 1)[-1] == key.rsplit(".", 1)[-1]]
+    if len(bare) == 1:
+        return bare[0]
+    close = difflib.get_close_matches(key, keys, n=1, cutoff=0.6)
+    if close:
+        return close[0]
+    if "." in key:
+        section, name = key.split(".", 1)
+        sections = difflib.get_close_matches(section, list(_SECTIONS), n=1, cutoff=0.5)
+        if sections and f"{sections[0]}.{name}" in keys:
+            return f"{sections[0]}.{name}"
+    return None
+
+
 def _unknown_key(key: str) -> ConfigError:
-    close = difflib.get_close_matches(key, all_keys(), n=1)
-    hint = f"did you mean '{close[0]}'?" if close else "see `coocflow keys` for the valid keys"
+    close = suggest_key(key)
+    hint = f"did you mean '{close}'?" if close else "see `coocflow keys` for the valid keys"
     return ConfigError(f"unknown config key '{key}': {hint}")
+
+
+def _unknown_section(name: str) -> ConfigError:
+    close = difflib.get_close_matches(name, list(_SECTIONS), n=1, cutoff=0.4)
+    hint = f"did you mean [{close[0]}]?" if close else f"the sections are {', '.join(f'[{s}]' for s in _SECTIONS)}"
+    return ConfigError(f"unknown config section [{name}]: {hint} (`coocflow keys --toml` prints a template)")
 
 
 def set_dotted(tree: dict[str, Any], key: str, value: Any) -> None:
@@ -185,6 +213,10 @@ def _coerce(key: str, value: Any, kind: type | str) -> Any:
         if not isinstance(value, (list, tuple)):
             raise ConfigError(f"{key}: expected a list of whole numbers, e.g. {key} = [0, 1, 2], got {value!r}")
         return tuple(_coerce(f"{key}[{i}]", item, "int") for i, item in enumerate(value))
+    if kind_name.startswith("tuple[float"):
+        if not isinstance(value, (list, tuple)):
+            raise ConfigError(f"{key}: expected a list of numbers, e.g. {key} = [0.5, 2.0], got {value!r}")
+        return tuple(_coerce(f"{key}[{i}]", item, "float") for i, item in enumerate(value))
     if kind_name == "int":
         if isinstance(value, bool) or not isinstance(value, int):
             if isinstance(value, float) and value.is_integer():
@@ -225,6 +257,8 @@ def config_from_dict(tree: dict[str, Any]) -> Config:
             kwargs[key] = _build_section(_SECTIONS[key], key, value)
         elif key in top:
             kwargs[key] = _coerce(key, value, top[key].type)
+        elif isinstance(value, dict):
+            raise _unknown_section(key)
         else:
             raise _unknown_key(key)
     config = Config(**kwargs)
@@ -238,7 +272,7 @@ def _need(condition: bool, message: str) -> None:
 
 
 def random_slots(n: int, L: int) -> int:
-    """Random-token slots of a training set with exact group sizes (SPEC section 2)."""
+    """Random-token slots of a training set with exact group sizes (docs/definitions.md section 2)."""
     return (n // 2) * (L - 3) + (n // 6) * 2 * (L - 2) + (n // 6) * (L - 1)
 
 
@@ -322,6 +356,12 @@ def validate(c: Config) -> None:
     _need(c.observe.chunks >= 1, f"observe.chunks: must be >= 1 (got {c.observe.chunks})")
     _need(c.observe.checkpoint_every_s >= 0,
           f"observe.checkpoint_every_s: must be >= 0 seconds, 0 meaning every chunk (got {c.observe.checkpoint_every_s})")
+    snaps = c.observe.snapshots
+    _need(all(math.isfinite(s) and s >= 0 for s in snaps),
+          f"observe.snapshots: flow times must be finite and >= 0 (got {list(snaps)})")
+    _need(all(s <= c.t_end * (1 + 1e-12) for s in snaps),
+          f"observe.snapshots: {max(snaps, default=0):g} is after the run's end t = {c.t_end:g}; drop it or lengthen the run "
+          f"({'train.t_end' if c.is_flow else 'train.steps'})")
 
 
 def parse_override(text: str) -> tuple[str, Any]:

@@ -7,6 +7,7 @@ test checks the committed pages equal what this module generates, so they cannot
 from __future__ import annotations
 
 import dataclasses
+import json
 from pathlib import Path
 
 from coocflow.config import _SECTIONS, Config
@@ -48,7 +49,38 @@ HELP = {
     "observe.spacing": "`log-linear` (3/4 geometric, 1/4 even), `log` or `linear`",
     "observe.chunks": "compiled calls the run is split into (the progress bar moves between them)",
     "observe.checkpoint_every_s": "`coocflow run`: wall seconds between checkpoints, taken at chunk boundaries (0 = every chunk); `--resume` continues from the last",
+    "observe.snapshots": "flow times at which the run keeps the weights (state_snapshots.npz; discrete methods: the nearest step); the weights at T1 are always kept (state_t1.npz)",
 }
+
+
+def _toml_value(value) -> str:
+    """A default as a TOML literal."""
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if isinstance(value, str):
+        return json.dumps(value)
+    if isinstance(value, (list, tuple)):
+        return "[" + ", ".join(_toml_value(v) for v in value) + "]"
+    return repr(value)
+
+
+def toml_template(config: Config | None = None) -> str:
+    """A complete, commented TOML config: every key with its meaning and its value in `config`
+    (default: the defaults). `coocflow keys --toml > my.toml`, edit, `coocflow run my.toml`."""
+    values = (config or Config()).to_dict()
+    lines = ["# coocflow configuration: every key, with its meaning (see docs/config.md).",
+             "# Run it with `coocflow run THIS.toml`; delete the keys you keep at their defaults.", ""]
+    sections = []
+    for f in dataclasses.fields(Config):
+        if f.name in _SECTIONS:
+            sections.append(f.name)
+            continue
+        lines += [f"# {HELP[f.name]}", f"{f.name} = {_toml_value(values[f.name])}"]
+    for section in sections:
+        lines += ["", f"[{section}]"]
+        for g in dataclasses.fields(_SECTIONS[section]):
+            lines += [f"# {HELP[f'{section}.{g.name}']}", f"{g.name} = {_toml_value(values[section][g.name])}"]
+    return "\n".join(lines) + "\n"
 
 
 def config_reference() -> str:

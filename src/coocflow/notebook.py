@@ -1,16 +1,15 @@
 """The Python API a notebook user expects: `coocflow.run`, `coocflow.load`, `coocflow.verify`.
 
 A `Run` is a run folder read back: its config, manifest, metrics table and weights. Runs are
-always written to a folder (a temporary one unless `out` is given), so a run made in a
-notebook and one made by the CLI are the same object and can be verified and reported alike.
+always written to a folder (under runs/ like the CLI, unless `out` is given), so a run made in
+a notebook and one made by the CLI are the same object and can be verified and reported alike.
 """
 
 from __future__ import annotations
 
-import tempfile
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, Mapping, Sequence
 
 import numpy as np
 import pyarrow as pa
@@ -100,30 +99,22 @@ def load(folder: str | Path) -> Run:
                loaded.state_init, loaded.state_final)
 
 
-def run(config: str | Config = "paper", out: str | Path | None = None, seeds: int | None = None,
-        figures: bool = True, **overrides: Any) -> Run:
-    """Train and write a run folder, then load it.
+def run(experiment_or_config: str | Path | Config = "paper", *, seeds: int | Sequence[int] | None = None,
+        seed: int | None = None, out: str | Path | None = None,
+        overrides: Mapping[str, Any] | Sequence[str] | None = None, figures: bool = True,
+        force: bool = False) -> Run:
+    """Train and write a run folder (default `runs/NAME-TIMESTAMP`, like `coocflow run`), then
+    load it; see `coocflow.run` for the arguments. The folder is locked and checkpointed while
+    it trains, so an interrupted run continues with `coocflow run --resume FOLDER`."""
+    from coocflow.api import resolve_config, run_and_write
+    from coocflow.storage.paths import default_out, refuse_existing_out
 
-    `config` is an experiment name, a config .toml path or a `Config`; `overrides` are dotted
-    keys with `__` for the dot, e.g. `coocflow.run("paper", train__lr=0.05, seeds=16)`.
-    """
-    from coocflow.api import _figures, resolve_config
-    from coocflow.runner import train, write_run
-
-    dotted = {key.replace("__", "."): value for key, value in overrides.items()}
-    if isinstance(config, Config):
-        resolved = config.replace(dotted) if dotted else config
-        if seeds is not None:
-            resolved = resolved.replace({"seeds": list(range(resolved.seed, resolved.seed + seeds))})
-    else:
-        from coocflow.config import parse_override
-
-        texts = [f"{k}={v!r}" if isinstance(v, str) else f"{k}={v}" for k, v in dotted.items()]
-        for text in texts:
-            parse_override(text)
-        resolved = resolve_config(config, texts, n_seeds=seeds)
-    folder = Path(out) if out else Path(tempfile.mkdtemp(prefix=f"coocflow-{resolved.name.replace('/', '-')}-")) / "run"
-    write_run(train(resolved), folder, force=True, figures=_figures if figures else None)
+    if isinstance(overrides, str):
+        overrides = [overrides]
+    resolved = resolve_config(experiment_or_config, overrides or (), seed, seeds)
+    folder = Path(out) if out is not None else default_out(resolved.name)
+    refuse_existing_out(folder, force)
+    run_and_write(resolved, folder, force=force, figures=figures)
     return load(folder)
 
 

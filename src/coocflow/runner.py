@@ -107,6 +107,28 @@ class RunResult:
         return {k: np.concatenate([r[k] for r in rows]) for k in rows[0]}
 
 
+def observation_grid(config: Config) -> tuple[np.ndarray, np.ndarray]:
+    """The observation grid (flow times for the flow, optimizer steps for discrete methods) with
+    `observe.snapshots` joined in, and the sorted indices of the snapshot observations in it.
+
+    A snapshot time within 1e-9 t_end of a grid time replaces it (so it is observed exactly at
+    the time asked for); discrete methods take the nearest step, t = lr * step."""
+    o = config.observe
+    if config.is_flow:
+        grid = observation_times(config.t_end, config.train.lr, o.points, o.spacing)
+        wanted = np.asarray(o.snapshots, dtype=np.float64)
+        for time_ in wanted:
+            nearest = int(np.argmin(np.abs(grid - time_)))
+            if abs(grid[nearest] - time_) <= 1e-9 * config.t_end:
+                grid[nearest] = time_
+    else:
+        grid = observation_steps(config.train.steps, o.points, o.spacing)
+        wanted = np.clip(np.rint(np.asarray(o.snapshots, dtype=np.float64) / config.train.lr), 0,
+                         config.train.steps).astype(np.int64)
+    grid = np.union1d(grid, wanted)
+    return grid, np.searchsorted(grid, np.unique(wanted))
+
+
 def config_hash(config: Config) -> str:
     """SHA-256 of the resolved config's canonical JSON: equal hashes mean the same run."""
     return hashlib.sha256(json.dumps(config.to_dict(), sort_keys=True).encode()).hexdigest()
@@ -124,14 +146,10 @@ def train(config: Config, progress: Callable[[float], None] | None = None,
     checkpoint = (RunCheckpoint(checkpoint_in, config_hash(config), config.observe.checkpoint_every_s)
                   if checkpoint_in is not None else None)
     start = time.perf_counter()
-    if config.is_flow:
-        times = observation_times(config.t_end, config.train.lr, config.observe.points, config.observe.spacing)
-        trajectory = integrate_flow(model, problem, times, config.train, config.seed_list,
-                                    config.observe.chunks, progress, checkpoint)
-    else:
-        steps = observation_steps(config.train.steps, config.observe.points, config.observe.spacing)
-        trajectory = integrate_discrete(model, problem, steps, config.train, config.seed_list,
-                                        config.observe.chunks, progress, checkpoint)
+    grid, snapshot_obs = observation_grid(config)
+    integrate = integrate_flow if config.is_flow else integrate_discrete
+    trajectory = integrate(model, problem, grid, config.train, config.seed_list, config.observe.chunks, progress,
+                           checkpoint, snapshot_obs=snapshot_obs)
     trajectory.timings["train_s"] = checkpoint.elapsed_s if checkpoint else time.perf_counter() - start
     t1 = [first_time_all_correct(trajectory.t, trajectory.series["min_margin"][i])
           for i in range(trajectory.n_seeds)]
@@ -247,6 +265,54 @@ def _states(result: RunResult, model: Transformer) -> dict[str, np.ndarray]:
     return arrays
 
 
+WEIGHT_KEYS = ("W_Q", "W_K", "W_V", "W", "a")
+
+
+def snapshot_files(result: RunResult) -> dict[str, dict[str, np.ndarray]]:
+    """The weights the driver kept, as the arrays of `state_t1.npz` and `state_snapshots.npz`
+    (run folder format in storage/run_folder.py); a file is left out when it would hold nothing.
+
+    A seed's weights are NaN (and `valid` false) at a snapshot after it diverged or stopped,
+    and at T1 when it never had every sample correct (its `t` is NaN, its `step` -1)."""
+    snaps = result.trajectory.snapshots
+    if snaps is None:
+        return {}
+    tr = result.trajectory
+    single = len(result.seeds) == 1
+    kept = np.array([tr.kept(i) for i in range(tr.n_seeds)])
+    files = {}
+
+    def blank(arrays: dict[str, np.ndarray], valid: np.ndarray) -> dict[str, np.ndarray]:
+        """NaN weights where `valid` (seed axis first) is false; `a` is fixed, so always valid."""
+        out = dict(arrays)
+        for key in ("W_Q", "W_K", "W_V", "W"):
+            shape = valid.shape + (1,) * (arrays[key].ndim - valid.ndim)
+            out[key] = np.where(valid.reshape(shape), arrays[key], np.nan)
+        return out
+
+    first_hits = [np.flatnonzero(np.asarray(tr.series["min_margin"][i]) > 0) for i in range(tr.n_seeds)]
+    t1_ok = np.array([hits.size > 0 and int(hits[0]) == int(snaps.t1_obs[i]) for i, hits in enumerate(first_hits)])
+    if t1_ok.any():
+        arrays = blank(state_arrays(snaps.t1_state, result.problem.train), t1_ok)
+        at = np.clip(snaps.t1_obs, 0, len(tr.t) - 1)
+        arrays["t"] = np.where(t1_ok, tr.t[at], np.nan)
+        arrays["step"] = np.where(t1_ok, tr.step[at], -1)
+        files["state_t1.npz"] = {k: v[0] for k, v in arrays.items()} if single else arrays
+    if len(snaps.obs):
+        valid = snaps.obs[:, None] < kept[None, :]  # (snapshots, seeds)
+        per_time = [blank({k: np.asarray(getattr(model, k)) for k in WEIGHT_KEYS}, valid[k])
+                    for k, model in enumerate(snaps.states)]
+        arrays = {key: np.stack([p[key] for p in per_time]) for key in WEIGHT_KEYS}
+        arrays["valid"] = valid
+        if single:
+            arrays = {k: v[:, 0] for k, v in arrays.items()}
+        grid = np.minimum(snaps.obs, len(tr.t) - 1)
+        arrays["t"] = np.where(snaps.obs < len(tr.t), tr.t[grid], np.nan)
+        arrays["step"] = np.where(snaps.obs < len(tr.t), tr.step[grid], -1)
+        files["state_snapshots.npz"] = arrays
+    return files
+
+
 def write_run(result: RunResult, out: Path, force: bool = False,
               figures: Callable[[RunResult, Path], None] | None = None) -> Path:
     """Write the run folder atomically: everything goes to a hidden sibling, then one rename
@@ -259,6 +325,7 @@ def write_run(result: RunResult, out: Path, force: bool = False,
     shutil.rmtree(staging, ignore_errors=True)
     staging.mkdir()
     config = result.config
+    snapshots = snapshot_files(result)
     manifest = {
         "format_version": FORMAT_VERSION,
         "name": config.name,
@@ -272,12 +339,16 @@ def write_run(result: RunResult, out: Path, force: bool = False,
         "timings": result.trajectory.timings,
         "resumed": result.resumed,
         **summary(result),
+        "snapshots": {name: [float(t) if np.isfinite(t) else None for t in np.atleast_1d(arrays["t"])]
+                      for name, arrays in snapshots.items()},
         **provenance(),
     }
     atomic_write_json(staging / "config.json", config.to_dict())
     write_metrics(staging / "metrics.parquet", result.table())
     write_state(staging / "state_init.npz", _states(result, result.initial))
     write_state(staging / "state_final.npz", _states(result, result.trajectory.final))
+    for name, arrays in snapshots.items():
+        write_arrays(staging / name, arrays)
     test = result.problem.test
     arrays = {"tokens": test.tokens, "labels": test.labels, "groups": test.groups}
     write_arrays(staging / "test_set.npz",

@@ -1,4 +1,4 @@
-"""Data model: co-occurrence classification sets (SPEC section 2)."""
+"""Data model: co-occurrence classification sets (docs/definitions.md section 2)."""
 
 from coocflow.data.cooccurrence import (
     COMMON,

@@ -91,7 +91,7 @@ def random_token_pool(cfg: DataConfig, train: Dataset) -> np.ndarray:
 
 def make_test_set(cfg: DataConfig, seed: int, train: Dataset | None = None) -> Dataset:
     """I.i.d. test samples: types by probabilities 1/2, 1/6, 1/6, 1/6, random tokens uniform on R
-    (`fresh`, SPEC section 2) or on the random tokens `train` holds (`seen`) or lacks (`unseen`)."""
+    (`fresh`, docs/definitions.md section 2) or on the random tokens `train` holds (`seen`) or lacks (`unseen`)."""
     rng = np.random.default_rng([seed, 1])
     groups = np.sort(rng.choice(4, size=cfg.n_test, p=GROUP_PROBS))
     tokens, random_mask = _layout(rng, groups, cfg.L)

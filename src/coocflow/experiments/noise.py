@@ -1,5 +1,5 @@
 """Robustness to noise at T1 (MLP aligned) versus late in Phase 2 (attention trained), with a
-frozen-attention ablation (issue 5; the authors' answer that Phase 1 leaves a small margin, so
+frozen-attention ablation (testing the authors' answer that Phase 1 leaves a small margin, so
 noisy data is misclassified, and that Phase 2's attention enlarges it)."""
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""Studies of the random tokens R: unseen test tokens, and the data relaxations (issue 5)."""
+"""Studies of the random tokens R: unseen test tokens, and the data relaxations."""
 
 from __future__ import annotations
 

@@ -1,8 +1,9 @@
 """The registry of named experiments.
 
 An experiment is a base configuration (dotted overrides of the defaults) and a description.
-`paper` is SPEC section 5 as stated; `paper-phenomena` is the nearest setting in which the
-paper's Figure 1 phenomena are visible (see the README for what differs and why).
+`paper` is the paper's experiment as stated (docs/definitions.md section 5); `paper-phenomena`
+is the nearest setting in which the paper's Figure 1 phenomena are visible (see the README for
+what differs and why).
 """
 
 from __future__ import annotations
@@ -39,7 +40,7 @@ EXPERIMENTS: dict[str, Experiment] = {
     for e in (
         Experiment(
             "paper",
-            "SPEC section 5 as stated: n=60 (30/10/10/10), L=5, d=64, m=128, m1=256, Kaiming init, "
+            "The paper's experiment as stated: n=60 (30/10/10/10), L=5, d=64, m=128, m1=256, Kaiming init, "
             "GD with lr 0.01 for 30000 steps (t = 300).",
             PAPER,
         ),

@@ -1,4 +1,4 @@
-"""Experiments the authors promised and the reviewers asked for (issue 5), on the same core.
+"""Experiments the authors promised and the reviewers asked for, on the same core.
 
 A study runs one or more variants of a configuration, each as a seed ensemble written as an
 ordinary run folder under `OUT/variants/NAME`, then writes its own comparison figure and a

@@ -22,7 +22,8 @@ import optax
 
 from coocflow.config import TrainConfig
 from coocflow.data import Dataset
-from coocflow.flow.trajectory import Checkpoint, Trajectory, divergence_record, drive
+from coocflow.flow.trajectory import (Checkpoint, Trajectory, divergence_record, drive, finish_snapshots,
+                                     record_snapshot, slot_table, snapshot_carry)
 from coocflow.model import Transformer, combine, partition, trainable_loss
 from coocflow.observables import Problem, observe
 
@@ -64,28 +65,34 @@ def minibatch(data: Dataset, key: jax.Array, step: jax.Array, batch_size: int) -
 
 
 @eqx.filter_jit
-def _advance(trainable, frozen, opt_state, step, keys, problem: Problem, h, intervals,
+def _advance(trainable, frozen, opt_state, step, snap, keys, problem: Problem, h, intervals, index, slot,
              method: str, batch_size: int):
-    """Take `intervals[k]` steps then observe, for each k; vmapped over the seed axis."""
+    """Take `intervals[k]` steps then observe (and keep snapshots: `record_snapshot` with
+    observation `index[k]` and `slot[k]`), for each k; vmapped over the seed axis."""
     TRACE_COUNTS["advance"] += 1
     optimizer = make_optimizer(method, h)
     grad_fn = jax.grad(trainable_loss)
 
-    def one_seed(params, frozen, state, step, key, problem):
+    def one_seed(params, frozen, state, step, snap, key, problem):
         def take_step(_, carry):
             params, state, step = carry
             data = problem.train if batch_size == 0 else minibatch(problem.train, key, step, batch_size)
             updates, state = optimizer.update(grad_fn(params, frozen, data), state, params)
             return optax.apply_updates(params, updates), state, step + 1
 
-        def interval(carry, n_steps):
-            carry = jax.lax.fori_loop(0, n_steps, take_step, carry)
-            return carry, observe(combine(carry[0], frozen), problem)
+        def interval(carry, marks):
+            n_steps, at, into = marks
+            params, state, step, snap = carry
+            params, state, step = jax.lax.fori_loop(0, n_steps, take_step, (params, state, step))
+            observed = observe(combine(params, frozen), problem)
+            snap = record_snapshot(snap, params, observed["min_margin"], at, into)
+            return (params, state, step, snap), observed
 
-        return jax.lax.scan(interval, (params, state, step), intervals)
+        return jax.lax.scan(interval, (params, state, step, snap), (intervals, index, slot))
 
-    (trainable, opt_state, step), observed = jax.vmap(one_seed)(trainable, frozen, opt_state, step, keys, problem)
-    return trainable, opt_state, step, observed
+    (trainable, opt_state, step, snap), observed = jax.vmap(one_seed)(trainable, frozen, opt_state, step, snap, keys,
+                                                                      problem)
+    return trainable, opt_state, step, snap, observed
 
 
 def chunk_length(n_obs: int, chunks: int) -> int:
@@ -101,6 +108,7 @@ def integrate_discrete(
     chunks: int = 25,
     progress: Callable[[float], None] | None = None,
     checkpoint: Checkpoint | None = None,
+    snapshot_obs: np.ndarray = (),
 ) -> Trajectory:
     """Run `train.method` on every seed of the batched `model` and `problem`.
 
@@ -108,7 +116,9 @@ def integrate_discrete(
     non-finite is marked diverged at its first bad observation and keeps what came before;
     the run stops early only when every seed has diverged. A `checkpoint` saves the weights,
     optimizer state and step counter (which, with the seeds, fixes the mini-batch RNG) at
-    chunk boundaries and resumes from the last one.
+    chunk boundaries and resumes from the last one. The weights at the observations
+    `snapshot_obs` (sorted indices into `obs_steps`) and at the first all-correct observation
+    come back in `Trajectory.snapshots`.
     """
     trainable, frozen = partition(model, train.trainable)
     h = hyperparameters(train, model.W.dtype)
@@ -119,15 +129,18 @@ def integrate_discrete(
     keys = jax.vmap(lambda s: jax.random.fold_in(jax.random.PRNGKey(s), 2))(jnp.asarray(seeds))
     batch_size = 0 if train.method == "gd" or train.batch_size in (0, problem.train.tokens.shape[1]) else train.batch_size
     intervals = np.diff(np.asarray(obs_steps, dtype=np.int64), prepend=0)
+    slots = slot_table(len(intervals), snapshot_obs)
 
-    def advance(carry, block):
-        params, state, step = carry
-        params, state, step, observed = _advance(params, frozen, state, step, keys, problem, h,
-                                                 jnp.asarray(block), train.method, batch_size)
-        return (params, state, step), observed, {}
+    def advance(carry, block, index):
+        params, state, step, snap = carry
+        params, state, step, snap, observed = _advance(params, frozen, state, step, snap, keys, problem, h,
+                                                       jnp.asarray(block), jnp.asarray(index),
+                                                       jnp.asarray(slots[index]), train.method, batch_size)
+        return (params, state, step, snap), observed, {}
 
-    series, final, alive, (bad_index, bad_quantity, good_obs), _ = drive(
-        advance, (trainable, opt_state, step), lambda carry: carry[0], intervals,
+    snap = snapshot_carry(trainable, n_seeds, len(snapshot_obs))
+    series, final, alive, (bad_index, bad_quantity, good_obs), _, last = drive(
+        advance, (trainable, opt_state, step, snap), lambda carry: carry[0], intervals,
         chunk_length(len(intervals), chunks), n_seeds, pad=0, progress=progress,
         progress_of=lambda done: float(np.sum(done)) / max(1, int(np.sum(intervals))), checkpoint=checkpoint)
     n_obs = series["loss"].shape[1]
@@ -136,6 +149,7 @@ def integrate_discrete(
         seeds=tuple(seeds), t=steps * train.lr, step=steps, series=series,
         final=combine(final, frozen),
         status=["completed" if a else "diverged" for a in alive],
+        snapshots=finish_snapshots(last[3], frozen, snapshot_obs),
         divergence=[None if a else divergence_record(obs_steps * train.lr, int(i), q, int(g), obs_steps)
                     for a, i, q, g in zip(alive, bad_index, bad_quantity, good_obs)],
     )

@@ -3,7 +3,8 @@
 An adaptive Runge-Kutta solver (Dopri8 by default; Tsit5 and Dopri5 selectable) with a PID
 step-size controller follows the flow at the tolerances `rtol`, `atol`; `kvaerno5` is an implicit (stiff)
 solver whose Newton steps use matrix-free GMRES on Hessian-vector products. Only the observables
-are saved at the observation times (SaveAt with a function), never a trajectory of weights.
+are saved at the observation times (SaveAt with a function), never a trajectory of weights
+(a chunk's weights at its own observed times are saved only to keep the snapshots among them).
 The solve is vmapped over seeds; rtol and atol are traced arrays, so new tolerances do not
 recompile. Phase 2 is slow (loss ~ 1/t), so the solver's steps grow with t and t = 1e6 costs
 under a thousand gradient evaluations. Dopri8 is the default because at the same rtol (1e-6) it
@@ -24,7 +25,8 @@ import optimistix
 
 from coocflow.config import TrainConfig
 from coocflow.flow.discrete import TRACE_COUNTS, chunk_length
-from coocflow.flow.trajectory import Checkpoint, Trajectory, divergence_record, drive
+from coocflow.flow.trajectory import (Checkpoint, Trajectory, divergence_record, drive, finish_snapshots,
+                                     record_snapshot, slot_table, snapshot_carry)
 from coocflow.model import Transformer, combine, partition, trainable_loss
 from coocflow.observables import Problem, observe
 
@@ -58,13 +60,17 @@ def vector_field(frozen: Transformer, problem: Problem):
 
 
 @eqx.filter_jit
-def _solve_chunk(trainable, frozen, problem: Problem, t0, ts, rtol, atol, solver_name: str, max_steps: int):
-    """Integrate every seed from t0 to ts[-1], observing at ts; returns the state at ts[-1]."""
+def _solve_chunk(trainable, frozen, problem: Problem, snap, t0, ts, index, slot, rtol, atol, solver_name: str,
+                 max_steps: int):
+    """Integrate every seed from t0 to ts[-1], observing at ts; returns the state at ts[-1].
+
+    The weights at ts (the very ones observed) are saved too, and `record_snapshot` keeps those
+    of observation `index[k]` in slot `slot[k]` and at the first all-correct observation."""
     TRACE_COUNTS["flow"] += 1
 
-    def one_seed(y0, frozen, problem):
+    def one_seed(y0, frozen, problem, snap):
         saveat = diffrax.SaveAt(subs=[
-            diffrax.SubSaveAt(ts=ts, fn=lambda t, y, args: observe(combine(y, frozen), problem)),
+            diffrax.SubSaveAt(ts=ts, fn=lambda t, y, args: (observe(combine(y, frozen), problem), y)),
             diffrax.SubSaveAt(t1=True),
         ])
         solution = diffrax.diffeqsolve(
@@ -73,14 +79,16 @@ def _solve_chunk(trainable, frozen, problem: Problem, t0, ts, rtol, atol, solver
             stepsize_controller=diffrax.PIDController(rtol=rtol, atol=atol),
             max_steps=max_steps, throw=False,
         )
-        observed, last = solution.ys
+        (observed, states), last = solution.ys
+        snap, _ = jax.lax.scan(lambda kept, marks: (record_snapshot(kept, *marks), None), snap,
+                               (states, observed["min_margin"], index, slot))
         stats = {"num_steps": solution.stats["num_steps"],
                  "num_accepted_steps": solution.stats["num_accepted_steps"],
                  "num_rejected_steps": solution.stats["num_rejected_steps"],
                  "result": solution.result._value}
-        return jax.tree.map(lambda a: a[0], last), observed, stats
+        return jax.tree.map(lambda a: a[0], last), observed, stats, snap
 
-    return jax.vmap(one_seed)(trainable, frozen, problem)
+    return jax.vmap(one_seed)(trainable, frozen, problem, snap)
 
 
 def integrate_flow(
@@ -92,6 +100,7 @@ def integrate_flow(
     chunks: int = 25,
     progress: Callable[[float], None] | None = None,
     checkpoint: Checkpoint | None = None,
+    snapshot_obs: np.ndarray = (),
 ) -> Trajectory:
     """Integrate the flow for every seed of the batched `model`, observing at `obs_times`.
 
@@ -99,23 +108,29 @@ def integrate_flow(
     status `stopped`, with Diffrax's reason) or its values turn non-finite (`diverged`); it keeps
     the observations before that. Solver statistics per seed go into `stats`. Each chunk starts
     a fresh solve from the previous chunk's end, so a `checkpoint` (weights and flow time at a
-    chunk boundary) resumes the flow exactly.
+    chunk boundary) resumes the flow exactly. The weights at the observations `snapshot_obs`
+    (sorted indices into `obs_times`) and at the first all-correct observation come back in
+    `Trajectory.snapshots`: the solver's interpolated solution at those times, which is what was
+    observed there (a chunk briefly holds the weights at each of its observed times).
     """
     trainable, frozen = partition(model, train.trainable)
     dtype = model.W.dtype
     rtol, atol = jnp.asarray(train.rtol, dtype), jnp.asarray(train.atol, dtype)
     times = np.asarray(obs_times, dtype=np.float64)
     n_seeds = len(seeds)
+    slots = slot_table(len(times), snapshot_obs)
 
-    def advance(carry, block):
-        params, t0 = carry
-        params, observed, stats = _solve_chunk(params, frozen, problem, jnp.asarray(t0, dtype),
-                                               jnp.asarray(block, dtype), rtol, atol, train.solver,
-                                               train.max_steps)
-        return (params, np.float64(block[-1])), observed, stats
+    def advance(carry, block, index):
+        params, t0, snap = carry
+        params, observed, stats, snap = _solve_chunk(params, frozen, problem, snap, jnp.asarray(t0, dtype),
+                                                     jnp.asarray(block, dtype), jnp.asarray(index),
+                                                     jnp.asarray(slots[index]), rtol, atol, train.solver,
+                                                     train.max_steps)
+        return (params, np.float64(block[-1]), snap), observed, stats
 
-    series, final, alive, (bad_index, bad_quantity, good_obs), extras = drive(
-        advance, (trainable, np.float64(0.0)), lambda carry: carry[0], times, chunk_length(len(times), chunks),
+    snap = snapshot_carry(trainable, n_seeds, len(snapshot_obs))
+    series, final, alive, (bad_index, bad_quantity, good_obs), extras, last = drive(
+        advance, (trainable, np.float64(0.0), snap), lambda carry: carry[0], times, chunk_length(len(times), chunks),
         n_seeds, pad=None, progress=progress, progress_of=lambda done: len(done) / len(times),
         checkpoint=checkpoint)
     n_obs = series["loss"].shape[1]
@@ -136,7 +151,7 @@ def integrate_flow(
         divergence.append(record)
     return Trajectory(seeds=tuple(seeds), t=times[:n_obs], step=np.full(n_obs, -1, dtype=np.int64),
                       series=series, final=combine(final, frozen), status=status,
-                      divergence=divergence, stats=stats)
+                      divergence=divergence, stats=stats, snapshots=finish_snapshots(last[2], frozen, snapshot_obs))
 
 
 def _total_stats(extras: list[dict[str, np.ndarray]], solver: str) -> dict:

@@ -10,13 +10,13 @@ keeps, per seed, the observations before its first bad one and its last finite w
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any, Callable, Protocol
+from typing import Any, Callable, NamedTuple, Protocol
 
 import jax
 import jax.numpy as jnp
 import numpy as np
 
-from coocflow.model import Transformer
+from coocflow.model import Transformer, combine
 
 WATCHED = ("loss", "u_norm2", "A_mu1_mu2", "V_mu1_mu1")
 """Quantities whose first non-finite value marks a seed as diverged (loss and weight scales)."""
@@ -39,6 +39,7 @@ class Trajectory:
     divergence: list[dict | None]
     stats: dict[str, Any] = field(default_factory=dict)
     timings: dict[str, float] = field(default_factory=dict)
+    snapshots: "Snapshots | None" = None
 
     @property
     def n_seeds(self) -> int:
@@ -58,6 +59,71 @@ def first_bad(observed: dict[str, np.ndarray]) -> tuple[np.ndarray, list[str | N
     index = np.where(any_bad.any(axis=1), np.argmax(any_bad, axis=1), -1)
     names = [None if i < 0 else next(n for n in WATCHED if bad[n][s, i]) for s, i in enumerate(index)]
     return index, names
+
+
+class SnapshotCarry(NamedTuple):
+    """Weights the compiled driver keeps while it runs, per seed: those at the requested
+    snapshot observations (`states`, leaves with a slot axis after the seed axis), and those at
+    the first observation where every training sample is correct (`t1_state`, taken at
+    observation `t1_obs`, -1 until then). It is part of the integrator's carry, so checkpoints
+    hold it and a resumed run keeps the same weights."""
+
+    states: Any
+    t1_state: Any
+    t1_obs: jax.Array
+
+
+def snapshot_carry(trainable: Any, n_seeds: int, n_slots: int) -> SnapshotCarry:
+    """An empty carry for `n_slots` snapshots of the batched `trainable` weights."""
+    return SnapshotCarry(
+        states=jax.tree.map(lambda leaf: jnp.zeros((leaf.shape[0], n_slots) + leaf.shape[1:], leaf.dtype), trainable),
+        t1_state=jax.tree.map(jnp.zeros_like, trainable),
+        t1_obs=jnp.full(n_seeds, -1, dtype=jnp.int32))
+
+
+def record_snapshot(snap: SnapshotCarry, params: Any, min_margin: jax.Array, index: jax.Array,
+                    slot: jax.Array) -> SnapshotCarry:
+    """One seed, one observation (traced, inside the compiled driver): keep `params` in `slot`
+    (-1: none), and as the T1 weights if this observation (`index`, -1 for padding) is the first
+    with `min_margin > 0`, the test `phases.first_time_all_correct` applies to the series."""
+    states = snap.states
+    n_slots = jax.tree.leaves(states)[0].shape[0]
+    if n_slots:
+        at = jnp.clip(slot, 0, n_slots - 1)
+        states = jax.tree.map(lambda kept, p: kept.at[at].set(jnp.where(slot >= 0, p, kept[at])), states, params)
+    hit = (snap.t1_obs < 0) & (index >= 0) & (min_margin > 0)
+    return SnapshotCarry(states=states,
+                         t1_state=jax.tree.map(lambda kept, p: jnp.where(hit, p, kept), snap.t1_state, params),
+                         t1_obs=jnp.where(hit, index.astype(snap.t1_obs.dtype), snap.t1_obs))
+
+
+def slot_table(n_obs: int, snapshot_obs: np.ndarray) -> np.ndarray:
+    """Per observation, the snapshot slot it fills (-1: none); `snapshot_obs` is sorted, unique."""
+    table = np.full(n_obs + 1, -1, dtype=np.int32)  # the last entry answers padding (index -1)
+    table[np.asarray(snapshot_obs, dtype=np.int64)] = np.arange(len(snapshot_obs), dtype=np.int32)
+    return table
+
+
+@dataclass
+class Snapshots:
+    """Weights kept by the driver (`SnapshotCarry`), as models with a leading seed axis.
+
+    `states[k]` holds every seed's weights at observation `obs[k]`; `t1_state` each seed's
+    weights at observation `t1_obs` (-1: never all correct, the weights are then meaningless).
+    Weights of a seed that diverged or stopped before an observation are not valid there.
+    """
+
+    obs: np.ndarray
+    states: list[Transformer]
+    t1_obs: np.ndarray
+    t1_state: Transformer
+
+
+def finish_snapshots(snap: SnapshotCarry, frozen: Transformer, snapshot_obs: np.ndarray) -> Snapshots:
+    return Snapshots(
+        obs=np.asarray(snapshot_obs, dtype=np.int64),
+        states=[combine(jax.tree.map(lambda leaf: leaf[:, k], snap.states), frozen) for k in range(len(snapshot_obs))],
+        t1_obs=np.asarray(snap.t1_obs, dtype=np.int64), t1_state=combine(snap.t1_state, frozen))
 
 
 def _select(mask: np.ndarray, new, old):
@@ -106,7 +172,7 @@ class Checkpoint(Protocol):
 
 
 def drive(
-    advance: Callable[[Any, np.ndarray], tuple[Any, dict[str, jax.Array], dict[str, jax.Array]]],
+    advance: Callable[[Any, np.ndarray, np.ndarray], tuple[Any, dict[str, jax.Array], dict[str, jax.Array]]],
     carry: Any,
     params_of: Callable[[Any], Any],
     plan: np.ndarray,
@@ -117,17 +183,18 @@ def drive(
     progress_of: Callable[[np.ndarray], float] | None = None,
     checkpoint: Checkpoint | None = None,
 ):
-    """Run `advance(carry, block)` over blocks of `plan`; returns observations and bookkeeping.
+    """Run `advance(carry, block, index)` over blocks of `plan`; returns observations and bookkeeping.
 
     `plan` is one entry per observed time (steps to take, or the time to reach); blocks are
     padded to `chunk_len` with the no-op entry `pad` (0 steps for a step plan; None repeats the block's
-    last time for a time plan) so every call has the same shapes. With a `checkpoint`, the run
+    last time for a time plan) so every call has the same shapes; `index` gives each entry's
+    observation number (-1 for padding). With a `checkpoint`, the run
     starts from its restored state and offers it the state after every block (and, on Ctrl-C
     or SIGTERM, the last complete one); since blocks are fixed by the plan, a resumed run
     computes exactly what an uninterrupted one does.
     Returns (series (seeds, n_obs), last finite params, alive mask, per seed (the index of the
     first bad observation or -1, the quantity that went bad, the observation of the last finite
-    params), the extra outputs per block).
+    params), the extra outputs per block, the carry after the last block).
     """
     n_obs = len(plan)
     state = DriveState.start(carry, params_of, n_seeds)
@@ -147,7 +214,7 @@ def drive(
             checkpoint.save(state, n_obs, now=True)
         raise
     return (state.series, state.good_params, state.alive, (state.bad_index, state.bad_quantity, state.good_obs),
-            state.extras)
+            state.extras, state.carry)
 
 
 def _advance_block(advance, state: DriveState, params_of, plan: np.ndarray, chunk_len: int,
@@ -160,7 +227,9 @@ def _advance_block(advance, state: DriveState, params_of, plan: np.ndarray, chun
     if keep < chunk_len:
         filler = block[-1] if pad is None else pad
         block = np.concatenate([block, np.full(chunk_len - keep, filler, dtype=block.dtype)])
-    carry, observed, extra = advance(state.carry, block)
+    index = np.arange(start, start + chunk_len, dtype=np.int32)
+    index[keep:] = -1
+    carry, observed, extra = advance(state.carry, block, index)
     observed = {k: np.array(v)[:, :keep] for k, v in observed.items()}
     bad, quantity = first_bad(observed)
     bad_index, bad_quantity = state.bad_index.copy(), list(state.bad_quantity)

@@ -1,4 +1,4 @@
-"""Initialization (SPEC section 4, the paper's Condition 1 and its experiment's Kaiming)."""
+"""Initialization (docs/definitions.md section 4: the paper's Condition 1 and its experiment's Kaiming)."""
 
 from __future__ import annotations
 

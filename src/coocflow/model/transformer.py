@@ -1,4 +1,4 @@
-"""The model of the paper's eq. (1), computed from token indices (SPEC section 3).
+"""The model of the paper's eq. (1), computed from token indices (docs/definitions.md section 3).
 
 `W @ onehot(x)` is the column `W[:, x]`, so every per-token quantity is a gather: keys and
 queries are rows of `W_K.T` and `W_Q.T`, and the MLP is one vector over the vocabulary,

@@ -1,4 +1,4 @@
-"""Named observables of (model, problem): the quantities the theory tracks (SPEC section 6)."""
+"""Named observables of (model, problem): the quantities the theory tracks (docs/definitions.md sections 6-7)."""
 
 from coocflow.observables.ensemble import median_band
 from coocflow.observables.registry import (

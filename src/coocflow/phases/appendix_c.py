@@ -12,7 +12,7 @@ derivative), c_h = sum_l p_l[h], v_i = sum_h c_h x_h and s = sum_i coef_i v_i, t
   d(nu^T W_K^T W_K mu)/dt = 1/sqrt(m) sum_i coef_i sum_{h,l} B[i,h,l] ([x_h = nu] q_l^T W_K mu + [x_h = mu] q_l^T W_K nu)
   d(nu^T W_Q^T W_Q mu)/dt = 1/sqrt(m) sum_i coef_i sum_{h,l} B[i,h,l] ([x_l = nu] k_h^T W_Q mu + [x_l = mu] k_h^T W_Q nu)
 
-The score equation is the one the authors printed in their answer to reviewers (../shared/seeds);
+The score equation is the one the authors printed in their answer to reviewers (docs/definitions.md section 8);
 it agrees with the JVP. This module is a reference, not a hot path: it uses dense one-hot tokens
 for clarity.
 """

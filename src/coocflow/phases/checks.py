@@ -1,4 +1,4 @@
-"""One check per claim of the paper (SPEC section 6), each a named function of one seed's
+"""One check per claim of the paper (docs/definitions.md section 6), each a named function of one seed's
 observed series (and its initial and final states) returning the measured quantity, the
 threshold it is held to, and a verdict with a sentence.
 

@@ -3,7 +3,7 @@
 Runs a configuration at several widths, each as a seed ensemble following the ODE flow, and
 fits power laws to the seed medians on log-log axes. Theorem 3.1 predicts T1 = O~(1/m) under
 the theory's initialization (Condition 1), i.e. exponent -1 when m and m1 grow together; the
-SPEC states no rate for the score changes, so those exponents are reported as measured.
+paper states no rate for the score changes, so those exponents are reported as measured.
 """
 
 from __future__ import annotations

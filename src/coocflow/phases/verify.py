@@ -17,6 +17,7 @@ from coocflow.storage import LoadedRun, atomic_write_json, atomic_write_text
 
 
 APPENDIX_C_TOLERANCE = 1e-8
+APPENDIX_C_CHECK = "appendix_c_closed_forms"
 
 
 @dataclass
@@ -31,13 +32,24 @@ class Verification:
         return max_error(self.appendix_c)
 
     def pass_rates(self) -> dict[str, dict]:
-        """For each check: how many seeds pass, fail, or could not be checked."""
+        """For every check, the per-seed ones and `appendix_c_closed_forms` (one verdict for
+        the configuration): how many pass, fail, or could not be checked, of how many."""
         rates = {}
         for i, name in enumerate(CHECKS):
             verdicts = [results[i].passed for results in self.per_seed]
             rates[name] = {"passed": sum(v is True for v in verdicts), "failed": sum(v is False for v in verdicts),
                            "unchecked": sum(v is None for v in verdicts), "of": len(verdicts)}
+        agreed = self.appendix_c_error <= APPENDIX_C_TOLERANCE
+        rates[APPENDIX_C_CHECK] = {"passed": int(agreed), "failed": int(not agreed), "unchecked": 0, "of": 1}
         return rates
+
+    def table(self):
+        """`pass_rates` as a pyarrow Table, one row per check (`.to_pandas()`, Polars, DuckDB)."""
+        import pyarrow as pa
+
+        rates = self.pass_rates()
+        rows = [{"check": name, **rate} for name, rate in rates.items()]
+        return pa.Table.from_pylist(rows)
 
     def to_dict(self) -> dict:
         return {

@@ -1,4 +1,5 @@
-"""Matplotlib figures (PNG and PDF) drawn from the metrics table alone."""
+"""Matplotlib figures drawn from the metrics table alone: PNG, and figure1.pdf when asked
+(`write_run_figures(..., formats=("png", "pdf"))`). Panel titles state what the run measured."""
 
 from coocflow.plots.figures import SeriesView, figure1, overview, write_run_figures
 

@@ -139,8 +139,172 @@ def run_figures(metrics: dict[str, np.ndarray]) -> tuple[list[dict], dict[str, f
         for name, color in zip(names, PALETTE * 4):
             traces += _series_traces(t, series[name], name, color)
         ylog = group == "loss"
-        figures.append(_figure(traces, title, "value", ylog=ylog, shapes=_phase_lines(bounds)))
+        figure = _figure(traces, title, "value", ylog=ylog, shapes=_phase_lines(bounds))
+        if not ylog:
+            _large_on_right_axis(figure, {name: series[name] for name in names})
+        figures.append(figure)
+        if group == "scores":
+            figures += _score_change_figure(t, series, bounds)
     return figures, bounds
+
+
+SCALE_GAP = 5.0
+"""A quantity whose largest size exceeds SCALE_GAP times the median of its figure's goes on a
+right-hand axis, so it does not flatten the others (||u||^2 ~ 300 beside G ~ 10)."""
+
+
+def _large_on_right_axis(figure: dict, series: dict[str, np.ndarray]) -> None:
+    """Move the traces of the figure's much larger quantities onto a second y axis."""
+    sizes = {name: float(np.nanmax(np.abs(values))) if np.isfinite(values).any() else 0.0
+             for name, values in series.items()}
+    typical = float(np.median(list(sizes.values())))
+    large = [name for name, size in sizes.items() if size > SCALE_GAP * typical > 0]
+    if not large or len(large) == len(sizes):
+        return
+    for trace in figure["data"]:
+        if trace.get("legendgroup") in large:
+            trace["yaxis"] = "y2"
+            if "name" in trace:
+                trace["name"] = f"{trace['name']} (right axis)"
+    figure["layout"]["yaxis2"] = {"overlaying": "y", "side": "right", "showgrid": False,
+                                  "title": {"text": ", ".join(large)}}
+    figure["layout"]["legend"].update({"x": 1.08, "xanchor": "left"})
+
+
+def _score_change_figure(t: np.ndarray, series: dict[str, np.ndarray], bounds: dict) -> list[dict]:
+    """A(t) - A(0) of the target scores: the learned change, which the initial scores hide."""
+    names = [name for name in series if name.startswith("A_mu")]
+    traces = []
+    for name, color in zip(names, PALETTE * 4):
+        traces += _series_traces(t, series[name] - series[name][:, :1], f"{name} - A(0)", color)
+    return [_figure(traces, "Score changes A(t) - A(0)", "change since t = 0", shapes=_phase_lines(bounds))] if traces else []
+
+
+TOKEN_NAMES = {0: "mu1", 1: "mu2", 2: "mu3"}
+HEATMAP_TOKENS = 64
+"""Score heatmaps show at most the first 64 tokens (mu_1, mu_2, mu_3, then random tokens), so a
+large vocabulary does not bloat the page."""
+ATTENTION_GROUPS = (0, 1, 3)
+"""The attention heatmaps show the first training sample of I1 (mu_1 and mu_2, y = +1), I2
+(mu_1 only) and I4 (neither)."""
+
+
+def _first_seed(state: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
+    """The arrays of a state file for the first seed (ensembles have a leading seed axis)."""
+    ensemble = np.asarray(state["W_Q"]).ndim == 3
+    return {k: np.asarray(v)[0] if ensemble and np.ndim(v) else np.asarray(v) for k, v in state.items()}
+
+
+def score_matrix(state: dict[str, np.ndarray]) -> np.ndarray:
+    """A = W_K^T W_Q (d x d): A[nu, mu] is the score of key token nu for query token mu."""
+    return state["W_K"].T @ state["W_Q"]
+
+
+def attention_pattern(state: dict[str, np.ndarray], tokens: np.ndarray) -> np.ndarray:
+    """p[h, l] of one sample (L x L): the weight the query at position l gives the key at
+    position h, a softmax over h of A[x_h, x_l] / sqrt(m) (model.transformer.attention)."""
+    scores = score_matrix(state)[tokens[:, None], tokens[None, :]] / np.sqrt(state["W_Q"].shape[0])
+    weights = np.exp(scores - scores.max(axis=0, keepdims=True))
+    return weights / weights.sum(axis=0, keepdims=True)
+
+
+def _rounded(z: np.ndarray) -> list:
+    return [[float(f"{v:.4g}") if np.isfinite(v) else None for v in row] for row in np.asarray(z)]
+
+
+def _heatmap_grid(panels: list[list[dict | None]], title: str, height: int, layout: dict) -> dict:
+    """Heatmap panels in rows and columns (None: an empty cell); each panel holds z, x, y,
+    title, its coloraxis and a hover template. Rows of z are drawn top to bottom."""
+    rows, cols = len(panels), max(len(row) for row in panels)
+    data, annotations = [], []
+    layout = {"title": {"text": title}, "height": height, "margin": {"l": 60, "r": 90, "t": 70, "b": 40},
+              "annotations": annotations, **layout}
+    count = 0
+    for r, row in enumerate(panels):
+        for c, panel in enumerate(row):
+            if panel is None:
+                continue
+            count += 1
+            axis = "" if count == 1 else str(count)
+            x0, x1 = c / cols + 0.03, (c + 1) / cols - 0.03
+            y0, y1 = 1 - (r + 1) / rows + 0.06, 1 - r / rows - 0.03
+            data.append({"type": "heatmap", "z": _rounded(panel["z"]), "x": panel["x"], "y": panel["y"],
+                         "coloraxis": panel["coloraxis"], "xaxis": f"x{axis}", "yaxis": f"y{axis}",
+                         "hovertemplate": panel["hover"] + "<extra></extra>", **panel.get("extra", {})})
+            layout[f"xaxis{axis}"] = {"domain": [x0, x1], "anchor": f"y{axis}", "type": "category",
+                                      "tickfont": {"size": 9}}
+            layout[f"yaxis{axis}"] = {"domain": [y0, y1], "anchor": f"x{axis}", "type": "category",
+                                      "autorange": "reversed", "tickfont": {"size": 9}}
+            annotations.append({"text": panel["title"], "x": (x0 + x1) / 2, "y": y1, "xref": "paper", "yref": "paper",
+                                "xanchor": "center", "yanchor": "bottom", "showarrow": False, "font": {"size": 12}})
+    return {"data": data, "layout": layout}
+
+
+def _colorbar(title: str, y: float, length: float, **scale) -> dict:
+    return {**scale, "colorbar": {"title": {"text": title}, "y": y, "len": length, "thickness": 14}}
+
+
+def _weights_at(run) -> list[tuple[str, dict[str, np.ndarray]]]:
+    """(label, first-seed weights) at t = 0, at T1 (state_t1.npz) and at the end."""
+    man = run.manifest
+    first = (man.get("per_seed") or [{}])[0]
+    moments = [("t = 0", _first_seed(run.state_init))]
+    if run.state_t1 is not None:
+        t1 = _first_seed(run.state_t1)
+        if np.isfinite(t1["t"]):
+            moments.append((f"T1 = {float(t1['t']):.4g}", t1))
+    divergence = first.get("divergence") or {}
+    end = divergence.get("weights_t")
+    if end is None:
+        rows = run.metrics["seed"] == run.metrics["seed"][0] if "seed" in run.metrics else slice(None)
+        end = float(np.max(run.metrics["t"][rows]))
+    moments.append((f"end t = {end:.4g}" + (" (last finite)" if divergence else ""), _first_seed(run.state_final)))
+    return moments
+
+
+def snapshot_figures(run) -> tuple[list[dict], str]:
+    """Heatmaps of the first seed at t = 0, T1 and the end: the score matrix A = W_K^T W_Q with
+    its change A(t) - A(0) beneath, and the attention of three training samples. Also a caption."""
+    moments = _weights_at(run)
+    init = moments[0][1]
+    d = init["W_Q"].shape[1]
+    shown = min(d, HEATMAP_TOKENS)
+    names = [TOKEN_NAMES.get(v, f"r{v}") for v in range(shown)]
+    base = score_matrix(init)[:shown, :shown]
+    hover = "key %{y}, query %{x}: %{z}"
+    raw = [{"z": score_matrix(state)[:shown, :shown], "x": names, "y": names, "title": f"A at {label}",
+            "coloraxis": "coloraxis", "hover": hover} for label, state in moments]
+    change = [None] + [{"z": score_matrix(state)[:shown, :shown] - base, "x": names, "y": names,
+                        "title": f"A - A(0) at {label}", "coloraxis": "coloraxis2", "hover": hover}
+                       for label, state in moments[1:]]
+    scores = _heatmap_grid([raw, change], "Score matrix A = W_K^T W_Q (first seed): raw, and its change beneath",
+                           720, {"coloraxis": _colorbar("A", 0.78, 0.45, colorscale="RdBu", cmid=0),
+                                 "coloraxis2": _colorbar("A - A(0)", 0.22, 0.45, colorscale="RdBu", cmid=0)})
+    scores["layout"]["annotations"].append({
+        "text": "below each A(t):<br>its change since t = 0<br>(the initial scores<br>hide the learned part)",
+        "x": 1 / (2 * len(raw)), "y": 0.25, "xref": "paper", "yref": "paper", "showarrow": False,
+        "font": {"size": 12, "color": "#555"}})
+    tokens, groups, labels = init["tokens"], init["groups"], init["labels"]
+    samples = [int(np.flatnonzero(groups == g)[0]) for g in ATTENTION_GROUPS if (groups == g).any()]
+    rows = []
+    for i in samples:
+        positions = [f"{pos}:{TOKEN_NAMES.get(int(v), f'r{int(v)}')}" for pos, v in enumerate(tokens[i])]
+        rows.append([{"z": attention_pattern(state, tokens[i]), "x": positions, "y": positions,
+                      "title": f"sample {i} (I{int(groups[i]) + 1}, y = {labels[i]:+.0f}), {label}",
+                      "coloraxis": "coloraxis", "hover": "query %{x} gives key %{y}: %{z}",
+                      "extra": {"texttemplate": "%{z:.3f}", "textfont": {"size": 10}} if len(positions) <= 10 else {}}
+                     for label, state in moments])
+    L = tokens.shape[-1]
+    attention = _heatmap_grid(rows, "Attention of three training samples (first seed): column = query position, "
+                              "row = key position", 260 * len(rows) + 60,
+                              {"coloraxis": _colorbar(f"weight<br>(white: 1/L = {1 / L:.3g})", 0.5, 0.9,
+                                                      colorscale="RdBu", cmid=1 / L)})
+    caption = ("<p class=\"meta\">Weights of the first seed at t = 0, at T1 (the first time every training sample "
+               "is correct) and at the end, from state_init.npz, state_t1.npz and state_final.npz. "
+               f"A[nu, mu] is the score of key token nu for query token mu (rows: keys, columns: queries"
+               f"{f'; the first {shown} of {d} tokens' if shown < d else ''}). Each attention column is a softmax over "
+               "the sample's keys; the model sums G(x_h) p_l[h] over every query l and key h (eq. (1)).</p>")
+    return [scores, attention], caption
 
 
 def _timeline(bounds: dict[str, float | None], end: float) -> dict:
@@ -224,13 +388,17 @@ def _figure_divs(figures: list[dict], prefix: str) -> tuple[str, dict[str, dict]
 
 def run_report(folder: Path) -> str:
     """The page of one run folder: header, config and provenance, timeline, every observable
-    group (seed bands for ensembles) and the verification table."""
+    group (seed bands for ensembles; much larger quantities on a right-hand axis, score changes
+    beside the scores), heatmaps of the scores and attention at t = 0, T1 and the end, and the
+    verification table."""
     from coocflow.storage import load_run
 
     run = load_run(folder)
     man = run.manifest
     figures, bounds = run_figures(run.metrics)
     divs, ids = _figure_divs(figures, "fig")
+    heatmaps, heatmap_caption = snapshot_figures(run)
+    heatmap_divs, heatmap_ids = _figure_divs(heatmaps, "heat")
     git = man.get("git", {}) if isinstance(man.get("git"), dict) else {}
     header = [
         {"field": "status", "value": man.get("status")},
@@ -252,9 +420,10 @@ def run_report(folder: Path) -> str:
         "<h2>Run</h2>", _table(header, ["field", "value"]),
         "<details><summary>Resolved configuration</summary>" + _table(config_rows, ["key", "value"]) + "</details>",
         "<h2>Phases and observables</h2>", divs, images,
+        "<h2>Scores and attention at t = 0, T1 and the end</h2>", heatmap_caption, heatmap_divs,
         "<h2>Verification</h2>", _verification_html(Path(folder)),
     ]
-    return _page(f"coocflow report: {man.get('name', Path(folder).name)}", sections, ids)
+    return _page(f"coocflow report: {man.get('name', Path(folder).name)}", sections, {**ids, **heatmap_ids})
 
 
 def sweep_report(folder: Path) -> str:
@@ -313,15 +482,20 @@ def sweep_report(folder: Path) -> str:
 
 
 def write_report(folder: Path, out: Path | None = None) -> Path:
-    """Write `report.html` for a run or sweep folder (atomically) and return its path."""
+    """Write `report.html` for a run, sweep or comparison folder (atomically) and return its path."""
     folder = Path(folder)
-    if (folder / "sweep.json").is_file():
+    if (folder / "compare.json").is_file():
+        from coocflow.report.compare_page import comparison_report
+
+        page = comparison_report(folder)
+    elif (folder / "sweep.json").is_file():
         page = sweep_report(folder)
     elif (folder / "manifest.json").is_file() and (folder / "metrics.parquet").is_file():
         page = run_report(folder)
     else:
-        raise RunFolderError(f"{folder}: neither a run folder (manifest.json, metrics.parquet) nor a sweep folder "
-                             "(sweep.json); pass a folder written by `coocflow run` or `coocflow sweep`")
+        raise RunFolderError(f"{folder}: neither a run folder (manifest.json, metrics.parquet), a sweep folder "
+                             "(sweep.json) nor a comparison folder (compare.json); pass a folder written by "
+                             "`coocflow run`, `coocflow sweep` or `coocflow compare`")
     out = Path(out) if out else folder / "report.html"
     atomic_write_text(out, page)
     return out

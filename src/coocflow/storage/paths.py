@@ -27,6 +27,26 @@ def default_out(name: str, prefix: str = "") -> Path:
     return inside(DEFAULT_ROOT, f"{prefix}{name}-{stamp}", "name")
 
 
+def nearest_sibling(path: Path) -> Path | None:
+    """The existing entry beside a mistyped path whose name is closest (`runs/papr` ->
+    `runs/paper`), for "did you mean" hints."""
+    import difflib
+
+    path = Path(path)
+    parent = path.parent
+    if not parent.is_dir():
+        return None
+    names = [p.name for p in parent.iterdir() if not p.name.startswith(".")]
+    close = difflib.get_close_matches(path.name, names, n=1, cutoff=0.6)
+    return parent / close[0] if close else None
+
+
+def does_not_exist(path: Path, what: str = "") -> str:
+    """One line for a missing path, with the nearest existing name when there is one."""
+    near = nearest_sibling(path)
+    return f"{path}: {what + ' ' if what else ''}does not exist" + (f"; did you mean {near}?" if near else "")
+
+
 def is_in_progress(folder: Path) -> bool:
     """A folder `coocflow run` started and has not finished (config.json, no manifest.json)."""
     folder = Path(folder)

@@ -5,6 +5,13 @@
     metrics.parquet   one row per observed time: `t`, `step`, then one column per observable
     state_init.npz    tokens, labels, groups, W_Q, W_K, W_V, W, a at t = 0 (golden-file keys)
     state_final.npz   the same keys at the end of the run
+    state_t1.npz      the same keys at T1 (the first observed time with every training sample
+                      correct), plus `t` (T1) and `step` (-1 for the flow); absent when no seed
+                      reached T1. Ensembles: a seed that never did has t = NaN, NaN weights
+    state_snapshots.npz  the weights at the `observe.snapshots` times: `t`, `step` (K,), then
+                      W_Q, W_K, W_V, W, a with a leading snapshot axis (K, [seeds,] ...) and
+                      `valid` (K, [seeds]), false (NaN weights) where a seed had diverged;
+                      absent when observe.snapshots is empty
     test_set.npz      tokens, labels, groups of the i.i.d. test set
     figure1.png/.pdf  the paper's Figure 1 for this run; overview.png the other observables
 
@@ -62,12 +69,25 @@ def read_metrics(path: Path) -> dict[str, np.ndarray]:
 
 
 def read_state(path: Path) -> dict[str, np.ndarray]:
+    """A state file (`state_init.npz`, `state_final.npz`, `state_t1.npz`): at least the golden keys."""
+    return _read_npz(path, STATE_KEYS)
+
+
+SNAPSHOT_KEYS = ("t", "step", "W_Q", "W_K", "W_V", "W", "a", "valid")
+
+
+def read_snapshots(path: Path) -> dict[str, np.ndarray]:
+    """`state_snapshots.npz`: the weights at the snapshot times (keys `SNAPSHOT_KEYS`)."""
+    return _read_npz(path, SNAPSHOT_KEYS)
+
+
+def _read_npz(path: Path, required: tuple[str, ...]) -> dict[str, np.ndarray]:
     try:
         with np.load(path, allow_pickle=False) as z:
             arrays = {k: z[k] for k in z.files}
     except (OSError, ValueError, EOFError, zipfile.BadZipFile) as err:
         raise RunFolderError(f"{path}: not a readable npz file ({type(err).__name__}); re-run to regenerate it") from None
-    missing = set(STATE_KEYS) - set(arrays)
+    missing = set(required) - set(arrays)
     if missing:
         raise RunFolderError(f"{path}: missing arrays {sorted(missing)}; re-run to regenerate it")
     return arrays
@@ -98,13 +118,19 @@ class LoadedRun:
     metrics: dict[str, np.ndarray]
     state_init: dict[str, np.ndarray]
     state_final: dict[str, np.ndarray]
+    state_t1: dict[str, np.ndarray] | None = None
+    state_snapshots: dict[str, np.ndarray] | None = None
 
 
 def load_run(path: Path) -> LoadedRun:
     """Read a run folder, refusing missing, partial, corrupted or future-format folders."""
     path = Path(path)
     if not path.is_dir():
-        raise RunFolderError(f"{path}: no such run folder; pass the folder `coocflow run` wrote")
+        from coocflow.storage.paths import does_not_exist
+
+        if path.exists():
+            raise RunFolderError(f"{path}: a file, not a run folder; pass the folder `coocflow run` wrote")
+        raise RunFolderError(does_not_exist(path, "run folder") + " (`coocflow ls` lists the runs)")
     missing = [name for name in REQUIRED_FILES if not (path / name).is_file()]
     if missing and is_in_progress(path):
         where = "before its first checkpoint"
@@ -131,4 +157,7 @@ def load_run(path: Path) -> LoadedRun:
         metrics=read_metrics(path / "metrics.parquet"),
         state_init=read_state(path / "state_init.npz"),
         state_final=read_state(path / "state_final.npz"),
+        state_t1=read_state(path / "state_t1.npz") if (path / "state_t1.npz").is_file() else None,
+        state_snapshots=(read_snapshots(path / "state_snapshots.npz")
+                         if (path / "state_snapshots.npz").is_file() else None),
     )

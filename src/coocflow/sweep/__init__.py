@@ -1,4 +1,4 @@
-"""Sweeps over seeds and configurations, resumable, on one machine or a Ray cluster (issue 6)."""
+"""Sweeps over seeds and configurations, resumable, on one machine or a Ray cluster."""
 
 from coocflow.sweep.aggregate import aggregate, aggregate_figure, default_figures
 from coocflow.sweep.execute import run_job

@@ -1,4 +1,4 @@
-"""A sweep: a base configuration, axes to vary, seeds; expanded into jobs (issue 6).
+"""A sweep: a base configuration, axes to vary, seeds; expanded into jobs.
 
 The spec is TOML:
 

@@ -1,0 +1,94 @@
+"""Ctrl-C and SIGTERM at any moment of a command: one line and exit code 130.
+
+Two regimes. While a run is between its compiled chunks (`deferred()`), an interrupt becomes a
+KeyboardInterrupt at the next Python instruction, so the chunked driver saves a checkpoint of
+the last finished chunk and the command says how to resume. Anywhere else (importing,
+building, compiling, which can take many seconds inside XLA) the process leaves at once:
+a watcher thread reads the signal from a wakeup pipe even while the main thread is inside
+the compiler, writes the one-line message, and exits without tearing the interpreter down
+(a KeyboardInterrupt raised inside imports or tracing is swallowed or half-handled by
+libraries, and tearing down while compiler threads run crashes). Every file coocflow writes
+is written to a temporary name and renamed, so leaving at any moment leaves no half-written file.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import sys
+import threading
+from contextlib import contextmanager
+from typing import Callable, Iterator
+
+_state: dict = {"deferred": 0, "pending": False, "message": None}
+_exit_lock = threading.Lock()
+SIGNALS = (signal.SIGINT, signal.SIGTERM)
+
+
+def set_message(message: Callable[[], str] | None) -> None:
+    """What to say when the process leaves on an interrupt (e.g. how to resume the run). It may
+    run on the watcher thread while the main thread imports, so it must import nothing new."""
+    _state["message"] = message
+
+
+@contextmanager
+def deferred() -> Iterator[None]:
+    """Inside: an interrupt is a KeyboardInterrupt at the next Python instruction (a second one
+    while the first waits for a long compiled chunk leaves at once)."""
+    _state["deferred"] += 1
+    try:
+        yield
+    finally:
+        _state["deferred"] -= 1
+
+
+def exit_interrupted() -> None:
+    """Write the one-line message and leave with code 130, now (from any thread)."""
+    _exit_lock.acquire(timeout=2.0)
+    text = "interrupted"
+    if _state["message"] is not None:
+        try:
+            text = _state["message"]()
+        except Exception:  # the message is best effort; leaving is what matters
+            pass
+    try:
+        sys.stdout.flush()
+    except Exception:
+        pass
+    os.write(2, f"error: {text}\n".encode())
+    os._exit(130)
+
+
+def _handler(signum, frame) -> None:
+    if _state["deferred"]:
+        _state["pending"] = False
+        raise KeyboardInterrupt
+    exit_interrupted()
+
+
+def _watch(fd: int) -> None:
+    while True:
+        try:
+            data = os.read(fd, 16)
+        except OSError:
+            return
+        if not data:
+            return
+        if not any(byte in SIGNALS for byte in data):
+            continue
+        if not _state["deferred"] or _state["pending"]:
+            exit_interrupted()
+        _state["pending"] = True
+
+
+def install() -> None:
+    """Route SIGINT and SIGTERM of this process through the two regimes above (main thread
+    only; the command line calls it first thing)."""
+    read_fd, write_fd = os.pipe()
+    os.set_blocking(write_fd, False)
+    os.set_inheritable(read_fd, False)
+    os.set_inheritable(write_fd, False)
+    signal.set_wakeup_fd(write_fd, warn_on_full_buffer=False)
+    for signum in SIGNALS:
+        signal.signal(signum, _handler)
+    threading.Thread(target=_watch, args=(read_fd,), name="coocflow-interrupts", daemon=True).start()

@@ -1,0 +1,132 @@
+"""What lies in an output folder: runs, sweeps, studies and comparisons, one line each
+(`coocflow ls`, and `coocflow show` without an argument). Reads JSON only, so it is instant."""
+
+from __future__ import annotations
+
+import json
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+from coocflow.errors import RunFolderError
+from coocflow.storage.paths import DEFAULT_ROOT, does_not_exist
+
+
+@dataclass(frozen=True)
+class Entry:
+    """One folder, as `coocflow ls` prints it (every field already text)."""
+
+    name: str
+    kind: str
+    status: str
+    config: str
+    t1: str
+    final_loss: str
+    age: str
+    mtime: float
+
+
+def _json(path: Path) -> dict:
+    try:
+        record = json.loads(path.read_text())
+    except (OSError, ValueError):
+        return {}
+    return record if isinstance(record, dict) else {}
+
+
+def _age(seconds: float) -> str:
+    for unit, size in (("d", 86400), ("h", 3600), ("min", 60)):
+        if seconds >= size:
+            return f"{seconds / size:.0f} {unit}"
+    return f"{seconds:.0f} s"
+
+
+def _number(value) -> str:
+    return "-" if value is None else f"{value:.4g}"
+
+
+def config_line(config: dict) -> str:
+    """n, L, d, widths, method and seeds of a config dict, in one short line."""
+    try:
+        data, model, train = config["data"], config["model"], config["train"]
+        seeds = config.get("seeds") or [config.get("seed", 0)]
+        how = (f"flow to t={train['t_end'] or train['lr'] * train['steps']:g}" if train["method"] == "flow"
+               else f"{train['method']} lr={train['lr']:g} x{train['steps']}")
+        return (f"n={data['n']} L={data['L']} d={data['d']} m={model['m']} m1={model['m1']} {how} "
+                f"seeds={len(seeds)}")
+    except (KeyError, TypeError):
+        return "?"
+
+
+def describe_folder(folder: Path) -> Entry | None:
+    """The entry of one folder, or None when it is none of the kinds coocflow writes."""
+    now = time.time()
+    if (folder / "sweep.json").is_file():
+        from coocflow.sweep.store import SweepStore
+
+        record = _json(folder / "sweep.json")
+        jobs = record.get("jobs") or []
+        try:
+            states = list(SweepStore(folder).states().values())
+        except RunFolderError:
+            states = []
+        failed = states.count("failed")
+        status = f"{states.count('done')}/{len(jobs)} jobs done" + (f", {failed} failed" if failed else "")
+        mtime = (folder / "sweep.json").stat().st_mtime
+        return Entry(folder.name, "sweep", status, f"{len(jobs)} jobs x {len(record.get('seeds') or [])} seeds",
+                     "-", "-", _age(now - mtime), mtime)
+    if (folder / "compare.json").is_file():
+        record = _json(folder / "compare.json")
+        mtime = (folder / "compare.json").stat().st_mtime
+        return Entry(folder.name, "compare", "complete", f"{len(record.get('folders') or [])} runs", "-", "-",
+                     _age(now - mtime), mtime)
+    if not (folder / "config.json").is_file():
+        return None
+    config = _json(folder / "config.json")
+    manifest_path = folder / "manifest.json"
+    if not manifest_path.is_file():
+        mtime = max(p.stat().st_mtime for p in folder.iterdir())
+        status = "in progress" if (folder / ".lock").exists() and _locked(folder) else "interrupted (--resume)"
+        return Entry(folder.name, "run", status, config_line(config), "-", "-", _age(now - mtime), mtime)
+    manifest = _json(manifest_path)
+    mtime = manifest_path.stat().st_mtime
+    if "study" in manifest:
+        return Entry(folder.name, "study", "complete", config_line(config), "-", "-", _age(now - mtime), mtime)
+    final = manifest.get("final") or {}
+    t1 = manifest.get("T1")
+    if t1 is None and manifest.get("T1_spread"):
+        t1 = manifest["T1_spread"].get("median")
+    return Entry(folder.name, "run", str(manifest.get("status", "?")), config_line(config), _number(t1),
+                 _number(final.get("loss")), _age(now - mtime), mtime)
+
+
+def _locked(folder: Path) -> bool:
+    """Whether a process holds the run folder's lock (it is training right now)."""
+    import fcntl
+
+    try:
+        with open(folder / ".lock", "a") as handle:
+            fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            fcntl.flock(handle, fcntl.LOCK_UN)
+    except OSError:
+        return True
+    return False
+
+
+def list_folders(root: Path = DEFAULT_ROOT) -> list[Entry]:
+    """Every run, sweep, study and comparison directly under `root`, newest first."""
+    root = Path(root)
+    if not root.is_dir():
+        if root.exists():
+            raise RunFolderError(f"{root}: a file, not a folder; pass the folder that holds your runs")
+        raise RunFolderError(does_not_exist(root) + " (runs are written under runs/ by default)")
+    entries = [describe_folder(child) for child in root.iterdir() if child.is_dir() and not child.name.startswith(".")]
+    return sorted((e for e in entries if e is not None), key=lambda e: -e.mtime)
+
+
+def newest_run(root: Path = DEFAULT_ROOT) -> Path:
+    """The most recently written run folder under `root` (for `coocflow show` with no argument)."""
+    runs = [e for e in list_folders(root) if e.kind == "run"] if Path(root).is_dir() else []
+    if not runs:
+        raise RunFolderError(f"no runs under {root}/ yet; start with `coocflow run tiny`, or pass a run folder")
+    return Path(root) / runs[0].name
