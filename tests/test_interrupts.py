@@ -42,9 +42,15 @@ def _interrupted(process: subprocess.Popen, signum=signal.SIGINT) -> str:
 
 
 def test_interrupt_while_importing(tmp_path):
+    """Once the process has begun loading JAX's native library (the first seconds of a run)."""
     process = _start(tmp_path / "run")
-    time.sleep(0.05)
+    maps = Path(f"/proc/{process.pid}/maps")
+    deadline = time.monotonic() + 60
+    while "jaxlib" not in maps.read_text():
+        assert process.poll() is None and time.monotonic() < deadline, "the run never loaded jaxlib"
+        time.sleep(0.002)
     assert "interrupted" in _interrupted(process)
+    assert not (tmp_path / "run" / "manifest.json").exists()
 
 
 def test_interrupt_while_compiling_before_the_first_chunk(tmp_path):

@@ -1,8 +1,10 @@
 """The example notebook runs top to bottom (at tiny size) and the Python API behaves."""
 
 import os
+from pathlib import Path
 
 import numpy as np
+import pytest
 
 from conftest import REPO
 
@@ -32,5 +34,33 @@ def test_run_load_verify_api(tmp_path):
     again = coocflow.load(tmp_path / "run")
     t, loss = again.series("loss", seed=1)
     assert t[0] == 0 and np.all(np.diff(t) > 0) and loss[-1] < loss[0]
-    rates = coocflow.verify(again).pass_rates()
+    verification = coocflow.verify(again)
+    rates = verification.pass_rates()
     assert rates["thm3.1_all_correct"]["of"] == 2 and (tmp_path / "run" / "verify.json").is_file()
+    assert rates["appendix_c_closed_forms"] == {"passed": 1, "failed": 0, "unchecked": 0, "of": 1}
+    table = verification.table()
+    assert table.column("check").to_pylist() == list(rates) and table.num_rows == len(rates)
+
+
+def test_api_signatures_are_explicit():
+    import inspect
+
+    import coocflow
+
+    run = inspect.signature(coocflow.run)
+    assert list(run.parameters) == ["experiment_or_config", "seeds", "seed", "out", "overrides", "figures", "force"]
+    assert all(p.kind is p.KEYWORD_ONLY for name, p in run.parameters.items() if name != "experiment_or_config")
+    assert coocflow.run.__doc__ and coocflow.load.__doc__ and coocflow.verify.__doc__
+
+
+def test_api_writes_under_runs_like_the_cli(tmp_path, monkeypatch):
+    import coocflow
+    from coocflow.errors import ConfigError
+
+    monkeypatch.chdir(tmp_path)
+    run = coocflow.run("tiny", overrides=["train.steps=20"], figures=False)
+    assert run.folder.parent == Path("runs") and run.folder.name.startswith("tiny-")
+    variant = coocflow.run(run.folder, overrides={"train.lr": 0.2}, out="runs/variant", figures=False)
+    assert variant.config["train"]["steps"] == 20 and variant.config["train"]["lr"] == 0.2
+    with pytest.raises(ConfigError, match="did you mean 'train.lr'"):
+        coocflow.run("tiny", overrides={"lr": 0.1})

@@ -184,7 +184,8 @@ def test_verify_an_ensemble_with_diverged_seeds(tmp_path):
     verification = verify_run(run)
     assert verification.seeds == [s for s, _ in seed_data(run)]
     rates = verification.pass_rates()
-    assert all(rate["of"] == len(verification.seeds) for rate in rates.values())
-    assert any(rate["failed"] > 0 for rate in rates.values())
+    per_seed = {name: rate for name, rate in rates.items() if name != "appendix_c_closed_forms"}
+    assert all(rate["of"] == len(verification.seeds) for rate in per_seed.values())
+    assert any(rate["failed"] > 0 for rate in per_seed.values()) and rates["appendix_c_closed_forms"]["of"] == 1
     write_verification(run, verification)
     assert "/" in (folder / "verify.md").read_text().split("| `thm3.3_final_loss` |")[1].split("|")[2]
