@@ -1,5 +1,8 @@
 """The `markov` experiment: the chain and its entropies, the next-token model and its gradient,
-the seed ensemble, and a tiny end-to-end run."""
+the seed ensemble, a tiny end-to-end run, training on the chunked driver (same series as
+before, divergence) and a study resumed after a kill, bit for bit."""
+
+import json
 
 import equinox as eqx
 import jax
@@ -7,7 +10,11 @@ import jax.numpy as jnp
 import numpy as np
 import pyarrow.parquet as pq
 import pytest
+from typer.testing import CliRunner
 
+import coocflow.experiments.deep as deep_module
+import coocflow.experiments.markov as markov_module
+from coocflow.cli import app
 from coocflow.config import Config
 from coocflow.data.markov import (
     bayes_loss,
@@ -18,7 +25,8 @@ from coocflow.data.markov import (
     sample_sequences,
     stationary_entropy,
 )
-from coocflow.errors import ConfigError
+from coocflow.errors import CoocflowError, ConfigError, RunFolderError
+from coocflow.experiments.deep import begin_study_folder
 from coocflow.experiments.markov import (
     OBSERVABLES,
     build_markov_ensemble,
@@ -29,6 +37,7 @@ from coocflow.experiments.markov import (
     train_markov_ensemble,
     trainable_spec,
 )
+from test_deep import _flags, sigkill_then_resume
 
 SMOKE = {
     "data.d": 8, "data.L": 4, "data.n": 24, "data.n_test": 24, "model.m": 8, "model.m1": 8,
@@ -140,3 +149,97 @@ def test_a_seed_does_not_depend_on_the_rest_of_the_ensemble():
     assert not np.allclose(first["train_loss"][0], second["train_loss"][1])
     for name in OBSERVABLES:
         np.testing.assert_allclose(first[name][1], second[name][0], rtol=1e-10, atol=1e-14, err_msg=name)
+
+
+# The series the hand-written loop this experiment had before it moved onto the chunked driver
+# produced for `_config()` (gd) and with Adam at lr 0.05 (float64, XLA CPU): per seed, the last
+# value and the sum over the 20 observations.
+LOOP_BEFORE_DRIVER = {
+    "gd": {
+        "train_loss": ([0.902516195713585, 0.7258999372196865], [27.40657065095754, 31.29526627408137]),
+        "test_loss": ([1.339733358552849, 2.9768782888884235], [30.15648815625726, 45.169276398497864]),
+        "score_gap": ([0.04386857753996776, 0.11383995648803572], [0.42237153970050667, 0.17303943496700733]),
+        "change_mlp_value": ([1.6783517886674961, 2.2554480114367292], [17.62008759059074, 17.633101849340076]),
+        "same_token_attention": ([0.6513247633228509, 0.5496450103461212], [12.928433806331945, 10.16057178190949]),
+        "change_W_Q": ([0.195221160203138, 0.6934676826606635], [0.8640380261938188, 2.8160718273658683]),
+    },
+    "adam": {
+        "train_loss": ([0.12470602738111253, 0.06681338064324245], [19.796495850207958, 18.118281194775324]),
+        "score_gap": ([2.1563631158165393, 1.306275076668125], [14.33976209819624, 10.189745091039423]),
+        "change_W_K": ([4.821870965804441, 5.187421220100301], [45.247391202790425, 46.09544601543482]),
+    },
+}
+
+
+@pytest.mark.parametrize("method", ["gd", "adam"])
+def test_training_matches_the_loop_it_replaced(method):
+    extra = {"train.method": "adam", "train.lr": 0.05} if method == "adam" else {}
+    series = train_markov_ensemble(_config(**extra))
+    for name, (last, total) in LOOP_BEFORE_DRIVER[method].items():
+        np.testing.assert_allclose(series[name][:, -1], last, rtol=1e-12, err_msg=name)
+        np.testing.assert_allclose(series[name].sum(axis=1), total, rtol=1e-12, err_msg=name)
+
+
+def test_a_diverging_study_reports_its_seeds_and_keeps_their_observations(tmp_path):
+    """At lr 1e6 every seed's loss overflows: the command writes the whole study, records when
+    and why each seed stopped in the manifest and the summary, and ends with one error line."""
+    out = tmp_path / "diverged"
+    done = CliRunner().invoke(app, ["run", "markov", *_flags({**SMOKE, "train.lr": 1e6}), "--seeds", "2",
+                                    "--out", str(out)])
+    assert isinstance(done.exception, CoocflowError)
+    assert "2 of 2 seeds diverged (markov seed 0: train_loss became non-finite" in str(done.exception)
+    manifest = json.loads((out / "manifest.json").read_text())
+    record = manifest["variants"]["markov"]
+    assert manifest["status"] == "diverged" and record["status"] == ["diverged", "diverged"]
+    table = pq.read_table(out / "metrics.parquet").to_pydict()
+    summary = (out / "summary.md").read_text()
+    for seed, divergence, row in zip((0, 1), record["divergence"], manifest["rows"]):
+        loss = np.array(table["train_loss"])[np.array(table["seed"]) == seed]
+        kept = divergence["observation"]
+        assert divergence["quantity"] == "train_loss" and divergence["t"] == 1e6 * divergence["step"]
+        assert np.all(np.isfinite(loss[:kept])) and np.all(np.isnan(loss[kept:]))
+        assert row["train_loss"] == loss[kept - 1]
+        assert f"seed {seed} diverged: train_loss became non-finite at t = {divergence['t']:.3g}" in summary
+    assert sorted(p.name for p in out.iterdir()) == ["config.json", "manifest.json", "markov.png", "metrics.parquet",
+                                                     "study.json", "summary.md"]
+
+
+class Killed(Exception):
+    """Stands in for a kill while the study draws its figure."""
+
+
+def test_a_resumed_study_does_not_train_a_finished_variant_again(tmp_path, monkeypatch):
+    config = _config(**{"observe.checkpoint_every_s": 0})
+    reference = markov(config, tmp_path / "reference")
+    out = begin_study_folder(tmp_path / "study", config, "markov")
+
+    def killed(*args):
+        raise Killed
+
+    with monkeypatch.context() as patch:
+        patch.setattr(markov_module, "_markov_figure", killed)
+        with pytest.raises(Killed):
+            markov(config, out)
+    assert (out / "variant-markov.npz").is_file() and not (out / "checkpoint-markov.npz").exists()
+    with monkeypatch.context() as patch:
+        patch.setattr(deep_module, "drive", lambda *args, **kwargs: pytest.fail("trained again"))
+        resumed = markov(config, out)
+    assert resumed.rows == reference.rows
+    x, y = (pq.read_table(folder / "metrics.parquet") for folder in (out, tmp_path / "reference"))
+    assert x.equals(y)
+
+    edited = config.replace({"train.lr": 0.25})
+    with pytest.raises(RunFolderError, match="another config"):
+        markov(edited, out)
+
+
+def test_resume_refuses_a_study_folder_that_cannot_checkpoint(tmp_path):
+    (tmp_path / "init-scale").mkdir()
+    done = CliRunner().invoke(app, ["run", "--resume", str(tmp_path / "init-scale")])
+    assert isinstance(done.exception, RunFolderError)
+    assert "only deep and markov checkpoint" in str(done.exception)
+
+
+def test_sigkill_then_resume_equals_the_uninterrupted_study(tmp_path):
+    settings = {**SMOKE, "seeds": [0, 1], "train.steps": 100000, "observe.points": 40, "observe.chunks": 40}
+    sigkill_then_resume(tmp_path, "markov", settings, "markov.png")

@@ -145,7 +145,7 @@ def resumable_config(folder: Path) -> Config | None:
         return None
     if not (folder / "config.json").is_file():
         raise RunFolderError(f"--resume {folder}: not a folder `coocflow run` started (no config.json); "
-                             "studies do not checkpoint, so re-run them")
+                             "of the studies only deep and markov checkpoint, so re-run the others")
     return config_from_dict(read_json_object(folder / "config.json"))
 
 

@@ -19,7 +19,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-CASES = ("gd", "ensemble", "flow", "large", "process")
+CASES = ("gd", "ensemble", "flow", "large", "process", "gram", "gram-wide")
 TARGETS = {
     "gd": ("us per step", 40.0),
     "ensemble": ("us per seed-step", 20.0),
@@ -172,6 +172,103 @@ def case_large(quick: bool) -> dict:
                       f"{flops / 1e6:.1f} MFLOP/step (XLA cost analysis), {achieved:.1f} GFLOP/s"}
 
 
+GRAM_WIDTHS = (32, 128, 1024, 8192, 65536, 1_000_000)
+WEIGHT_WIDTH_LIMIT = 8192
+"""Weight space is timed up to m = m1 = 8192 (W alone is 67 M entries there); the Gram space at
+every width, since its state does not grow with m."""
+
+
+def _step_us(config, space: str, repeat: int) -> tuple[float, float]:
+    """(GD step, flow right-hand side) in us for one seed of `config` in `space`."""
+    from coocflow.model.state import split, velocity
+    from coocflow.model.gram import gram_gd_step
+    from coocflow.runner import build_model, build_problem
+
+    config = config.replace({"model.space": space})
+    state, data = build_model(config), build_problem(config).train
+    moving, fixed = split(state)
+    rhs = jax.jit(lambda s: velocity(s, fixed, data))
+    if space == "gram":
+        step = jax.jit(lambda s: gram_gd_step(s, data, 0.01))
+    else:
+        step = jax.jit(lambda s: jax.tree.map(lambda w, v: w + 0.01 * v, s, velocity(s, fixed, data)))
+    return _timed(lambda: step(moving), repeat) * 1e6, _timed(lambda: rhs(moving), repeat) * 1e6
+
+
+def case_gram(quick: bool) -> list[dict]:
+    """The Gram space against weight space over widths: time per GD step and per flow
+    right-hand side, the crossover width, and the Gram space's cost at m = 10^6 against m = 128;
+    then the right-hand side for distinct tokens at d = 1000."""
+    from coocflow.api import resolve_config
+
+    repeat = 3 if quick else 10
+    base = resolve_config("paper", ["init.scheme=theory"])
+    rows, table = [], []
+    for m in GRAM_WIDTHS:
+        config = base.replace({"model.m": m, "model.m1": m})
+        gram = _step_us(config, "gram", repeat)
+        weights = _step_us(config, "weights", repeat) if m <= WEIGHT_WIDTH_LIMIT else (float("nan"), float("nan"))
+        table.append((m, gram, weights))
+    detail = "; ".join(f"m={m}: gram {g[0]:.0f}/{g[1]:.0f} us, weights "
+                       + ("-" if w[0] != w[0] else f"{w[0]:.0f}/{w[1]:.0f} us") for m, g, w in table)
+    crossover = next((m for m, g, w in table if w[0] == w[0] and g[0] < w[0]), None)
+    at = {m: g for m, g, _ in table}
+    ratio = at[1_000_000][0] / at[128][0]
+    rows.append({"case": "gram: GD step at m=1e6 over m=128", "value": ratio, "unit": "x", "target": 2.0,
+                 "met": ratio <= 2.0, "baseline": at[128][0], "baseline_name": "Gram GD step at m=128 (us)",
+                 "ratio": ratio, "peak_rss_mib": float("nan"),
+                 "detail": f"GD step/flow RHS per width (us): {detail}; crossover (Gram faster from) m={crossover}"})
+    distinct = resolve_config("paper", ["data.d=1000", "data.random_tokens=distinct", "model.space=gram"])
+    from coocflow.model.state import velocity
+    from coocflow.runner import build_model, build_problem
+
+    state, data = build_model(distinct), build_problem(distinct).train
+    rhs = jax.jit(lambda s: velocity(s, None, data))
+    ms = _timed(lambda: rhs(state), repeat) * 1e3
+    rows.append({"case": "gram: flow RHS, distinct tokens d=1000", "value": ms, "unit": "ms", "target": 5.0,
+                 "met": ms <= 5.0, "baseline": float("nan"), "baseline_name": "-", "ratio": float("nan"),
+                 "peak_rss_mib": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024,
+                 "detail": "n=60, L=5, d=1000 distinct, one evaluation of the closed Gram system"})
+    return rows
+
+
+def case_gram_wide(quick: bool) -> list[dict]:
+    """The paper's configuration at m = m1 = 10^5 in the Gram space, the flow to t = 10^3, as a
+    whole `coocflow run` twice with one compilation cache: training time of the second run
+    (compilation cached; the manifest's train_s) and the process's peak memory."""
+    import tempfile
+
+    width = 10_000 if quick else 100_000
+    args = ["run", "paper", "--set", "model.space=gram", "--set", f"model.m={width}", "--set", f"model.m1={width}",
+            "--set", "init.scheme=theory", "--set", "train.method=flow", "--set", "train.t_end=1e3",
+            "--out", "runs/wide", "--force", "--no-figures"]
+    with tempfile.TemporaryDirectory(prefix="coocflow-bench-") as work:
+        cache = os.path.join(work, "cache")
+        cold, _ = _wall_rss(args, work, cache)
+        warm, rss = _wall_rss(args, work, cache)
+        manifest = json.loads(open(os.path.join(work, "runs", "wide", "manifest.json")).read())
+    train_s = manifest["timings"]["train_s"]
+    return [{"case": f"gram: paper at m=m1={width:g}, flow to t=1e3", "value": train_s, "unit": "s training (warm)",
+             "target": 30.0, "met": train_s <= 30.0 and rss <= 1024, "baseline": cold,
+             "baseline_name": "whole process, cold cache (s)", "ratio": cold / warm, "peak_rss_mib": rss,
+             "detail": f"whole process warm {warm:.1f} s, cold {cold:.1f} s; peak RSS {rss:.0f} MiB (target 1024); "
+                       f"gram_init={manifest.get('gram_init')}, final loss {manifest['final']['loss']:.3g}"}]
+
+
+def _wall_rss(args: list[str], cwd: str, cache: str) -> tuple[float, float]:
+    """Wall seconds and peak resident memory (MiB) of one `coocflow` process."""
+    env = {**os.environ, "COOCFLOW_CACHE_DIR": cache, "COLUMNS": "120"}
+    env.pop("JAX_COMPILATION_CACHE_DIR", None)
+    start = time.perf_counter()
+    child = subprocess.Popen([sys.executable, "-m", "coocflow", *args], cwd=cwd, env=env,
+                             stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+    _, status, usage = os.wait4(child.pid, 0)
+    wall = time.perf_counter() - start
+    if status != 0:
+        raise RuntimeError(f"coocflow {' '.join(args)} failed: {child.stderr.read().strip()[-300:]}")
+    return wall, usage.ru_maxrss / 1024
+
+
 PROCESS_COMMANDS = (
     # (label, arguments, target warm wall seconds, cold/warm measured)
     ("coocflow --help", ["--help"], 0.5, False),
@@ -189,14 +286,7 @@ PROCESS_COMMANDS = (
 
 
 def _wall(args: list[str], cwd: str, cache: str) -> float:
-    env = {**os.environ, "COOCFLOW_CACHE_DIR": cache, "COLUMNS": "120"}
-    env.pop("JAX_COMPILATION_CACHE_DIR", None)
-    start = time.perf_counter()
-    done = subprocess.run([sys.executable, "-m", "coocflow", *args], cwd=cwd, env=env, capture_output=True, text=True)
-    wall = time.perf_counter() - start
-    if done.returncode != 0:
-        raise RuntimeError(f"coocflow {' '.join(args)} failed: {done.stderr.strip()[-300:]}")
-    return wall
+    return _wall_rss(args, cwd, cache)[0]
 
 
 def case_process(quick: bool) -> list[dict]:
@@ -228,14 +318,18 @@ def case_process(quick: bool) -> list[dict]:
 
 
 def run_case(name: str, quick: bool) -> list[dict]:
-    if name == "process":
-        return case_process(quick)
+    if name in EXTENDED:
+        return EXTENDED[name](quick)
     result = {"gd": case_gd, "ensemble": case_ensemble, "flow": case_flow, "large": case_large}[name](quick)
     result["peak_rss_mib"] = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
     result["case"] = name
     unit, target = TARGETS[name]
     result.update(unit=unit, target=target, met=result["value"] >= target if name == "large" else result["value"] <= target)
     return [result]
+
+
+EXTENDED = {"process": case_process, "gram": case_gram, "gram-wide": case_gram_wide}
+"""Cases that return several rows, each with its own target."""
 
 
 def run_all(cases: tuple[str, ...] = CASES, quick: bool = False) -> list[dict]:

@@ -114,11 +114,24 @@ def _refuse_unused(context: str, options) -> None:
 
 def _resume(folder: Path, figures: tuple[str, ...]) -> None:
     from coocflow.api import resumable_config
+    from coocflow.errors import RunFolderError
+    from coocflow.experiments.deep import study_of_folder, study_progress
     from coocflow.storage.checkpoint import read_checkpoint_meta
 
+    folder = Path(folder)
+    if folder.is_dir() and not (folder / "config.json").is_file() and not (folder / "manifest.json").exists():
+        raise RunFolderError(f"--resume {folder}: not a folder `coocflow run` started (no config.json); of the "
+                             "studies only deep and markov checkpoint, so re-run the others")
     config = resumable_config(folder)
     if config is None:
         console.print(f"{folder}: the run is complete (manifest.json exists); nothing to resume")
+        return
+    study = study_of_folder(folder)
+    if study is not None:
+        if figures != ("png",):
+            raise ConfigError("--no-figures/--pdf: not used with a study (it writes its own figures); drop them")
+        console.print(f"resuming the {study} study in {folder}: {study_progress(folder)}")
+        _run_study(study, [], None, None, folder, False, resume_config=config)
         return
     meta = read_checkpoint_meta(folder)
     where = (f"its checkpoint at observation {meta['next_obs']} of {meta['n_obs']}" if meta
@@ -220,39 +233,72 @@ def _train_and_write(target: Optional[str], set_: list[str], seed: Optional[int]
 
 
 def _run_study(name: str, set_: list[str], seed: Optional[int], seeds: Optional[int],
-               out: Optional[Path], force: bool) -> Path:
+               out: Optional[Path], force: bool, resume_config=None) -> Path:
+    """Run a study into `out`, then write its config, manifest and summary. The deep and markov
+    studies begin the folder with config.json and study.json and train under its lock with
+    checkpoints, so `resume_config` (the folder's config) continues one that was interrupted."""
     import shutil
+    import time
 
     from coocflow.api import describe, resolve_config
     from coocflow.experiments import EXPERIMENTS
+    from coocflow.experiments.deep import (RESUMABLE_STUDIES, begin_study_folder, check_study_config,
+                                           clear_study_progress, divergence_message, study_progress, study_record)
     from coocflow.experiments.studies import STUDIES
-    import time
-
     from coocflow.storage import atomic_write_json, atomic_write_text
+    from coocflow.storage.checkpoint import run_lock
     from coocflow.storage.provenance import provenance
 
-    config = resolve_config(name, set_, seed, seeds)
+    study = EXPERIMENTS[name].study
+    resumable = study in RESUMABLE_STUDIES
+    config = resume_config or resolve_config(name, set_, seed, seeds)
     if out is None:
         from coocflow.storage.paths import default_out
 
         out = default_out(name)
-    from coocflow.storage.paths import refuse_existing_out
+    if not resumable:
+        from coocflow.storage.paths import refuse_existing_out
 
-    refuse_existing_out(out, force)
-    if out.exists():
-        shutil.rmtree(out)
-    out.mkdir(parents=True)
+        refuse_existing_out(out, force)
+        if out.exists():
+            shutil.rmtree(out)
+        out.mkdir(parents=True)
+    elif resume_config is None:
+        check_study_config(study, config)
+        begin_study_folder(out, config, study, force)
     console.print(describe(config))
+
+    def interrupted() -> str:
+        return f"interrupted: {out}: {study_progress(out)}; continue with `coocflow run --resume {out}`"
+
     start = time.perf_counter()
-    with console.status(f"running the {name} study...") as status:
-        result = STUDIES[EXPERIMENTS[name].study](config, out, lambda text: status.update(f"{name}: {text}"))
-    atomic_write_json(out / "config.json", config.to_dict())
-    atomic_write_json(out / "manifest.json", {"study": name, "wall_s": time.perf_counter() - start,
-                                              "figures": [p.name for p in result.figures], "rows": result.rows,
-                                              **provenance()})
-    atomic_write_text(out / "summary.md", result.summary)
+    record = {}
+    with contextlib.ExitStack() as training:
+        if resumable:
+            training.enter_context(run_lock(out))
+            interrupts.set_message(interrupted)
+        try:
+            with console.status(f"running the {name} study...") as status:
+                result = STUDIES[study](config, out, lambda text: status.update(f"{name}: {text}"))
+        except KeyboardInterrupt:
+            if not resumable:
+                raise
+            raise Interrupted(interrupted()) from None
+        interrupts.set_message(None)
+        if resumable:
+            record = study_record(out)
+        atomic_write_json(out / "config.json", config.to_dict())
+        atomic_write_json(out / "manifest.json", {"study": name, "wall_s": time.perf_counter() - start,
+                                                  "figures": [p.name for p in result.figures], "rows": result.rows,
+                                                  **record, **provenance()})
+        atomic_write_text(out / "summary.md", result.summary)
+        if resumable:
+            clear_study_progress(out)
     console.print(result.summary)
     console.print(f"written: {', '.join(str(p) for p in result.figures)}, {out / 'summary.md'}")
+    diverged = divergence_message(record, out)
+    if diverged:
+        raise CoocflowError(diverged)
     return out
 
 
@@ -322,6 +368,9 @@ def _print_summary(run_dir: Path) -> None:
     table.add_row("config", f"n={cfg['data']['n']} L={cfg['data']['L']} d={cfg['data']['d']} "
                             f"({cfg['data']['random_tokens']}) m={cfg['model']['m']} m1={cfg['model']['m1']}")
     table.add_row("init", man["init"])
+    if man.get("space") == "gram":
+        table.add_row("space", f"gram: A, P, K, V, G, s integrated (initial Grams from {man.get('gram_init')}); "
+                               f"not available here (they need W's neurons): {', '.join(man.get('absent_columns') or [])}")
     table.add_row("training", f"{cfg['train']['method']} lr={cfg['train']['lr']} steps={cfg['train']['steps']} "
                               f"seed={man['seed']} {man['dtype']}")
     if len(man.get("seeds", [man["seed"]])) > 1:
@@ -695,7 +744,7 @@ def compare(
 @app.command()
 def bench(
     case: list[str] = typer.Option([], "--case", metavar="NAME",
-                                   help="run only these cases: gd, ensemble, flow, large, process (repeatable)"),
+                                   help="run only these cases: gd, ensemble, flow, large, process, gram, gram-wide (repeatable)"),
     quick: bool = typer.Option(False, "--quick", help="fewer steps, a shorter flow and one warm repeat, for a fast look"),
     json_out: Optional[Path] = typer.Option(None, "--json", metavar="FILE", help="also write the results to this JSON file"),
 ) -> None:

@@ -27,6 +27,11 @@ DTYPES = ("float64", "float32")
 GRID_SPACINGS = ("log-linear", "log", "linear")
 TEST_TOKEN_MODES = ("fresh", "seen", "unseen")
 TRAINABLE_SETS = ("all", "mlp-value")
+SPACES = ("weights", "gram")
+GRAM_SOURCES = ("auto", "weights", "sampled")
+GRAM_METHODS = ("gd", "flow")
+"""Methods the Gram space follows exactly: a gradient step and the flow keep the Grams closed;
+coordinate-wise optimizers (Adam) and momentum do not."""
 
 
 @dataclass(frozen=True)
@@ -54,6 +59,10 @@ class ModelConfig:
     ignores this."""
     heads: int = 1
     """Attention heads per layer of the `deep` experiment (must divide model.m); eq. (1) has one."""
+    space: str = "weights"
+    """What is integrated: `weights` (W_Q, W_K, W_V, W) or `gram`, the closed system of the Grams
+    A = W_K^T W_Q, P = W_Q^T W_Q, K = W_K^T W_K, V = W_V^T W_V, G = W_V^T u and s = u^T u
+    (Appendix C), exact for gd and the flow and of a size independent of m and m1."""
 
 
 @dataclass(frozen=True)
@@ -63,6 +72,11 @@ class InitConfig:
     scheme: str = "kaiming"
     c0: float = 1.0
     c1: float = 1.0
+    gram_from: str = "auto"
+    """model.space=gram only: where the initial Grams come from. `weights` draws the weights of
+    the seed and takes their Grams (the same start as a weight-space run); `sampled` draws the
+    Grams directly (Wishart for `theory`, exact at any width; accumulated over row chunks for
+    `kaiming`); `auto` takes `weights` while they fit in memory comfortably, else `sampled`."""
 
 
 @dataclass(frozen=True)
@@ -325,6 +339,15 @@ def validate(c: Config) -> None:
     _need(c.model.heads >= 1 and c.model.m % c.model.heads == 0,
           f"model.heads: must be >= 1 and divide model.m={c.model.m} (got {c.model.heads})")
     _need(c.model.m1 > 0, f"model.m1: must be a positive width (got {c.model.m1})")
+    _need(c.model.space in SPACES, f"model.space: must be one of {', '.join(SPACES)} (got '{c.model.space}')")
+    _need(c.init.gram_from in GRAM_SOURCES,
+          f"init.gram_from: must be one of {', '.join(GRAM_SOURCES)} (got '{c.init.gram_from}')")
+    if c.model.space == "gram":
+        _need(c.train.method in GRAM_METHODS,
+              f"train.method: {c.train.method} is not expressible in the Gram space (only a gradient step and the "
+              f"flow keep the Grams closed); use train.method=gd or flow, or model.space=weights")
+    else:
+        _need(c.init.gram_from == "auto", "init.gram_from: applies with model.space=gram; drop it or set model.space=gram")
     _need(c.init.scheme in INIT_SCHEMES,
           f"init.scheme: must be one of {', '.join(INIT_SCHEMES)} (got '{c.init.scheme}')")
     _need(c.init.c0 > 0, f"init.c0: must be > 0 (got {c.init.c0})")

@@ -27,6 +27,8 @@ HELP = {
     "model.m1": "neurons of the linear MLP (W is m1 x m)",
     "model.layers": "`deep` experiment only: pre-LayerNorm blocks",
     "model.heads": "`deep` experiment only: attention heads per block (divides m)",
+    "model.space": "`weights` (integrate W_Q, W_K, W_V, W) or `gram` (the closed system of the Grams A, P, K, V, G, s: exact for gd and flow, cost independent of m and m1)",
+    "init.gram_from": "model.space=gram: `weights` (Grams of the seed's drawn weights, the weight-space start), `sampled` (drawn directly: Wishart for theory, row chunks for kaiming) or `auto` (weights while they fit)",
     "init.scheme": "`kaiming` (uniform +-c/sqrt(fan_in)) or `theory` (Condition 1: Gaussian, sigma0 = c0/sqrt(L m), sigma1 = c1/sqrt(m1))",
     "init.c0": "scale of W_Q, W_K, W_V",
     "init.c1": "scale of W",

@@ -24,7 +24,11 @@ from coocflow.config import Config
 from coocflow.data import Dataset, make_test_set, make_train_set
 from coocflow.flow import Trajectory, integrate_discrete, integrate_flow, observation_steps, observation_times
 from coocflow.model import Transformer, init_model
+from coocflow.model.gram import GramState, grams_from_weights
+from coocflow.model.gram_init import accumulate_kaiming_grams, check_kaiming_affordable, sample_theory_grams
+from coocflow.model.state import State, is_gram
 from coocflow.observables import Problem
+from coocflow.observables.registry import neuron_only
 from coocflow.phases import first_time_all_correct
 from coocflow.storage import FORMAT_VERSION, atomic_write_json, write_arrays, write_metrics, write_state
 from coocflow.storage.checkpoint import RunCheckpoint
@@ -58,10 +62,42 @@ def build_problem(config: Config, seed: int | None = None) -> Problem:
     return Problem(train=_cast(train, dtype), test=_cast(make_test_set(config.data, seed, train), dtype))
 
 
-def build_model(config: Config, seed: int | None = None) -> Transformer:
-    """Initial weights of one seed (default `config.seed`)."""
+WEIGHT_ENTRIES_FOR_GRAMS = 20_000_000
+"""`init.gram_from = "auto"` draws the weights and takes their Grams while the weights have at
+most this many entries (160 MB in float64: m = m1 = 4000 at d = 64), so a Gram run starts where
+the weight run of the same seed does; beyond it, it samples the Grams directly."""
+
+
+def gram_source(config: Config) -> str:
+    """Where a Gram run's initial Grams come from: `weights` (the Grams of the seed's drawn
+    weights), `wishart` (exact Gaussian sampling, any width) or `chunked` (Kaiming, accumulated
+    over row chunks)."""
+    m, m1, d = config.model.m, config.model.m1, config.data.d
+    source = config.init.gram_from
+    if source == "auto":
+        source = "weights" if m * (3 * d) + m1 * m <= WEIGHT_ENTRIES_FOR_GRAMS else "sampled"
+    if source == "weights":
+        return "weights"
+    return "wishart" if config.init.scheme == "theory" else "chunked"
+
+
+def build_model(config: Config, seed: int | None = None) -> State:
+    """Initial state of one seed (default `config.seed`): the weights, or in the Gram space
+    their Grams (from `gram_source`)."""
     seed = config.seed if seed is None else seed
-    return init_model(config, jax.random.fold_in(jax.random.PRNGKey(seed), 1))
+    key = jax.random.fold_in(jax.random.PRNGKey(seed), 1)
+    if config.model.space == "weights":
+        return init_model(config, key)
+    source = gram_source(config)
+    if source == "weights":
+        return grams_from_weights(init_model(config, key))
+    m, m1, d, L, c0, c1 = (config.model.m, config.model.m1, config.data.d, config.data.L, config.init.c0,
+                           config.init.c1)
+    dtype = jnp.dtype(config.dtype)
+    if source == "wishart":
+        return sample_theory_grams(key, d, m, m1, L, c0, c1, dtype)
+    check_kaiming_affordable(d, m, m1)
+    return accumulate_kaiming_grams(key, d, m, m1, c0, c1, dtype)
 
 
 def build_ensemble(config: Config) -> tuple[Transformer, Problem]:
@@ -175,8 +211,15 @@ def begin_run_folder(out: Path, config: Config, force: bool = False) -> Path:
     return out
 
 
-def state_arrays(model: Transformer, data: Dataset) -> dict[str, np.ndarray]:
-    """Weights and training set under the golden-file keys."""
+GRAM_KEYS = ("A", "P", "K", "V", "G", "s")
+
+
+def state_arrays(model: State, data: Dataset) -> dict[str, np.ndarray]:
+    """Weights and training set under the golden-file keys (Grams under the Gram keys)."""
+    if is_gram(model):
+        return {"tokens": np.asarray(data.tokens), "labels": np.asarray(data.labels),
+                "groups": np.asarray(data.groups), **{k: np.asarray(getattr(model, k)) for k in GRAM_KEYS},
+                "m": np.asarray(model.m), "m1": np.asarray(model.m1)}
     return {
         "tokens": np.asarray(data.tokens), "labels": np.asarray(data.labels),
         "groups": np.asarray(data.groups), "W_Q": np.asarray(model.W_Q),
@@ -257,11 +300,11 @@ def summary(result: RunResult) -> dict:
     }
 
 
-def _states(result: RunResult, model: Transformer) -> dict[str, np.ndarray]:
+def _states(result: RunResult, model: State) -> dict[str, np.ndarray]:
     """Golden-key arrays; a leading seed axis only for ensembles of more than one seed."""
     arrays = state_arrays(model, result.problem.train)
     if len(result.seeds) == 1:
-        arrays = {k: v[0] for k, v in arrays.items()}
+        arrays = {k: v if k in ("m", "m1") else v[0] for k, v in arrays.items()}
     return arrays
 
 
@@ -285,11 +328,14 @@ def snapshot_files(result: RunResult) -> dict[str, dict[str, np.ndarray]]:
     def blank(arrays: dict[str, np.ndarray], valid: np.ndarray) -> dict[str, np.ndarray]:
         """NaN weights where `valid` (seed axis first) is false; `a` is fixed, so always valid."""
         out = dict(arrays)
-        for key in ("W_Q", "W_K", "W_V", "W"):
+        for key in moving:
             shape = valid.shape + (1,) * (arrays[key].ndim - valid.ndim)
             out[key] = np.where(valid.reshape(shape), arrays[key], np.nan)
         return out
 
+    gram = is_gram(snaps.t1_state)
+    moving = GRAM_KEYS if gram else ("W_Q", "W_K", "W_V", "W")
+    kept_keys = GRAM_KEYS if gram else WEIGHT_KEYS
     first_hits = [np.flatnonzero(np.asarray(tr.series["min_margin"][i]) > 0) for i in range(tr.n_seeds)]
     t1_ok = np.array([hits.size > 0 and int(hits[0]) == int(snaps.t1_obs[i]) for i, hits in enumerate(first_hits)])
     if t1_ok.any():
@@ -297,12 +343,13 @@ def snapshot_files(result: RunResult) -> dict[str, dict[str, np.ndarray]]:
         at = np.clip(snaps.t1_obs, 0, len(tr.t) - 1)
         arrays["t"] = np.where(t1_ok, tr.t[at], np.nan)
         arrays["step"] = np.where(t1_ok, tr.step[at], -1)
-        files["state_t1.npz"] = {k: v[0] for k, v in arrays.items()} if single else arrays
+        files["state_t1.npz"] = ({k: v if k in ("m", "m1") else v[0] for k, v in arrays.items()} if single
+                                 else arrays)
     if len(snaps.obs):
         valid = snaps.obs[:, None] < kept[None, :]  # (snapshots, seeds)
-        per_time = [blank({k: np.asarray(getattr(model, k)) for k in WEIGHT_KEYS}, valid[k])
+        per_time = [blank({k: np.asarray(getattr(model, k)) for k in kept_keys}, valid[k])
                     for k, model in enumerate(snaps.states)]
-        arrays = {key: np.stack([p[key] for p in per_time]) for key in WEIGHT_KEYS}
+        arrays = {key: np.stack([p[key] for p in per_time]) for key in kept_keys}
         arrays["valid"] = valid
         if single:
             arrays = {k: v[:, 0] for k, v in arrays.items()}
@@ -335,6 +382,8 @@ def write_run(result: RunResult, out: Path, force: bool = False,
         "method": config.train.method,
         "time_convention": TIME_CONVENTIONS["flow" if config.is_flow else "discrete"],
         "init": INIT_NOTES[config.init.scheme],
+        "space": config.model.space,
+        **({"gram_init": gram_source(config), "absent_columns": neuron_only()} if config.model.space == "gram" else {}),
         "created": dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds"),
         "timings": result.trajectory.timings,
         "resumed": result.resumed,

@@ -12,13 +12,15 @@ then grows the diagonal scores (Phase 2), and how close the loss gets to the ent
 
 Without positions, the attention output depends on a context only through its token counts and
 x_L, so the model is computed from those ((n, d) matmuls); a test checks it against eq. (1)
-written out with one-hot tokens. Training is full-batch (`gd`, or `adam`), all seeds in one
-compiled vmapped call, as in flow/discrete.py.
+written out with one-hot tokens. Training is full-batch (`gd`, or `adam`), all seeds vmapped,
+in compiled chunks run by the chunked driver (flow/trajectory.py `drive`) as in
+flow/discrete.py: a seed whose loss or weights turn non-finite stops there and keeps its
+observations before, and in a study folder the training checkpoints and resumes bit for bit
+(experiments/deep.py `train_variant`).
 """
 
 from __future__ import annotations
 
-import time
 from pathlib import Path
 from typing import Callable
 
@@ -39,6 +41,15 @@ from coocflow.data.markov import (
     stationary_entropy,
 )
 from coocflow.errors import ConfigError
+from coocflow.experiments.deep import (
+    WEIGHTS_NORM2,
+    EnsembleTraining,
+    divergence_lines,
+    stacked_optimizer_state,
+    train_steps,
+    train_variant,
+    weights_norm2,
+)
 from coocflow.experiments.studies import (
     COLORS,
     Progress,
@@ -50,7 +61,7 @@ from coocflow.experiments.studies import (
     _table,
 )
 from coocflow.flow.discrete import hyperparameters, make_optimizer
-from coocflow.flow.grid import observation_steps
+from coocflow.flow.trajectory import Checkpoint
 from coocflow.model import init_model
 from coocflow.storage import write_metrics
 
@@ -199,13 +210,15 @@ def observe(model, start, train, test) -> dict[str, jnp.ndarray]:
 
 
 @eqx.filter_jit
-def _train_and_observe(trainable, frozen, train, test, h, intervals, method: str):
-    """For every seed (vmapped): `intervals[k]` optimizer steps then observe, for each k, in one
-    scan. Hyperparameters and intervals are traced, so the program is compiled once per shape."""
+def _advance(params, opt_state, state_axes, initial, frozen, train, test, h, intervals, method: str):
+    """One chunk, for every seed (vmapped): `intervals[k]` optimizer steps then observe, for each
+    k, in one scan; `initial` (the trained weights at t = 0) is what the relative changes are
+    measured against, `state_axes` the optimizer state's seed axes (`stacked_optimizer_state`).
+    Hyperparameters and intervals are traced, so the program is compiled once per shape."""
     optimizer = make_optimizer(method, h)
 
-    def one_seed(params, frozen, train, test):
-        start = eqx.combine(params, frozen)
+    def one_seed(params, state, initial, frozen, train, test):
+        start = eqx.combine(initial, frozen)
         d, dtype = _vocabulary(start)
         context, target = encode(train.tokens, d, dtype), jax.nn.one_hot(train.targets, d, dtype=dtype)
         grad_fn = jax.grad(lambda p: cross_entropy(next_token_logits(eqx.combine(p, frozen), *context), target))
@@ -217,12 +230,15 @@ def _train_and_observe(trainable, frozen, train, test, h, intervals, method: str
 
         def interval(carry, n_steps):
             carry = jax.lax.fori_loop(0, n_steps, take_step, carry)
-            return carry, observe(eqx.combine(carry[0], frozen), start, train, test)
+            observed = observe(eqx.combine(carry[0], frozen), start, train, test)
+            return carry, {**observed, WEIGHTS_NORM2: weights_norm2(carry[0])}
 
-        (params, _), observed = jax.lax.scan(interval, (params, optimizer.init(params)), intervals)
-        return params, observed
+        return jax.lax.scan(interval, (params, state), intervals)
 
-    return jax.vmap(one_seed)(trainable, frozen, train, test)
+    (params, opt_state), observed = jax.vmap(one_seed, in_axes=(0, state_axes, 0, 0, 0, 0),
+                                             out_axes=((0, state_axes), 0))(params, opt_state, initial, frozen,
+                                                                            train, test)
+    return params, opt_state, observed
 
 
 def build_markov_ensemble(config: Config) -> tuple[MarkovTransformer, MarkovDataset, MarkovDataset]:
@@ -249,22 +265,30 @@ def check_markov_config(config: Config) -> None:
                           f"(got '{config.train.method}'); set train.method=gd")
 
 
-def train_markov_ensemble(config: Config) -> dict[str, np.ndarray]:
-    """Train every seed of `config` in one compiled vmapped call.
-
-    Returns the observed series, each (seeds, observed steps), plus `step` and `t` = lr * step.
-    """
+def train_markov(config: Config, checkpoint: Checkpoint | None = None,
+                 progress: Progress | None = None) -> EnsembleTraining:
+    """Train every seed of `config` through the chunked driver (checkpointed into `checkpoint`
+    when given) and return the observed series, each (seeds, observed steps)."""
     check_markov_config(config)
     model, train, test = build_markov_ensemble(config)
     trainable, frozen = eqx.partition(model, trainable_spec(config))
-    steps = observation_steps(config.train.steps, config.observe.points, config.observe.spacing)
-    intervals = jnp.asarray(np.diff(steps, prepend=0))
     h = hyperparameters(config.train, jnp.dtype(config.dtype))
-    _, observed = _train_and_observe(trainable, frozen, train, test, h, intervals, config.train.method)
-    series = {name: np.asarray(values) for name, values in observed.items()}
-    series["step"] = steps
-    series["t"] = steps * config.train.lr
-    return series
+    opt_state, state_axes = stacked_optimizer_state(make_optimizer(config.train.method, h), trainable)
+
+    def advance(carry, block, index):
+        params, opt_state, observed = _advance(*carry, state_axes, trainable, frozen, train, test, h,
+                                               jnp.asarray(block), config.train.method)
+        return (params, opt_state), observed, {}
+
+    return train_steps(config, advance, (trainable, opt_state), ("train_loss", WEIGHTS_NORM2), checkpoint, progress,
+                       "markov")
+
+
+def train_markov_ensemble(config: Config) -> dict[str, np.ndarray]:
+    """Train every seed of `config`: the observed series, each (seeds, observed steps), plus
+    `step` and `t` = lr * step."""
+    training = train_markov(config)
+    return {**training.series, "step": training.steps, "t": training.t}
 
 
 def crossing_time(t: np.ndarray, fraction: np.ndarray, level: float) -> float | None:
@@ -315,10 +339,19 @@ def phase_times(t: np.ndarray, s: dict[str, np.ndarray]) -> dict[str, float | No
     }
 
 
-def _seed_rows(config: Config, series: dict[str, np.ndarray]) -> list[dict]:
+ROW_KEYS = ("H", "H_pi", "train_loss", "test_loss", "bayes_test", "test_minus_H", "train_minus_H", "test_acc",
+            "bayes_acc", "same_attn", "uniform_attn", "score_gap", "t_half_mlp", "t_half_score", "score_at_half_mlp",
+            "loss_phase1", "t_loss_half", "t_loss_90")
+
+
+def _seed_rows(config: Config, series: dict[str, np.ndarray], kept: list[int]) -> list[dict]:
+    """One row per seed from its first `kept` observations (all unless it diverged)."""
     rows = []
     for i, seed in enumerate(config.seed_list):
-        s = {name: values[i] for name, values in series.items() if name not in ("step", "t")}
+        if not kept[i]:
+            rows.append({"seed": seed, **{key: None for key in ROW_KEYS}})
+            continue
+        s = {name: values[i, :kept[i]] for name, values in series.items() if name not in ("step", "t")}
         H = float(s["entropy_rate"][-1])
         rows.append({
             "seed": seed, "H": H, "H_pi": float(s["stationary_entropy"][-1]),
@@ -328,9 +361,16 @@ def _seed_rows(config: Config, series: dict[str, np.ndarray]) -> list[dict]:
             "test_acc": float(s["test_acc"][-1]), "bayes_acc": float(s["bayes_test_acc"][-1]),
             "same_attn": float(s["same_token_attention"][-1]), "uniform_attn": float(s["same_token_uniform"][-1]),
             "score_gap": float(s["score_gap"][-1]),
-            **phase_times(series["t"], s),
+            **phase_times(series["t"][:kept[i]], s),
         })
     return rows
+
+
+def _last_finite(values: np.ndarray) -> np.ndarray:
+    """Each seed's last finite value (NaN if it has none): the last one unless the seed diverged."""
+    finite = np.isfinite(values)
+    last = values.shape[1] - 1 - np.argmax(finite[:, ::-1], axis=1)
+    return np.where(finite.any(axis=1), values[np.arange(len(values)), last], np.nan)
 
 
 def _markov_figure(series: dict[str, np.ndarray], path: Path) -> Path:
@@ -341,8 +381,9 @@ def _markov_figure(series: dict[str, np.ndarray], path: Path) -> Path:
     loss_ax, change_ax, phase_ax, attn_ax = axes
     _band(loss_ax, t, series["train_loss"], "train loss", COLORS[1])
     _band(loss_ax, t, series["test_loss"], "test loss", COLORS[3])
-    loss_ax.axhline(np.median(series["entropy_rate"][:, -1]), color="black", ls="--", lw=1, label="entropy rate H")
-    loss_ax.axhline(np.median(series["stationary_entropy"][:, -1]), color="gray", ls=":", lw=1.2, label="H(pi)")
+    loss_ax.axhline(np.median(_last_finite(series["entropy_rate"])), color="black", ls="--", lw=1,
+                    label="entropy rate H")
+    loss_ax.axhline(np.median(_last_finite(series["stationary_entropy"])), color="gray", ls=":", lw=1.2, label="H(pi)")
     loss_ax.set(xscale="log", xlabel="t = lr x steps", ylabel="cross-entropy (nats)", title="loss")
     for name, color in zip(("change_W", "change_W_V", "change_W_Q", "change_W_K"), COLORS[1:]):
         _band(change_ax, t, series[name], name.replace("change_", ""), color)
@@ -390,17 +431,16 @@ def markov(base: Config, out: Path, progress: Progress | None = None) -> StudyRe
     out.mkdir(parents=True, exist_ok=True)
     seeds = base.seed_list
     if progress:
-        progress(f"markov: training {len(seeds)} seeds for {base.train.steps} steps in one compiled call")
-    started = time.perf_counter()
-    series = train_markov_ensemble(base)
-    seconds = time.perf_counter() - started
+        progress(f"markov: training {len(seeds)} seeds for {base.train.steps} steps")
+    training = train_variant(base, out, "markov", lambda checkpoint: train_markov(base, checkpoint, progress))
+    series = {**training.series, "step": training.steps, "t": training.t}
+    seconds = training.train_s
     write_metrics(out / "metrics.parquet", _metrics_columns(base, series))
     if progress:
         progress("markov: drawing the figure")
     figure = _markov_figure(series, out / "markov.png")
-    rows = _seed_rows(base, series)
+    rows = _seed_rows(base, series, [training.kept(i) for i in range(len(seeds))])
     medians = {key: _median_or_none([r[key] for r in rows]) for key in rows[0] if key != "seed"}
-    diverged = sum(not np.all(np.isfinite(series["train_loss"][i])) for i in range(len(seeds)))
     two_phase = medians["score_at_half_mlp"] is not None and medians["score_at_half_mlp"] < PHASE1_SCORE_FRACTION
     verdict = (f"two phases: the MLP/value weights do half their change while the score gap has done under "
                f"{PHASE1_SCORE_FRACTION:.0%} of its own" if two_phase else
@@ -436,7 +476,7 @@ def markov(base: Config, out: Path, progress: Progress | None = None) -> StudyRe
         f"{_fmt(medians['H_pi'])}, H {_fmt(medians['H'])}), and the last query ends with "
         f"{_fmt(medians['same_attn'])} of its attention on its own token against "
         f"{_fmt(medians['uniform_attn'])} under uniform attention."
-        + (f"\n- {diverged} of {len(seeds)} seeds diverged (non-finite loss)." if diverged else "")
+        + "".join(f"\n- {line}" for line in divergence_lines(training))
         + "\n"
     )
     return StudyResult(rows, text, [figure])

@@ -24,7 +24,9 @@ from coocflow.config import TrainConfig
 from coocflow.data import Dataset
 from coocflow.flow.trajectory import (Checkpoint, Trajectory, divergence_record, drive, finish_snapshots,
                                      record_snapshot, slot_table, snapshot_carry)
-from coocflow.model import Transformer, combine, partition, trainable_loss
+from coocflow.model import Transformer, trainable_loss
+from coocflow.model.gram import gram_gd_step
+from coocflow.model.state import dtype_of, is_gram, join, split
 from coocflow.observables import Problem, observe
 
 TRACE_COUNTS: Counter = Counter()
@@ -66,9 +68,11 @@ def minibatch(data: Dataset, key: jax.Array, step: jax.Array, batch_size: int) -
 
 @eqx.filter_jit
 def _advance(trainable, frozen, opt_state, step, snap, keys, problem: Problem, h, intervals, index, slot,
-             method: str, batch_size: int):
+             method: str, batch_size: int, moving: str = "all"):
     """Take `intervals[k]` steps then observe (and keep snapshots: `record_snapshot` with
-    observation `index[k]` and `slot[k]`), for each k; vmapped over the seed axis."""
+    observation `index[k]` and `slot[k]`), for each k; vmapped over the seed axis. In the Gram
+    space a step is the exact image of a gradient step on the weights (`gram_gd_step`), with
+    `moving` naming the trainable set."""
     TRACE_COUNTS["advance"] += 1
     optimizer = make_optimizer(method, h)
     grad_fn = jax.grad(trainable_loss)
@@ -77,6 +81,8 @@ def _advance(trainable, frozen, opt_state, step, snap, keys, problem: Problem, h
         def take_step(_, carry):
             params, state, step = carry
             data = problem.train if batch_size == 0 else minibatch(problem.train, key, step, batch_size)
+            if is_gram(params):
+                return gram_gd_step(params, data, h["lr"], moving), state, step + 1
             updates, state = optimizer.update(grad_fn(params, frozen, data), state, params)
             return optax.apply_updates(params, updates), state, step + 1
 
@@ -84,7 +90,7 @@ def _advance(trainable, frozen, opt_state, step, snap, keys, problem: Problem, h
             n_steps, at, into = marks
             params, state, step, snap = carry
             params, state, step = jax.lax.fori_loop(0, n_steps, take_step, (params, state, step))
-            observed = observe(combine(params, frozen), problem)
+            observed = observe(join(params, frozen), problem)
             snap = record_snapshot(snap, params, observed["min_margin"], at, into)
             return (params, state, step, snap), observed
 
@@ -120,8 +126,8 @@ def integrate_discrete(
     `snapshot_obs` (sorted indices into `obs_steps`) and at the first all-correct observation
     come back in `Trajectory.snapshots`.
     """
-    trainable, frozen = partition(model, train.trainable)
-    h = hyperparameters(train, model.W.dtype)
+    trainable, frozen = split(model, train.trainable)
+    h = hyperparameters(train, dtype_of(model))
     optimizer = make_optimizer(train.method, h)
     opt_state = jax.vmap(optimizer.init)(trainable)
     n_seeds = len(seeds)
@@ -135,7 +141,8 @@ def integrate_discrete(
         params, state, step, snap = carry
         params, state, step, snap, observed = _advance(params, frozen, state, step, snap, keys, problem, h,
                                                        jnp.asarray(block), jnp.asarray(index),
-                                                       jnp.asarray(slots[index]), train.method, batch_size)
+                                                       jnp.asarray(slots[index]), train.method, batch_size,
+                                                       train.trainable)
         return (params, state, step, snap), observed, {}
 
     snap = snapshot_carry(trainable, n_seeds, len(snapshot_obs))
@@ -147,7 +154,7 @@ def integrate_discrete(
     steps = np.asarray(obs_steps[:n_obs], dtype=np.int64)
     return Trajectory(
         seeds=tuple(seeds), t=steps * train.lr, step=steps, series=series,
-        final=combine(final, frozen),
+        final=join(final, frozen),
         status=["completed" if a else "diverged" for a in alive],
         snapshots=finish_snapshots(last[3], frozen, snapshot_obs),
         divergence=[None if a else divergence_record(obs_steps * train.lr, int(i), q, int(g), obs_steps)

@@ -27,7 +27,8 @@ from coocflow.config import TrainConfig
 from coocflow.flow.discrete import TRACE_COUNTS, chunk_length
 from coocflow.flow.trajectory import (Checkpoint, Trajectory, divergence_record, drive, finish_snapshots,
                                      record_snapshot, slot_table, snapshot_carry)
-from coocflow.model import Transformer, combine, partition, trainable_loss
+from coocflow.model import Transformer
+from coocflow.model.state import dtype_of, join, split, velocity
 from coocflow.observables import Problem, observe
 
 STAGES = {"tsit5": 6, "dopri5": 6, "dopri8": 13, "kvaerno5": 6}
@@ -49,19 +50,19 @@ def make_solver(name: str, rtol, atol) -> diffrax.AbstractSolver:
     raise ValueError(f"unknown solver {name}")
 
 
-def vector_field(frozen: Transformer, problem: Problem):
-    """The right-hand side -grad L(theta) of the flow, as a Diffrax term function."""
-    grad_fn = jax.grad(trainable_loss)
+def vector_field(frozen: Transformer | None, problem: Problem, moving: str = "all"):
+    """The right-hand side of the flow as a Diffrax term function: -grad L(theta) on the
+    weights, or the closed Gram system (Appendix C) on the Grams."""
 
     def field(t, params, args):
-        return jax.tree.map(jnp.negative, grad_fn(params, frozen, problem.train))
+        return velocity(params, frozen, problem.train, moving)
 
     return field
 
 
 @eqx.filter_jit
 def _solve_chunk(trainable, frozen, problem: Problem, snap, t0, ts, index, slot, rtol, atol, solver_name: str,
-                 max_steps: int):
+                 max_steps: int, moving: str = "all"):
     """Integrate every seed from t0 to ts[-1], observing at ts; returns the state at ts[-1].
 
     The weights at ts (the very ones observed) are saved too, and `record_snapshot` keeps those
@@ -70,11 +71,11 @@ def _solve_chunk(trainable, frozen, problem: Problem, snap, t0, ts, index, slot,
 
     def one_seed(y0, frozen, problem, snap):
         saveat = diffrax.SaveAt(subs=[
-            diffrax.SubSaveAt(ts=ts, fn=lambda t, y, args: (observe(combine(y, frozen), problem), y)),
+            diffrax.SubSaveAt(ts=ts, fn=lambda t, y, args: (observe(join(y, frozen), problem), y)),
             diffrax.SubSaveAt(t1=True),
         ])
         solution = diffrax.diffeqsolve(
-            diffrax.ODETerm(vector_field(frozen, problem)), make_solver(solver_name, rtol, atol),
+            diffrax.ODETerm(vector_field(frozen, problem, moving)), make_solver(solver_name, rtol, atol),
             t0, ts[-1], None, y0, saveat=saveat,
             stepsize_controller=diffrax.PIDController(rtol=rtol, atol=atol),
             max_steps=max_steps, throw=False,
@@ -113,8 +114,8 @@ def integrate_flow(
     `Trajectory.snapshots`: the solver's interpolated solution at those times, which is what was
     observed there (a chunk briefly holds the weights at each of its observed times).
     """
-    trainable, frozen = partition(model, train.trainable)
-    dtype = model.W.dtype
+    trainable, frozen = split(model, train.trainable)
+    dtype = dtype_of(model)
     rtol, atol = jnp.asarray(train.rtol, dtype), jnp.asarray(train.atol, dtype)
     times = np.asarray(obs_times, dtype=np.float64)
     n_seeds = len(seeds)
@@ -125,7 +126,7 @@ def integrate_flow(
         params, observed, stats, snap = _solve_chunk(params, frozen, problem, snap, jnp.asarray(t0, dtype),
                                                      jnp.asarray(block, dtype), jnp.asarray(index),
                                                      jnp.asarray(slots[index]), rtol, atol, train.solver,
-                                                     train.max_steps)
+                                                     train.max_steps, train.trainable)
         return (params, np.float64(block[-1]), snap), observed, stats
 
     snap = snapshot_carry(trainable, n_seeds, len(snapshot_obs))
@@ -150,7 +151,7 @@ def integrate_flow(
             status.append("diverged")
         divergence.append(record)
     return Trajectory(seeds=tuple(seeds), t=times[:n_obs], step=np.full(n_obs, -1, dtype=np.int64),
-                      series=series, final=combine(final, frozen), status=status,
+                      series=series, final=join(final, frozen), status=status,
                       divergence=divergence, stats=stats, snapshots=finish_snapshots(last[2], frozen, snapshot_obs))
 
 

@@ -16,7 +16,8 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from coocflow.model import Transformer, combine
+from coocflow.model import Transformer
+from coocflow.model.state import join
 
 WATCHED = ("loss", "u_norm2", "A_mu1_mu2", "V_mu1_mu1")
 """Quantities whose first non-finite value marks a seed as diverged (loss and weight scales)."""
@@ -51,13 +52,15 @@ class Trajectory:
         return len(finite) if finite.all() else int(np.argmin(finite))
 
 
-def first_bad(observed: dict[str, np.ndarray]) -> tuple[np.ndarray, list[str | None]]:
+def first_bad(observed: dict[str, np.ndarray], watched: tuple[str, ...] = WATCHED
+              ) -> tuple[np.ndarray, list[str | None]]:
     """Per seed, the index of the first observation with a non-finite watched quantity (or -1),
-    and the first watched quantity that is non-finite there."""
-    bad = {name: ~np.isfinite(np.asarray(observed[name])) for name in WATCHED}
+    and the first watched quantity that is non-finite there (`watched`: (seeds, times) series,
+    WATCHED for the paper's model; other models name their own loss and weight scale)."""
+    bad = {name: ~np.isfinite(np.asarray(observed[name])) for name in watched}
     any_bad = np.logical_or.reduce(list(bad.values()))
     index = np.where(any_bad.any(axis=1), np.argmax(any_bad, axis=1), -1)
-    names = [None if i < 0 else next(n for n in WATCHED if bad[n][s, i]) for s, i in enumerate(index)]
+    names = [None if i < 0 else next(n for n in watched if bad[n][s, i]) for s, i in enumerate(index)]
     return index, names
 
 
@@ -122,8 +125,8 @@ class Snapshots:
 def finish_snapshots(snap: SnapshotCarry, frozen: Transformer, snapshot_obs: np.ndarray) -> Snapshots:
     return Snapshots(
         obs=np.asarray(snapshot_obs, dtype=np.int64),
-        states=[combine(jax.tree.map(lambda leaf: leaf[:, k], snap.states), frozen) for k in range(len(snapshot_obs))],
-        t1_obs=np.asarray(snap.t1_obs, dtype=np.int64), t1_state=combine(snap.t1_state, frozen))
+        states=[join(jax.tree.map(lambda leaf: leaf[:, k], snap.states), frozen) for k in range(len(snapshot_obs))],
+        t1_obs=np.asarray(snap.t1_obs, dtype=np.int64), t1_state=join(snap.t1_state, frozen))
 
 
 def _select(mask: np.ndarray, new, old):
@@ -182,6 +185,7 @@ def drive(
     progress: Callable[[float], None] | None = None,
     progress_of: Callable[[np.ndarray], float] | None = None,
     checkpoint: Checkpoint | None = None,
+    watched: tuple[str, ...] = WATCHED,
 ):
     """Run `advance(carry, block, index)` over blocks of `plan`; returns observations and bookkeeping.
 
@@ -191,7 +195,8 @@ def drive(
     observation number (-1 for padding). With a `checkpoint`, the run
     starts from its restored state and offers it the state after every block (and, on Ctrl-C
     or SIGTERM, the last complete one); since blocks are fixed by the plan, a resumed run
-    computes exactly what an uninterrupted one does.
+    computes exactly what an uninterrupted one does. A seed diverges at its first observation
+    where a `watched` quantity is non-finite (`first_bad`).
     Returns (series (seeds, n_obs), last finite params, alive mask, per seed (the index of the
     first bad observation or -1, the quantity that went bad, the observation of the last finite
     params), the extra outputs per block, the carry after the last block).
@@ -204,7 +209,7 @@ def drive(
             progress(progress_of(plan[: state.next_obs]))
     try:
         while state.next_obs < n_obs and state.alive.any():
-            state = _advance_block(advance, state, params_of, plan, chunk_len, pad)
+            state = _advance_block(advance, state, params_of, plan, chunk_len, pad, watched)
             if checkpoint is not None:
                 checkpoint.save(state, n_obs)
             if progress is not None and progress_of is not None:
@@ -218,7 +223,7 @@ def drive(
 
 
 def _advance_block(advance, state: DriveState, params_of, plan: np.ndarray, chunk_len: int,
-                   pad: int | None) -> DriveState:
+                   pad: int | None, watched: tuple[str, ...] = WATCHED) -> DriveState:
     """The state after the next block of `plan`; `state` itself is left as it was, so an
     interrupt at any point leaves a consistent state to checkpoint."""
     start = state.next_obs
@@ -231,7 +236,7 @@ def _advance_block(advance, state: DriveState, params_of, plan: np.ndarray, chun
     index[keep:] = -1
     carry, observed, extra = advance(state.carry, block, index)
     observed = {k: np.array(v)[:, :keep] for k, v in observed.items()}
-    bad, quantity = first_bad(observed)
+    bad, quantity = first_bad(observed, watched)
     bad_index, bad_quantity = state.bad_index.copy(), list(state.bad_quantity)
     newly = state.alive & (bad >= 0)
     for s in np.flatnonzero(newly):

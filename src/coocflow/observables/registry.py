@@ -16,17 +16,28 @@ import jax
 import jax.numpy as jnp
 
 from coocflow.data import COMMON, FIRST_RANDOM, MU1, MU2, Dataset
-from coocflow.model import (
-    Transformer,
-    attention,
-    combine,
-    logits,
-    partition,
-    sample_losses,
-    score_matrix,
-    token_mlp,
-    trainable_loss,
+from coocflow.model.state import (
+    State,
+    attention_of,
+    dtype_of,
+    is_gram,
+    join,
+    key_gram_entry,
+    logits_of,
+    m1_of,
+    mlp_of,
+    query_gram_entry,
+    sample_losses_of,
+    score_entry,
+    scores_of,
+    split,
+    u_norm2_of,
+    value_gram_entry,
+    velocity,
 )
+
+Transformer = State
+"""Observables take either state (weights or Grams, coocflow.model.state)."""
 
 
 class Problem(eqx.Module):
@@ -39,31 +50,42 @@ class Problem(eqx.Module):
 @dataclass(frozen=True)
 class Observable:
     """A named scalar function of (model, problem). Observables computed together (the rates,
-    which share one gradient) name a `shared` function returning a dict; `observe` calls it once."""
+    which share one gradient) name a `shared` function returning a dict; `observe` calls it once.
+    `neurons` marks those that need the individual rows of W, which the Gram space does not have."""
 
     name: str
     group: str
     doc: str
     fn: Callable[[Transformer, Problem], jnp.ndarray]
     shared: Callable[[Transformer, Problem], dict] | None = None
+    neurons: bool = False
 
 
 OBSERVABLES: dict[str, Observable] = {}
 
 
-def _register(name: str, group: str, doc: str, fn: Callable) -> None:
-    OBSERVABLES[name] = Observable(name, group, doc, fn)
+def _register(name: str, group: str, doc: str, fn: Callable, neurons: bool = False) -> None:
+    OBSERVABLES[name] = Observable(name, group, doc, fn, neurons=neurons)
 
 
-def names() -> list[str]:
-    return list(OBSERVABLES)
+def names(space: str = "weights") -> list[str]:
+    """The metrics columns of a run in `space` (weights: all; gram: all but the neuron ones)."""
+    return [name for name, obs in OBSERVABLES.items() if space == "weights" or not obs.neurons]
+
+
+def neuron_only() -> list[str]:
+    """Columns that exist in weight space only (they need the rows w_j of W)."""
+    return [name for name, obs in OBSERVABLES.items() if obs.neurons]
 
 
 def observe(model: Transformer, problem: Problem) -> dict[str, jnp.ndarray]:
     """Evaluate every registered observable; a dict of scalars keyed by column name."""
     shared: dict[Callable, dict] = {}
     out = {}
+    gram = is_gram(model)
     for name, obs in OBSERVABLES.items():
+        if gram and obs.neurons:
+            continue
         if obs.shared is None:
             out[name] = obs.fn(model, problem)
             continue
@@ -78,7 +100,7 @@ TOKENS = {1: MU1, 2: MU2, 3: COMMON}
 
 def margins(model: Transformer, data: Dataset) -> jnp.ndarray:
     """y_i F_i per sample."""
-    return data.labels * logits(model, data.tokens)
+    return data.labels * logits_of(model, data.tokens)
 
 
 def loss_weights(model: Transformer, data: Dataset) -> jnp.ndarray:
@@ -105,7 +127,7 @@ def _position(tokens: jnp.ndarray, token: int) -> tuple[jnp.ndarray, jnp.ndarray
 
 def mean_attention(model: Transformer, data: Dataset, query: int, key: int) -> jnp.ndarray:
     """Mean of p_{q<-query, k<-key} over the samples that hold both tokens."""
-    p = attention(model, data.tokens)
+    p = attention_of(model, data.tokens)
     q_pos, q_has = _position(data.tokens, query)
     k_pos, k_has = _position(data.tokens, key)
     weights = p[jnp.arange(data.n), k_pos, q_pos]
@@ -116,52 +138,52 @@ def mean_attention(model: Transformer, data: Dataset, query: int, key: int) -> j
 def random_key_attention(model: Transformer, data: Dataset) -> jnp.ndarray:
     """Mean attention a key position holding a random token receives, averaged over the queries
     of its sample and over all such positions (1/L under uniform attention)."""
-    per_key = jnp.mean(attention(model, data.tokens), axis=2)
+    per_key = jnp.mean(attention_of(model, data.tokens), axis=2)
     is_random = data.tokens >= FIRST_RANDOM
     return jnp.sum(jnp.where(is_random, per_key, 0.0)) / jnp.maximum(jnp.sum(is_random), 1)
 
 
 def random_token_mlp(model: Transformer, data: Dataset) -> jnp.ndarray:
     """Mean |G(x)| over the positions of `data` that hold a random token."""
-    g = jnp.abs(token_mlp(model)[data.tokens])
+    g = jnp.abs(mlp_of(model)[data.tokens])
     is_random = data.tokens >= FIRST_RANDOM
     return jnp.sum(jnp.where(is_random, g, 0.0)) / jnp.maximum(jnp.sum(is_random), 1)
 
 
 def value_gram(model: Transformer, a: int, b: int) -> jnp.ndarray:
     """mu_a^T W_V^T W_V mu_b."""
-    return model.W_V[:, TOKENS[a]] @ model.W_V[:, TOKENS[b]]
+    return value_gram_entry(model, TOKENS[a], TOKENS[b])
 
 
 def _register_all() -> None:
     _register("loss", "loss", "training loss (mean logistic loss)",
-              lambda model, pr: jnp.mean(sample_losses(model, pr.train)))
+              lambda model, pr: jnp.mean(sample_losses_of(model, pr.train)))
     for k in range(4):
         _register(f"loss_I{k + 1}", "loss", f"mean training loss over group I{k + 1}",
-                  lambda model, pr, k=k: _group_mean(sample_losses(model, pr.train), pr.train, k))
+                  lambda model, pr, k=k: _group_mean(sample_losses_of(model, pr.train), pr.train, k))
     _register("train_acc", "accuracy", "fraction of training samples with y F > 0",
-              lambda model, pr: jnp.mean((margins(model, pr.train) > 0).astype(model.W.dtype)))
+              lambda model, pr: jnp.mean((margins(model, pr.train) > 0).astype(dtype_of(model))))
     _register("min_margin", "accuracy", "smallest training margin min_i y_i F_i",
               lambda model, pr: jnp.min(margins(model, pr.train)))
     _register("mean_margin", "accuracy", "mean training margin",
               lambda model, pr: jnp.mean(margins(model, pr.train)))
     _register("test_loss", "loss", "mean logistic loss on the i.i.d. test set",
-              lambda model, pr: jnp.mean(sample_losses(model, pr.test)))
+              lambda model, pr: jnp.mean(sample_losses_of(model, pr.test)))
     _register("test_acc", "accuracy", "test accuracy",
-              lambda model, pr: jnp.mean((margins(model, pr.test) > 0).astype(model.W.dtype)))
+              lambda model, pr: jnp.mean((margins(model, pr.test) > 0).astype(dtype_of(model))))
     for a, token in TOKENS.items():
         _register(f"G_mu{a}", "mlp", f"G(mu_{a}) = u^T W_V mu_{a}",
-                  lambda model, pr, token=token: token_mlp(model)[token])
+                  lambda model, pr, token=token: mlp_of(model)[token])
     _register("G_rand_mean", "mlp", "mean of G over the random tokens",
-              lambda model, pr: jnp.mean(token_mlp(model)[FIRST_RANDOM:]))
+              lambda model, pr: jnp.mean(mlp_of(model)[FIRST_RANDOM:]))
     _register("G_rand_maxabs", "mlp", "max |G| over the random tokens",
-              lambda model, pr: jnp.max(jnp.abs(token_mlp(model)[FIRST_RANDOM:])))
+              lambda model, pr: jnp.max(jnp.abs(mlp_of(model)[FIRST_RANDOM:])))
     for a, key in TOKENS.items():
         for b, query in TOKENS.items():
             _register(f"A_mu{a}_mu{b}", "scores", f"score A[mu_{a}, mu_{b}] = mu_{a}^T W_K^T W_Q mu_{b} (key mu_{a}, query mu_{b})",
-                      lambda model, pr, key=key, query=query: model.W_K[:, key] @ model.W_Q[:, query])
+                      lambda model, pr, key=key, query=query: score_entry(model, key, query))
     _register("A_rand_maxabs", "scores", "max |A| over entries with a random token (key or query)",
-              lambda model, pr: jnp.max(jnp.abs(score_matrix(model).at[:FIRST_RANDOM, :FIRST_RANDOM].set(0.0))))
+              lambda model, pr: jnp.max(jnp.abs(scores_of(model).at[:FIRST_RANDOM, :FIRST_RANDOM].set(0.0))))
     for q, k in ((1, 2), (2, 1), (1, 3), (2, 3)):
         _register(f"p_q{q}_k{k}", "attention",
                   f"mean attention the query mu_{q} gives the key mu_{k}, over training samples holding both",
@@ -177,7 +199,7 @@ def _register_all() -> None:
             _register(f"V_mu{a}_mu{b}", "value", f"value Gram mu_{a}^T W_V^T W_V mu_{b}",
                       lambda model, pr, a=a, b=b: value_gram(model, a, b))
     _register("u_norm2", "mlp", "||u||^2 with u = W^T a (Eq. (5))",
-              lambda model, pr: model.u @ model.u)
+              lambda model, pr: u_norm2_of(model))
     for k in range(4):
         _register(f"S_I{k + 1}", "balance", f"S_{k + 1}: sum of g_i over group I{k + 1}",
                   lambda model, pr, k=k: group_sums(model, pr.train)[k])
@@ -202,20 +224,20 @@ def rates(model: Transformer, pr: Problem) -> dict[str, jnp.ndarray]:
     These are the flow's derivatives at the current weights, whatever method produced them;
     the checks of `coocflow verify` use them instead of finite differences of the saved series.
     """
-    trainable, frozen = partition(model)
-    velocity = jax.tree.map(jnp.negative, jax.grad(trainable_loss)(trainable, frozen, pr.train))
+    trainable, frozen = split(model)
+    field = velocity(trainable, frozen, pr.train)
 
     def values(params):
-        current = combine(params, frozen)
+        current = join(params, frozen)
         return jnp.stack([OBSERVABLES[name].fn(current, pr) for name in RATE_OF])
 
-    _, tangent = jax.jvp(values, (trainable,), (velocity,))
+    _, tangent = jax.jvp(values, (trainable,), (field,))
     return {f"d_{name}_dt": tangent[i] for i, name in enumerate(RATE_OF)}
 
 
 def eq5_rhs(model: Transformer, pr: Problem) -> jnp.ndarray:
     """The right-hand side of Eq. (5): (2 m1 / n) sum_i g_i y_i F_i."""
-    m1, n = model.a.shape[0], pr.train.tokens.shape[0]
+    m1, n = m1_of(model), pr.train.tokens.shape[0]
     return 2 * m1 / n * jnp.sum(loss_weights(model, pr.train) * margins(model, pr.train))
 
 
@@ -224,14 +246,14 @@ def _register_dynamics() -> None:
     for a in (1, 2, 3):
         for b in range(a, 4):
             _register(f"K_mu{a}_mu{b}", "dynamics", f"key Gram mu_{a}^T W_K^T W_K mu_{b}",
-                      lambda model, pr, a=a, b=b: model.W_K[:, TOKENS[a]] @ model.W_K[:, TOKENS[b]])
+                      lambda model, pr, a=a, b=b: key_gram_entry(model, TOKENS[a], TOKENS[b]))
             _register(f"Q_mu{a}_mu{b}", "dynamics", f"query Gram mu_{a}^T W_Q^T W_Q mu_{b}",
-                      lambda model, pr, a=a, b=b: model.W_Q[:, TOKENS[a]] @ model.W_Q[:, TOKENS[b]])
+                      lambda model, pr, a=a, b=b: query_gram_entry(model, TOKENS[a], TOKENS[b]))
     for a in (1, 2, 3):
         _register(f"WV_mu{a}_norm", "dynamics", f"||W W_V mu_{a}||: the neurons' values w_j^T W_V mu_{a}",
-                  lambda model, pr, a=a: jnp.linalg.norm(model.W @ model.W_V[:, TOKENS[a]]))
+                  lambda model, pr, a=a: jnp.linalg.norm(model.W @ model.W_V[:, TOKENS[a]]), neurons=True)
     _register("W_gram_fro", "dynamics", "||W W^T||_F: the neuron inner products <w_j1, w_j2>",
-              lambda model, pr: jnp.linalg.norm(model.W @ model.W.T))
+              lambda model, pr: jnp.linalg.norm(model.W @ model.W.T), neurons=True)
     for name in RATE_OF:
         column = f"d_{name}_dt"
         OBSERVABLES[column] = Observable(column, "rates", f"d({name})/dt along -grad L (JVP)",

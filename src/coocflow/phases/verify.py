@@ -14,6 +14,7 @@ import numpy as np
 from coocflow.phases.appendix_c import KINDS, max_error, random_state_agreement
 from coocflow.phases.checks import CHECKS, CheckResult, SeedData, late_phase2, run_checks
 from coocflow.storage import LoadedRun, atomic_write_json, atomic_write_text
+from coocflow.storage.run_folder import score_matrix_of
 
 
 APPENDIX_C_TOLERANCE = 1e-8
@@ -70,7 +71,7 @@ def seed_data(run: LoadedRun) -> list[tuple[int, SeedData]]:
     """
     metrics = run.metrics
     seeds = [int(s) for s in run.manifest.get("seeds", [run.manifest["seed"]])]
-    ensemble = run.state_init["W_Q"].ndim == 3
+    ensemble = score_matrix_of(run.state_init).ndim == 3
     out = []
     for index, seed in enumerate(seeds):
         rows = metrics["seed"] == seed if "seed" in metrics else np.ones(len(metrics["t"]), dtype=bool)
@@ -79,11 +80,19 @@ def seed_data(run: LoadedRun) -> list[tuple[int, SeedData]]:
         series = {k: np.asarray(v[rows]) for k, v in metrics.items()}
         order = np.argsort(series["t"], kind="stable")
         series = {k: v[order] for k, v in series.items()}
-        init = {k: v[index] if ensemble else v for k, v in run.state_init.items()}
-        final = {k: v[index] if ensemble else v for k, v in run.state_final.items()}
         out.append((seed, SeedData(series, int(run.config["model"]["m"]),
-                                   A_init=init["W_K"].T @ init["W_Q"], A_final=final["W_K"].T @ final["W_Q"])))
+                                   A_init=_seed_of(score_matrix_of(run.state_init), index, ensemble),
+                                   A_final=_seed_of(score_matrix_of(run.state_final), index, ensemble))))
     return out
+
+
+def _seed_of(array: np.ndarray, index: int, ensemble: bool) -> np.ndarray:
+    return array[index] if ensemble else array
+
+
+APPENDIX_C_MAX_WIDTH = 256
+"""Appendix C's closed forms are identities in the weights, checked at random weight states; a
+Gram-space run may be far wider than weights fit, so they are checked at widths capped here."""
 
 
 def verify_run(run: LoadedRun) -> Verification:
@@ -95,7 +104,11 @@ def verify_run(run: LoadedRun) -> Verification:
         seeds.append(seed)
         per_seed.append(run_checks(data))
         bounds.append(data.bounds)
-    appendix = random_state_agreement(config_from_dict({**run.config, "seeds": []}))
+    model = run.config.get("model", {})
+    capped = {**model, "space": "weights", "m": min(int(model.get("m", 1)), APPENDIX_C_MAX_WIDTH),
+              "m1": min(int(model.get("m1", 1)), APPENDIX_C_MAX_WIDTH)}
+    init = {**run.config.get("init", {}), "gram_from": "auto"}
+    appendix = random_state_agreement(config_from_dict({**run.config, "seeds": [], "model": capped, "init": init}))
     return Verification(seeds, per_seed, bounds, appendix)
 
 

@@ -15,6 +15,7 @@ import numpy as np
 
 from coocflow.errors import RunFolderError
 from coocflow.storage import atomic_write_text
+from coocflow.storage.run_folder import score_matrix_of, width_of
 
 GROUP_TITLES = {
     "loss": "Losses", "accuracy": "Accuracy and margins", "mlp": "MLP: G and ||u||", "scores": "Attention scores A",
@@ -191,19 +192,19 @@ ATTENTION_GROUPS = (0, 1, 3)
 
 def _first_seed(state: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
     """The arrays of a state file for the first seed (ensembles have a leading seed axis)."""
-    ensemble = np.asarray(state["W_Q"]).ndim == 3
+    ensemble = score_matrix_of(state).ndim == 3
     return {k: np.asarray(v)[0] if ensemble and np.ndim(v) else np.asarray(v) for k, v in state.items()}
 
 
 def score_matrix(state: dict[str, np.ndarray]) -> np.ndarray:
     """A = W_K^T W_Q (d x d): A[nu, mu] is the score of key token nu for query token mu."""
-    return state["W_K"].T @ state["W_Q"]
+    return score_matrix_of(state)
 
 
 def attention_pattern(state: dict[str, np.ndarray], tokens: np.ndarray) -> np.ndarray:
     """p[h, l] of one sample (L x L): the weight the query at position l gives the key at
     position h, a softmax over h of A[x_h, x_l] / sqrt(m) (model.transformer.attention)."""
-    scores = score_matrix(state)[tokens[:, None], tokens[None, :]] / np.sqrt(state["W_Q"].shape[0])
+    scores = score_matrix(state)[tokens[:, None], tokens[None, :]] / np.sqrt(width_of(state))
     weights = np.exp(scores - scores.max(axis=0, keepdims=True))
     return weights / weights.sum(axis=0, keepdims=True)
 
@@ -267,7 +268,7 @@ def snapshot_figures(run) -> tuple[list[dict], str]:
     its change A(t) - A(0) beneath, and the attention of three training samples. Also a caption."""
     moments = _weights_at(run)
     init = moments[0][1]
-    d = init["W_Q"].shape[1]
+    d = score_matrix(init).shape[-1]
     shown = min(d, HEATMAP_TOKENS)
     names = [TOKEN_NAMES.get(v, f"r{v}") for v in range(shown)]
     base = score_matrix(init)[:shown, :shown]
@@ -405,6 +406,7 @@ def run_report(folder: Path) -> str:
         {"field": "seeds", "value": ", ".join(map(str, man.get("seeds") or [man.get("seed")]))},
         {"field": "method", "value": man.get("method")}, {"field": "time convention", "value": man.get("time_convention")},
         {"field": "initialization", "value": man.get("init")}, {"field": "created", "value": man.get("created")},
+        {"field": "space", "value": _space_text(man)},
         {"field": "T1 (median)", "value": man.get("T1")},
         {"field": "phase boundaries (median)", "value": ", ".join(f"{k} = {v:.4g}" for k, v in bounds.items() if v)},
         {"field": "git commit", "value": (f"{git.get('commit')}{' (uncommitted changes)' if git.get('dirty') else ''}"
@@ -424,6 +426,16 @@ def run_report(folder: Path) -> str:
         "<h2>Verification</h2>", _verification_html(Path(folder)),
     ]
     return _page(f"coocflow report: {man.get('name', Path(folder).name)}", sections, {**ids, **heatmap_ids})
+
+
+def _space_text(manifest: dict) -> str:
+    """What was integrated; for the Gram space, where the initial Grams came from and which
+    observables it cannot have."""
+    if manifest.get("space") != "gram":
+        return "weights (W_Q, W_K, W_V, W)"
+    absent = ", ".join(manifest.get("absent_columns") or [])
+    return (f"gram (A, P, K, V, G, s; initial Grams from {manifest.get('gram_init')}); not available in the Gram "
+            f"space, because they need the individual neurons of W: {absent}")
 
 
 def sweep_report(folder: Path) -> str:

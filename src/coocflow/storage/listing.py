@@ -87,7 +87,8 @@ def describe_folder(folder: Path) -> Entry | None:
     if not manifest_path.is_file():
         mtime = max(p.stat().st_mtime for p in folder.iterdir())
         status = "in progress" if (folder / ".lock").exists() and _locked(folder) else "interrupted (--resume)"
-        return Entry(folder.name, "run", status, config_line(config), "-", "-", _age(now - mtime), mtime)
+        kind = "study" if (folder / "study.json").is_file() else "run"
+        return Entry(folder.name, kind, status, config_line(config), "-", "-", _age(now - mtime), mtime)
     manifest = _json(manifest_path)
     mtime = manifest_path.stat().st_mtime
     if "study" in manifest:

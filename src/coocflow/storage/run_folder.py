@@ -37,15 +37,25 @@ from coocflow.storage.paths import is_in_progress
 
 FORMAT_VERSION = 1
 STATE_KEYS = ("tokens", "labels", "groups", "W_Q", "W_K", "W_V", "W", "a")
+GRAM_STATE_KEYS = ("tokens", "labels", "groups", "A", "P", "K", "V", "G", "s", "m", "m1")
+"""A Gram-space run (model.space = "gram") stores the Grams instead of the weights: A = W_K^T W_Q,
+P = W_Q^T W_Q, K = W_K^T W_K, V = W_V^T W_V (d x d), G = W_V^T u (d,), s = u^T u, and the
+widths m, m1 (scalars)."""
 REQUIRED_FILES = ("config.json", "manifest.json", "metrics.parquet", "state_init.npz", "state_final.npz")
 
 
+def state_keys(arrays: dict[str, Any]) -> tuple[str, ...]:
+    """The keys of the kind of state `arrays` holds: the golden-file keys (weights) or the Grams."""
+    return GRAM_STATE_KEYS if "A" in arrays else STATE_KEYS
+
+
 def write_state(path: Path, arrays: dict[str, np.ndarray]) -> None:
-    """Save an npz with exactly the golden-file keys."""
-    missing = set(STATE_KEYS) - set(arrays)
+    """Save an npz with exactly the golden-file keys (or, for the Gram space, the Gram keys)."""
+    keys = state_keys(arrays)
+    missing = set(keys) - set(arrays)
     assert not missing, f"state is missing {sorted(missing)}"
     buffer = io.BytesIO()
-    np.savez(buffer, **{k: np.asarray(arrays[k]) for k in STATE_KEYS})
+    np.savez(buffer, **{k: np.asarray(arrays[k]) for k in keys})
     atomic_write_bytes(path, buffer.getvalue())
 
 
@@ -69,25 +79,41 @@ def read_metrics(path: Path) -> dict[str, np.ndarray]:
 
 
 def read_state(path: Path) -> dict[str, np.ndarray]:
-    """A state file (`state_init.npz`, `state_final.npz`, `state_t1.npz`): at least the golden keys."""
-    return _read_npz(path, STATE_KEYS)
+    """A state file (`state_init.npz`, `state_final.npz`, `state_t1.npz`): at least the golden
+    keys, or the Gram keys for a Gram-space run."""
+    return _read_npz(path, STATE_KEYS, GRAM_STATE_KEYS)
 
 
 SNAPSHOT_KEYS = ("t", "step", "W_Q", "W_K", "W_V", "W", "a", "valid")
+GRAM_SNAPSHOT_KEYS = ("t", "step", "A", "P", "K", "V", "G", "s", "valid")
 
 
 def read_snapshots(path: Path) -> dict[str, np.ndarray]:
     """`state_snapshots.npz`: the weights at the snapshot times (keys `SNAPSHOT_KEYS`)."""
-    return _read_npz(path, SNAPSHOT_KEYS)
+    return _read_npz(path, SNAPSHOT_KEYS, GRAM_SNAPSHOT_KEYS)
 
 
-def _read_npz(path: Path, required: tuple[str, ...]) -> dict[str, np.ndarray]:
+def score_matrix_of(state: dict[str, np.ndarray]) -> np.ndarray:
+    """A = W_K^T W_Q from a loaded state (either kind), with the seed axis first if it has one."""
+    if "A" in state:
+        return np.asarray(state["A"])
+    return np.swapaxes(state["W_K"], -1, -2) @ state["W_Q"]
+
+
+def width_of(state: dict[str, np.ndarray]) -> int:
+    """m, the width of W_Q, W_K, W_V, from a loaded state (either kind)."""
+    return int(np.ravel(state["m"])[0]) if "m" in state else int(np.shape(state["W_Q"])[-2])
+
+
+def _read_npz(path: Path, required: tuple[str, ...], alternative: tuple[str, ...] = ()) -> dict[str, np.ndarray]:
     try:
         with np.load(path, allow_pickle=False) as z:
             arrays = {k: z[k] for k in z.files}
     except (OSError, ValueError, EOFError, zipfile.BadZipFile) as err:
         raise RunFolderError(f"{path}: not a readable npz file ({type(err).__name__}); re-run to regenerate it") from None
     missing = set(required) - set(arrays)
+    if missing and alternative and not set(alternative) - set(arrays):
+        missing = set()
     if missing:
         raise RunFolderError(f"{path}: missing arrays {sorted(missing)}; re-run to regenerate it")
     return arrays
