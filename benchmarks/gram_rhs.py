@@ -4,9 +4,12 @@ For each case: `gram_velocity` (the right-hand side of the Gram system, coocflow
 and `gram_gd_step`, jitted, timed after a warm-up call over `--repeats` calls (median and
 minimum), and the weight-space gradient `loss_grad` at m = 128, m1 = 256 (the paper's widths)
 the same way. `in loop` is gram_velocity evaluated 20 times inside one compiled fori_loop, as
-an ODE solver runs it: one call allocates its d x d outputs afresh, and on a machine where a
-page fault is slow that allocation, not the arithmetic, can dominate a single call. The target
-is gram_velocity under 5 ms at d = 1000 with distinct tokens.
+an ODE solver runs it. A single call allocates its d x d outputs afresh, and where a page fault
+is slow that allocation, not the arithmetic, dominates it: on the 2-core development VM (about
+20 us per first-touched 4 KiB page) d = 1000, n = 60 took 10-20 ms per call with glibc's
+defaults and 3-5 ms with MALLOC_MMAP_THRESHOLD_=33554432 MALLOC_TRIM_THRESHOLD_=1073741824,
+against 2.6-4.7 ms in the loop either way. The target is gram_velocity under 5 ms at d = 1000
+with distinct tokens (n = 60, L = 5), judged on the in-loop time.
 """
 
 from __future__ import annotations
@@ -81,7 +84,7 @@ def main() -> None:
         g_med, g_min = call_ms(gradient, model, data, repeats=args.repeats)
         verdict = ""
         if config.data.d >= 1000 and config.data.n == 60:
-            verdict = "  target met" if min(v_med, loop_med / LOOP_EVALUATIONS) < TARGET_MS else "  target missed"
+            verdict = "  target met" if loop_med / LOOP_EVALUATIONS < TARGET_MS else "  target missed"
         print(f"{name:27s} {used:6d} {v_med:7.2f} /{v_min:6.2f} {loop_med / LOOP_EVALUATIONS:5.2f} /"
               f"{loop_min / LOOP_EVALUATIONS:6.2f} {s_med:7.2f} /{s_min:6.2f} {g_med:7.2f} /{g_min:6.2f}{verdict}")
 

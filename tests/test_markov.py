@@ -12,7 +12,7 @@ import pyarrow.parquet as pq
 import pytest
 from typer.testing import CliRunner
 
-import coocflow.experiments.deep as deep_module
+import coocflow.experiments.study_folder as study_folder_module
 import coocflow.experiments.markov as markov_module
 from coocflow.cli import app
 from coocflow.config import Config
@@ -26,7 +26,7 @@ from coocflow.data.markov import (
     stationary_entropy,
 )
 from coocflow.errors import CoocflowError, ConfigError, RunFolderError
-from coocflow.experiments.deep import begin_study_folder
+from coocflow.experiments.study_folder import begin_study_folder
 from coocflow.experiments.markov import (
     OBSERVABLES,
     build_markov_ensemble,
@@ -222,7 +222,7 @@ def test_a_resumed_study_does_not_train_a_finished_variant_again(tmp_path, monke
             markov(config, out)
     assert (out / "variant-markov.npz").is_file() and not (out / "checkpoint-markov.npz").exists()
     with monkeypatch.context() as patch:
-        patch.setattr(deep_module, "drive", lambda *args, **kwargs: pytest.fail("trained again"))
+        patch.setattr(study_folder_module, "drive", lambda *args, **kwargs: pytest.fail("trained again"))
         resumed = markov(config, out)
     assert resumed.rows == reference.rows
     x, y = (pq.read_table(folder / "metrics.parquet") for folder in (out, tmp_path / "reference"))

@@ -115,7 +115,7 @@ def _refuse_unused(context: str, options) -> None:
 def _resume(folder: Path, figures: tuple[str, ...]) -> None:
     from coocflow.api import resumable_config
     from coocflow.errors import RunFolderError
-    from coocflow.experiments.deep import study_of_folder, study_progress
+    from coocflow.experiments.study_folder import study_of_folder, study_progress
     from coocflow.storage.checkpoint import read_checkpoint_meta
 
     folder = Path(folder)
@@ -242,8 +242,9 @@ def _run_study(name: str, set_: list[str], seed: Optional[int], seeds: Optional[
 
     from coocflow.api import describe, resolve_config
     from coocflow.experiments import EXPERIMENTS
-    from coocflow.experiments.deep import (RESUMABLE_STUDIES, begin_study_folder, check_study_config,
-                                           clear_study_progress, divergence_message, study_progress, study_record)
+    from coocflow.experiments.study_folder import (RESUMABLE_STUDIES, begin_study_folder, check_study_config,
+                                                   clear_study_progress, divergence_message, study_progress,
+                                                   study_record)
     from coocflow.experiments.studies import STUDIES
     from coocflow.storage import atomic_write_json, atomic_write_text
     from coocflow.storage.checkpoint import run_lock
@@ -781,7 +782,8 @@ def main() -> None:
     try:
         app(args=_checked_args(sys.argv[1:]), prog_name="coocflow")
     except Interrupted as err:
-        interrupts.set_message(lambda: str(err))
+        message = str(err)
+        interrupts.set_message(lambda: message)
         interrupts.exit_interrupted()
     except CoocflowError as err:
         errors.print(f"[red]error:[/] {err}", highlight=False, soft_wrap=True)

@@ -22,6 +22,7 @@ from typing import Any
 
 import numpy as np
 
+from coocflow.config import flatten_dotted
 from coocflow.errors import ConfigError, RunFolderError
 from coocflow.storage.atomic import _jsonable, atomic_write_text, atomic_write_with
 from coocflow.storage.paths import is_in_progress
@@ -63,21 +64,10 @@ class Comparison:
     resolved: list[str] = field(default_factory=list)
 
 
-def flatten(tree: dict, prefix: str = "") -> dict[str, Any]:
-    """{"train": {"lr": 0.1}} -> {"train.lr": 0.1}."""
-    out: dict[str, Any] = {}
-    for key, value in tree.items():
-        if isinstance(value, dict):
-            out.update(flatten(value, f"{prefix}{key}."))
-        else:
-            out[f"{prefix}{key}"] = value
-    return out
-
-
 def config_differences(configs: list[dict]) -> dict[str, list[Any]]:
     """Dotted keys whose values are not all equal across `configs`, in the order of the first
     config (keys only some configs have after them), `name` last."""
-    flat = [flatten(c) for c in configs]
+    flat = [flatten_dotted(c) for c in configs]
     keys: list[str] = []
     for tree in flat:
         keys += [k for k in tree if k not in keys]

@@ -415,5 +415,16 @@ def load_toml(path: Path) -> dict[str, Any]:
         raise ConfigError(f"{path}: not valid TOML: {err}") from None
 
 
+def flatten_dotted(tree: dict, prefix: str = "") -> dict[str, Any]:
+    """{"train": {"lr": 0.1}} -> {"train.lr": 0.1}: a config (or any nested dict) by dotted key."""
+    out: dict[str, Any] = {}
+    for key, value in tree.items():
+        if isinstance(value, dict):
+            out.update(flatten_dotted(value, f"{prefix}{key}."))
+        else:
+            out[f"{prefix}{key}"] = value
+    return out
+
+
 def config_to_json(config: Config) -> str:
     return json.dumps(config.to_dict(), indent=2, sort_keys=True)

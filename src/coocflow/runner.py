@@ -24,7 +24,7 @@ from coocflow.config import Config
 from coocflow.data import Dataset, make_test_set, make_train_set
 from coocflow.flow import Trajectory, integrate_discrete, integrate_flow, observation_steps, observation_times
 from coocflow.model import Transformer, init_model
-from coocflow.model.gram import GramState, grams_from_weights
+from coocflow.model.gram import grams_from_weights
 from coocflow.model.gram_init import accumulate_kaiming_grams, check_kaiming_affordable, sample_theory_grams
 from coocflow.model.state import State, is_gram
 from coocflow.observables import Problem
@@ -192,9 +192,10 @@ def train(config: Config, progress: Callable[[float], None] | None = None,
     return RunResult(config, problem, model, trajectory, t1, checkpoint.resumed_from if checkpoint else None)
 
 
-def begin_run_folder(out: Path, config: Config, force: bool = False) -> Path:
-    """Create the run folder with only its config.json: a run in progress, resumable with
-    `coocflow run --resume` (the folder appears whole, by one rename, or not at all)."""
+def begin_run_folder(out: Path, config: Config, force: bool = False, extra: dict[str, dict] | None = None) -> Path:
+    """Create the run folder with only its config.json (and the JSON files `extra` names): a run
+    in progress, resumable with `coocflow run --resume` (the folder appears whole, by one
+    rename, or not at all)."""
     out = Path(out)
     refuse_existing_out(out, force)
     if out.exists():
@@ -207,6 +208,8 @@ def begin_run_folder(out: Path, config: Config, force: bool = False) -> Path:
     shutil.rmtree(staging, ignore_errors=True)
     staging.mkdir()
     atomic_write_json(staging / "config.json", config.to_dict())
+    for name, record in (extra or {}).items():
+        atomic_write_json(staging / name, record)
     os.replace(staging, out)
     return out
 

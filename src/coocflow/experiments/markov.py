@@ -41,7 +41,7 @@ from coocflow.data.markov import (
     stationary_entropy,
 )
 from coocflow.errors import ConfigError
-from coocflow.experiments.deep import (
+from coocflow.experiments.study_folder import (
     WEIGHTS_NORM2,
     EnsembleTraining,
     divergence_lines,

@@ -13,6 +13,7 @@ from pathlib import Path
 
 import numpy as np
 
+from coocflow.config import flatten_dotted
 from coocflow.errors import RunFolderError
 from coocflow.storage import atomic_write_text
 from coocflow.storage.run_folder import score_matrix_of, width_of
@@ -23,16 +24,6 @@ GROUP_TITLES = {
     "dynamics": "Coupled system (Appendix C)",
 }
 PHASE_COLORS = {"T0.5": "#2ca02c", "T1": "#d62728", "phase2_start": "#9467bd"}
-
-
-def _flatten(tree: dict, prefix: str = "") -> dict[str, object]:
-    out = {}
-    for key, value in tree.items():
-        if isinstance(value, dict):
-            out.update(_flatten(value, f"{prefix}{key}."))
-        else:
-            out[f"{prefix}{key}"] = value
-    return out
 
 
 def _table(rows: list[dict], columns: list[str]) -> str:
@@ -414,7 +405,7 @@ def run_report(folder: Path) -> str:
         {"field": "packages", "value": ", ".join(f"{k} {v}" for k, v in (man.get("versions") or {}).items())},
         {"field": "device", "value": json.dumps(man.get("device")) if man.get("device") else None},
     ]
-    config_rows = [{"key": k, "value": v} for k, v in _flatten(run.config).items()]
+    config_rows = [{"key": k, "value": v} for k, v in flatten_dotted(run.config).items()]
     images = "".join(f'<p class="meta">{html.escape(p.name)} is in the run folder (for papers).</p>'
                      for p in sorted(Path(folder).glob("figure1.png")))
     sections = [

@@ -1,0 +1,299 @@
+"""Study folders: the resumable training `deep` and `markov` share.
+
+A study trains each of its variants through the chunked driver (flow/trajectory.py `drive`)
+with a checkpoint of its own (checkpoint-<variant>.npz), keeps a finished variant's series
+(variant-<variant>.npz: JSON meta and arrays, no pickle), and holds config.json and study.json
+from the start, so `coocflow run --resume` continues a killed study bit for bit.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import io
+import json
+import time
+import zipfile
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Callable
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import optax
+
+from coocflow.config import Config
+from coocflow.errors import RunFolderError
+from coocflow.experiments.studies import (
+    Progress,
+)
+from coocflow.flow.discrete import chunk_length
+from coocflow.flow.grid import observation_steps
+from coocflow.flow.trajectory import Checkpoint, divergence_record, drive
+from coocflow.storage.atomic import atomic_write_bytes
+from coocflow.storage.run_folder import read_json_object
+
+WEIGHTS_NORM2 = "weights_norm2"
+"""Sum of squares of the trained weights, observed with the loss so that non-finite weights stop
+a seed (the driver's watched quantities); dropped from the series a study writes."""
+
+STUDY_FILE = "study.json"
+RESUMABLE_STUDIES = ("deep", "markov")
+"""Studies whose folder checkpoints and continues with `coocflow run --resume`."""
+
+VARIANT_FORMAT = 1
+
+
+def stacked_optimizer_state(optimizer: optax.GradientTransformation, params: Any) -> tuple[Any, Any]:
+    """The initial optimizer state of the seed-stacked `params`, and its seed axes for vmap.
+
+    Step counters (the integer leaves) are shared by all seeds, without a seed axis, as they are
+    when the optimizer is initialized inside the vmapped loop (every seed takes the same steps);
+    a per-seed counter changes how XLA fuses the update, and so the last bits of the series."""
+    one_seed = optimizer.init(jax.tree.map(lambda leaf: leaf[0], params))
+
+    def shared(leaf) -> bool:
+        return jnp.issubdtype(leaf.dtype, jnp.integer)
+
+    state = jax.tree.map(lambda stacked, single: single if shared(single) else stacked,
+                         jax.vmap(optimizer.init)(params), one_seed)
+    return state, jax.tree.map(lambda single: None if shared(single) else 0, one_seed)
+
+
+def weights_norm2(params: Any) -> jax.Array:
+    """The `WEIGHTS_NORM2` observable of one seed's trained weights."""
+    return sum(jnp.sum(jnp.square(leaf)) for leaf in jax.tree.leaves(params))
+
+
+@dataclass
+class EnsembleTraining:
+    """A seed ensemble trained on a step plan: `series[name]` is (seeds, observations[, layers]),
+    NaN from a diverged seed's first non-finite observation on; per seed its status
+    ("completed" or "diverged") and, if it diverged, when and why (`divergence_record`, less
+    `weights_t`)."""
+
+    seeds: tuple[int, ...]
+    steps: np.ndarray
+    t: np.ndarray
+    series: dict[str, np.ndarray]
+    status: list[str]
+    divergence: list[dict | None]
+    train_s: float
+    resumed: dict | None = None
+
+    def kept(self, index: int) -> int:
+        """How many observations of this seed are valid (all of them unless it diverged)."""
+        record = self.divergence[index]
+        return len(self.steps) if record is None else int(record["observation"])
+
+
+def train_steps(config: Config, advance: Callable, carry: Any, watched: tuple[str, ...],
+                checkpoint: Checkpoint | None, progress: Progress | None, label: str) -> EnsembleTraining:
+    """Run `advance` (the driver's chunk function; the carry's first item is the weights) over
+    `config`'s observation steps in `observe.chunks` chunks of at least two observations (XLA
+    inlines a one-step scan, which rounds differently from the loop); a seed stops at its first
+    observation with a non-finite `watched` quantity. Between chunks an interrupt becomes a
+    KeyboardInterrupt (coocflow.interrupts), so the driver checkpoints the last chunk."""
+    from coocflow import interrupts
+
+    steps = observation_steps(config.train.steps, config.observe.points, config.observe.spacing)
+    intervals = np.diff(steps, prepend=0)
+    total = max(1, int(intervals.sum()))
+    chunk_len = min(len(intervals), max(2, chunk_length(len(intervals), config.observe.chunks)))
+    seeds = config.seed_list
+    started = time.perf_counter()
+    with contextlib.ExitStack() as between_chunks:
+        calls = {"n": 0}
+
+        def report(done: float) -> None:
+            calls["n"] += 1
+            restored = checkpoint is not None and getattr(checkpoint, "resumed_from", None) is not None
+            if calls["n"] == int(restored) + 1:
+                between_chunks.enter_context(interrupts.deferred())
+            if progress:
+                progress(f"{label}: training {len(seeds)} seeds, {done:.0%} of {config.train.steps} steps")
+
+        series, _, alive, (bad_index, bad_quantity, _), _, _ = drive(
+            advance, carry, lambda carry: carry[0], intervals, chunk_len, len(seeds), pad=0, progress=report,
+            progress_of=lambda done: float(np.sum(done)) / total, checkpoint=checkpoint, watched=watched)
+    t = steps * config.train.lr
+    divergence = [None if ok else _without_weights(divergence_record(t, int(i), q, 0, steps))
+                  for ok, i, q in zip(alive, bad_index, bad_quantity)]
+    return EnsembleTraining(
+        seeds=tuple(seeds), steps=steps, t=t,
+        series={name: _pad(values, len(steps)) for name, values in series.items() if name != WEIGHTS_NORM2},
+        status=["completed" if ok else "diverged" for ok in alive], divergence=divergence,
+        train_s=checkpoint.elapsed_s if checkpoint is not None else time.perf_counter() - started)
+
+
+def _without_weights(record: dict) -> dict:
+    """A run's divergence record without `weights_t`: a study keeps no weights."""
+    return {key: value for key, value in record.items() if key != "weights_t"}
+
+
+def _pad(values: np.ndarray, n_obs: int) -> np.ndarray:
+    """NaN observations after the driver stopped early (every seed diverged)."""
+    missing = n_obs - values.shape[1]
+    if not missing:
+        return values
+    return np.concatenate([values, np.full((values.shape[0], missing) + values.shape[2:], np.nan, values.dtype)], axis=1)
+
+
+def divergence_lines(training: EnsembleTraining) -> list[str]:
+    """One summary line per diverged seed: when and why it stopped."""
+    return [f"seed {seed} diverged: {record['quantity']} became non-finite at t = {record['t']:.3g} "
+            f"(step {record['step']}); its {record['observation']} observations before are kept and its row "
+            "uses them, its later metrics are NaN"
+            for seed, record in zip(training.seeds, training.divergence) if record is not None]
+
+
+def check_study_config(study: str, config: Config) -> None:
+    """Refuse a config the study cannot train before its folder is created."""
+    if study == "deep":
+        from coocflow.experiments.deep import check_deep_config
+
+        check_deep_config(config)
+    elif study == "markov":
+        from coocflow.experiments.markov import check_markov_config
+
+        check_markov_config(config)
+
+
+def begin_study_folder(out: Path, config: Config, study: str, force: bool = False) -> Path:
+    """Create a resumable study folder holding only config.json and study.json (it appears
+    whole, by one rename, or not at all), refusing an existing `out` unless `force`."""
+    from coocflow.runner import begin_run_folder
+
+    return begin_run_folder(out, config, force, extra={STUDY_FILE: {"study": study, "format": VARIANT_FORMAT}})
+
+
+def study_of_folder(folder: Path) -> str | None:
+    """The resumable study a folder holds (its study.json), or None when it holds none."""
+    path = Path(folder) / STUDY_FILE
+    if not path.is_file():
+        return None
+    study = read_json_object(path).get("study")
+    if study not in RESUMABLE_STUDIES:
+        raise RunFolderError(f"{path}: names study {study!r}, not one of {', '.join(RESUMABLE_STUDIES)}")
+    return study
+
+
+def checkpoint_path(folder: Path, variant: str) -> Path:
+    return Path(folder) / f"checkpoint-{variant}.npz"
+
+
+def variant_path(folder: Path, variant: str) -> Path:
+    return Path(folder) / f"variant-{variant}.npz"
+
+
+def train_variant(config: Config, out: Path, variant: str,
+                  train: Callable[[Checkpoint | None], EnsembleTraining]) -> EnsembleTraining:
+    """`train(checkpoint)` a study's variant. In a study folder (study.json) it checkpoints into
+    checkpoint-VARIANT.npz every `observe.checkpoint_every_s` and continues from one it finds;
+    the finished series go to variant-VARIANT.npz (which replaces the checkpoint), so a study
+    resumed after that does not train the variant again. Elsewhere it just trains."""
+    from coocflow.runner import config_hash
+    from coocflow.storage.checkpoint import RunCheckpoint
+
+    out = Path(out)
+    if not (out / STUDY_FILE).is_file():
+        return train(None)
+    digest = config_hash(config)
+    if variant_path(out, variant).is_file():
+        return read_variant(out, variant, digest)
+    checkpoint = RunCheckpoint(out, digest, config.observe.checkpoint_every_s)
+    checkpoint.path = checkpoint_path(out, variant)
+    training = train(checkpoint)
+    training.resumed = checkpoint.resumed_from
+    write_variant(out, variant, digest, training)
+    checkpoint.path.unlink(missing_ok=True)
+    return training
+
+
+def write_variant(out: Path, variant: str, digest: str, training: EnsembleTraining) -> None:
+    """variant-VARIANT.npz: a `meta` JSON string (config hash, seeds, status, divergence,
+    training seconds, resumed), `steps`, `t` and `series_<name>`; no pickle."""
+    meta = {"format": VARIANT_FORMAT, "config_hash": digest, "seeds": list(training.seeds),
+            "status": training.status, "divergence": training.divergence, "train_s": training.train_s,
+            "resumed": training.resumed}
+    buffer = io.BytesIO()
+    np.savez(buffer, meta=np.array(json.dumps(meta)), steps=training.steps, t=training.t,
+             **{f"series_{name}": values for name, values in training.series.items()})
+    atomic_write_bytes(variant_path(out, variant), buffer.getvalue())
+
+
+def _read_npz(path: Path, what: str) -> tuple[dict, dict[str, np.ndarray]]:
+    try:
+        with np.load(path, allow_pickle=False) as z:
+            arrays = {k: z[k] for k in z.files}
+        meta = json.loads(str(arrays.pop("meta")))
+        if not isinstance(meta, dict) or meta.get("format") != VARIANT_FORMAT:
+            raise ValueError
+    except (OSError, ValueError, EOFError, KeyError, zipfile.BadZipFile):
+        raise RunFolderError(f"{path}: not a readable {what}; delete it to train the variant again") from None
+    return meta, arrays
+
+
+def read_variant(out: Path, variant: str, digest: str) -> EnsembleTraining:
+    """The finished variant `write_variant` kept, refused when written for another config."""
+    path = variant_path(out, variant)
+    meta, arrays = _read_npz(path, "finished variant")
+    if meta.get("config_hash") != digest:
+        raise RunFolderError(f"{path}: was written for another config (config.json changed?); restore that "
+                             "config.json or delete it to train the variant again")
+    return EnsembleTraining(
+        seeds=tuple(meta["seeds"]), steps=arrays.pop("steps"), t=arrays.pop("t"),
+        series={k[len("series_"):]: v for k, v in arrays.items() if k.startswith("series_")},
+        status=list(meta["status"]), divergence=list(meta["divergence"]), train_s=float(meta["train_s"]),
+        resumed=meta["resumed"])
+
+
+def study_record(out: Path) -> dict:
+    """What a study folder's manifest says about its trained variants: per variant its seeds,
+    status, divergence records, training seconds and where it resumed from; overall `status`
+    ("completed", "diverged" when every seed did, else "partial")."""
+    variants = {}
+    for path in sorted(Path(out).glob("variant-*.npz")):
+        meta, _ = _read_npz(path, "finished variant")
+        variants[path.stem[len("variant-"):]] = {key: meta[key] for key in
+                                                 ("seeds", "status", "divergence", "train_s", "resumed")}
+    statuses = {status for record in variants.values() for status in record["status"]}
+    status = statuses.pop() if len(statuses) == 1 else "partial" if statuses else "completed"
+    return {"status": status, "variants": variants}
+
+
+def study_progress(out: Path) -> str:
+    """How far an unfinished study folder got, per variant, in words."""
+    parts = [f"{path.stem[len('variant-'):]} is trained (its figures and summary are still to write)"
+             for path in sorted(Path(out).glob("variant-*.npz"))]
+    for path in sorted(Path(out).glob("checkpoint-*.npz")):
+        try:
+            with np.load(path, allow_pickle=False) as z:
+                meta = json.loads(str(z["meta"]))
+            where = f"at observation {meta['next_obs']} of {meta['n_obs']}"
+        except (OSError, ValueError, KeyError, zipfile.BadZipFile):
+            where = "(unreadable)"
+        parts.append(f"{path.stem[len('checkpoint-'):]} has a checkpoint {where}")
+    return "; ".join(parts) if parts else "no checkpoint yet, so training restarts from t = 0"
+
+
+def divergence_message(record: dict, out: Path) -> str | None:
+    """One line about the seeds that diverged in a study, or None when none did."""
+    failed = [(name, seed, div) for name, variant in record.get("variants", {}).items()
+              for seed, div in zip(variant["seeds"], variant["divergence"]) if div is not None]
+    if not failed:
+        return None
+    total = sum(len(variant["seeds"]) for variant in record["variants"].values())
+    name, seed, div = failed[0]
+    return (f"{len(failed)} of {total} seeds diverged ({name} seed {seed}: {div['quantity']} became non-finite at "
+            f"t={div['t']:g}, last finite observation t={div['last_finite_t']}); observations before it are kept "
+            f"in {out}; lower train.lr")
+
+
+def clear_study_progress(out: Path) -> None:
+    """Remove a finished study folder's checkpoints, kept variants and lock file, and the
+    temporary files of writes a kill interrupted (hidden, `.tmp` in their name)."""
+    out = Path(out)
+    leftovers = [p for p in out.iterdir() if p.name.startswith(".") and ".tmp" in p.name and p.is_file()]
+    for path in [*out.glob("checkpoint-*.npz"), *out.glob("variant-*.npz"), out / ".lock", *leftovers]:
+        path.unlink(missing_ok=True)
