@@ -18,11 +18,11 @@ import argparse
 import time
 
 import coocflow  # noqa: F401  (float64)
-import equinox as eqx
 import jax
 import numpy as np
 
 from coocflow.api import resolve_config
+from coocflow.bench import LOOP_EVALUATIONS, repeated_velocity
 from coocflow.config import random_slots
 from coocflow.model import loss_grad
 from coocflow.model.gram import gram_gd_step, gram_velocity, grams_from_weights
@@ -36,7 +36,6 @@ CASES = (
 """n = 60, L = 5 hold 160 random slots and n = 300, L = 5 hold 800 (config.random_slots), so
 both fit distinct tokens in d = 1000; the second uses 803 of the 1000 tokens."""
 TARGET_MS = 5.0
-LOOP_EVALUATIONS = 20
 
 
 def call_ms(fn, *args, repeats: int) -> tuple[float, float]:
@@ -48,20 +47,6 @@ def call_ms(fn, *args, repeats: int) -> tuple[float, float]:
         jax.block_until_ready(fn(*args))
         times.append(time.perf_counter() - start)
     return 1e3 * float(np.median(times)), 1e3 * float(np.min(times))
-
-
-@jax.jit
-def velocity_loop(state, data):
-    """gram_velocity LOOP_EVALUATIONS times in one program; each evaluation moves G and s (so
-    none is loop-invariant) and reads one dynamic entry of every d x d output (so none is dead)."""
-
-    def evaluate(i, current):
-        velocity = gram_velocity(current, data)
-        k = i % current.A.shape[0]
-        probe = velocity.A[k, k] + velocity.P[k, k] + velocity.K[k, k] + velocity.V[k, k]
-        return eqx.tree_at(lambda s: (s.G, s.s), current, (current.G + 1e-9 * velocity.G, current.s + 1e-12 * probe))
-
-    return jax.lax.fori_loop(0, LOOP_EVALUATIONS, evaluate, state)
 
 
 def main() -> None:
@@ -79,7 +64,7 @@ def main() -> None:
         assert config.data.random_tokens != "distinct" or used == random_slots(config.data.n, config.data.L) + 3
         state = grams_from_weights(model)
         v_med, v_min = call_ms(velocity, state, data, repeats=args.repeats)
-        loop_med, loop_min = call_ms(velocity_loop, state, data, repeats=max(3, args.repeats // 4))
+        loop_med, loop_min = call_ms(repeated_velocity, state, data, repeats=max(3, args.repeats // 4))
         s_med, s_min = call_ms(step, state, data, 0.01, repeats=args.repeats)
         g_med, g_min = call_ms(gradient, model, data, repeats=args.repeats)
         verdict = ""

@@ -29,9 +29,9 @@ def _agree(weights, grams, tolerance):
 
 
 @pytest.mark.parametrize("extra", [
-    {"model.m": 3, "model.m1": 5},
-    {"model.m": 40, "model.m1": 6, "data.random_tokens": "distinct", "data.d": 40, "init.scheme": "theory"},
-])
+    {"model.m": 40, "model.m1": 5},
+    {"model.m": 3, "model.m1": 6, "data.random_tokens": "distinct", "data.d": 40, "init.scheme": "theory"},
+], ids=["uniform-m-above-2d", "distinct-m-below-2d"])
 def test_gradient_descent_in_gram_space_equals_weight_space(extra):
     weights = train(_config("weights", **extra))
     grams = train(_config("gram", **extra))

@@ -59,7 +59,8 @@ def build_problem(config: Config, seed: int | None = None) -> Problem:
     seed = config.seed if seed is None else seed
     dtype = jnp.dtype(config.dtype)
     train = make_train_set(config.data, seed)
-    return Problem(train=_cast(train, dtype), test=_cast(make_test_set(config.data, seed, train), dtype))
+    return Problem(train=_cast(train, dtype), test=_cast(make_test_set(config.data, seed, train), dtype),
+                   trainable=config.train.trainable)
 
 
 WEIGHT_ENTRIES_FOR_GRAMS = 20_000_000

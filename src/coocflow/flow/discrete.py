@@ -23,7 +23,7 @@ import optax
 from coocflow.config import TrainConfig
 from coocflow.data import Dataset
 from coocflow.flow.trajectory import (Checkpoint, Trajectory, divergence_record, drive, finish_snapshots,
-                                     record_snapshot, slot_table, snapshot_carry)
+                                     over_seed_groups, record_snapshot, slot_table, snapshot_carry, take_seeds)
 from coocflow.model import Transformer, trainable_loss
 from coocflow.model.gram import gram_gd_step
 from coocflow.model.state import dtype_of, is_gram, join, split
@@ -139,10 +139,13 @@ def integrate_discrete(
 
     def advance(carry, block, index):
         params, state, step, snap = carry
-        params, state, step, snap, observed = _advance(params, frozen, state, step, snap, keys, problem, h,
-                                                       jnp.asarray(block), jnp.asarray(index),
-                                                       jnp.asarray(slots[index]), train.method, batch_size,
-                                                       train.trainable)
+        marks = jnp.asarray(block), jnp.asarray(index), jnp.asarray(slots[index])
+
+        def group(seeds):
+            return _advance(*take_seeds((params, frozen, state, step, snap, keys, problem), seeds), h, *marks,
+                            train.method, batch_size, train.trainable)
+
+        params, state, step, snap, observed = over_seed_groups(group, n_seeds)
         return (params, state, step, snap), observed, {}
 
     snap = snapshot_carry(trainable, n_seeds, len(snapshot_obs))

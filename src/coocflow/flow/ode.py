@@ -26,7 +26,7 @@ import optimistix
 from coocflow.config import TrainConfig
 from coocflow.flow.discrete import TRACE_COUNTS, chunk_length
 from coocflow.flow.trajectory import (Checkpoint, Trajectory, divergence_record, drive, finish_snapshots,
-                                     record_snapshot, slot_table, snapshot_carry)
+                                     over_seed_groups, record_snapshot, slot_table, snapshot_carry, take_seeds)
 from coocflow.model import Transformer
 from coocflow.model.state import dtype_of, join, split, velocity
 from coocflow.observables import Problem, observe
@@ -123,10 +123,14 @@ def integrate_flow(
 
     def advance(carry, block, index):
         params, t0, snap = carry
-        params, observed, stats, snap = _solve_chunk(params, frozen, problem, snap, jnp.asarray(t0, dtype),
-                                                     jnp.asarray(block, dtype), jnp.asarray(index),
-                                                     jnp.asarray(slots[index]), rtol, atol, train.solver,
-                                                     train.max_steps, train.trainable)
+        marks = (jnp.asarray(t0, dtype), jnp.asarray(block, dtype), jnp.asarray(index), jnp.asarray(slots[index]),
+                 rtol, atol)
+
+        def group(seeds):
+            return _solve_chunk(*take_seeds((params, frozen, problem, snap), seeds), *marks, train.solver,
+                                train.max_steps, train.trainable)
+
+        params, observed, stats, snap = over_seed_groups(group, n_seeds)
         return (params, np.float64(block[-1]), snap), observed, stats
 
     snap = snapshot_carry(trainable, n_seeds, len(snapshot_obs))

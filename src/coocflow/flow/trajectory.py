@@ -52,6 +52,54 @@ class Trajectory:
         return len(finite) if finite.all() else int(np.argmin(finite))
 
 
+def seed_groups(n_seeds: int) -> list[slice]:
+    """How an ensemble's seeds are split for `over_seed_groups`: one group per CPU core (at
+    most one per seed), each a contiguous slice; a single group on accelerators, where one wide
+    vmapped call is what the device wants.
+
+    Measured on the 2-core CPU (paper configuration, GD, 8 seeds): one vmapped call of all seeds
+    runs 1.4x one seed's throughput (XLA:CPU runs a batched step on one core), two threads each
+    running a vmapped call of half the seeds 2.4x; one thread per seed 1.6x."""
+    import os
+
+    cores = os.cpu_count() or 1
+    groups = 1 if jax.default_backend() != "cpu" else max(1, min(cores, n_seeds))
+    bounds = np.linspace(0, n_seeds, groups + 1).round().astype(int)
+    return [slice(int(a), int(b)) for a, b in zip(bounds[:-1], bounds[1:])]
+
+
+_POOL: list = []
+_COMPILED: set = set()
+"""Call sites and group sizes already run once: the first call runs the groups one after the
+other, so each program is traced and compiled once, not by two threads at the same time."""
+
+
+def over_seed_groups(fn: Callable[[slice], Any], n_seeds: int) -> Any:
+    """`fn(group)` for each group of `seed_groups(n_seeds)`, concurrently (a compiled call
+    releases the GIL), with the results' leaves concatenated back along the seed axis. `fn`
+    must return a pytree whose every leaf has the seed axis first."""
+    groups = seed_groups(n_seeds)
+    if len(groups) == 1:
+        return fn(groups[0])
+    seen = (fn.__code__, tuple(g.stop - g.start for g in groups))
+    if seen not in _COMPILED:
+        parts = [fn(group) for group in groups]
+        _COMPILED.add(seen)
+    else:
+        if not _POOL:
+            from concurrent.futures import ThreadPoolExecutor
+
+            _POOL.append(ThreadPoolExecutor(max_workers=len(groups), thread_name_prefix="coocflow-seeds"))
+        futures = [_POOL[0].submit(fn, group) for group in groups]
+        parts = [future.result() for future in futures]
+    return jax.tree.map(lambda *leaves: jnp.concatenate(leaves, axis=0), *parts)
+
+
+def take_seeds(tree: Any, group: slice) -> Any:
+    """The leaves of a seed-batched pytree for the seeds of `group`."""
+    return jax.tree.map(lambda leaf: leaf[group], tree)
+
+
 def first_bad(observed: dict[str, np.ndarray], watched: tuple[str, ...] = WATCHED
               ) -> tuple[np.ndarray, list[str | None]]:
     """Per seed, the index of the first observation with a non-finite watched quantity (or -1),

@@ -41,10 +41,12 @@ Transformer = State
 
 
 class Problem(eqx.Module):
-    """What the observables look at besides the weights: the training and test sets."""
+    """What the observables look at besides the weights: the training and test sets, and which
+    parameters the run trains (`train.trainable`), so the rates follow the flow that is run."""
 
     train: Dataset
     test: Dataset
+    trainable: str = eqx.field(static=True, default="all")
 
 
 @dataclass(frozen=True)
@@ -219,13 +221,15 @@ RATE_OF = ("loss", "G_mu1", "G_mu2", "G_mu3", "A_mu1_mu2", "A_mu2_mu1", "A_mu3_m
 
 
 def rates(model: Transformer, pr: Problem) -> dict[str, jnp.ndarray]:
-    """Exact time derivatives along the flow: the JVP of each observable along -grad L.
+    """Exact time derivatives along the flow that the run trains: the JVP of each observable
+    along -grad L over the trainable parameters (`pr.trainable`; with `mlp-value` attention is
+    frozen, so the scores do not move).
 
     These are the flow's derivatives at the current weights, whatever method produced them;
     the checks of `coocflow verify` use them instead of finite differences of the saved series.
     """
-    trainable, frozen = split(model)
-    field = velocity(trainable, frozen, pr.train)
+    trainable, frozen = split(model, pr.trainable)
+    field = velocity(trainable, frozen, pr.train, pr.trainable)
 
     def values(params):
         current = join(params, frozen)
@@ -256,7 +260,7 @@ def _register_dynamics() -> None:
               lambda model, pr: jnp.linalg.norm(model.W @ model.W.T), neurons=True)
     for name in RATE_OF:
         column = f"d_{name}_dt"
-        OBSERVABLES[column] = Observable(column, "rates", f"d({name})/dt along -grad L (JVP)",
+        OBSERVABLES[column] = Observable(column, "rates", f"d({name})/dt along the trained flow, -grad L over the trainable parameters (JVP)",
                                          lambda model, pr, column=column: rates(model, pr)[column], rates)
     _register("eq5_rhs", "rates", "(2 m1 / n) sum_i g_i y_i F_i, which Eq. (5) says equals d||u||^2/dt", eq5_rhs)
 

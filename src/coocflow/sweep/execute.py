@@ -54,14 +54,23 @@ def run_job(root: str, job: dict) -> dict:
     """Train one job (all its seeds), write its run folder, then its metrics rows, then its
     summary rows (the `done` marker). Never raises: a failure is recorded and returned."""
     import coocflow  # noqa: F401  (float64 in worker processes)
+    from coocflow.api import resume_run, run_and_write
     from coocflow.config import config_from_dict
-    from coocflow.errors import CoocflowError
-    from coocflow.runner import train, write_run
+    from coocflow.errors import CoocflowError, RunFolderError
+    from coocflow.storage.paths import is_in_progress
 
     store, job_id, start = SweepStore(Path(root)), job["id"], time.perf_counter()
     try:
-        result = train(config_from_dict(job["config"]))
-        folder = write_run(result, store.job_folder(job_id), force=True)
+        config, folder = config_from_dict(job["config"]), store.job_folder(job_id)
+        resumed = False
+        if is_in_progress(folder):
+            try:
+                folder, result = resume_run(folder, figures=False)
+                resumed = True
+            except RunFolderError:
+                pass
+        if not resumed:
+            folder, result = run_and_write(config, folder, force=True, figures=False)
         metrics = result.table()
         store.write_table("metrics", job_id, {"job": np.full(len(metrics["t"]), job_id), **metrics,
                                               **_axis_columns(job["axes"], len(metrics["t"]))})

@@ -1,0 +1,293 @@
+"""Power-law exponents in the width m with seed-bootstrap confidence intervals (scaling checks).
+
+A scaling check measures a quantity per seed at several widths and asks whether
+quantity ~ C m^e with the paper's predicted e (CLAIMS.md, column `e`). `fit_exponent` fits e
+and C with percentile-bootstrap intervals over seeds; `verdict` turns a fit into pass/fail.
+
+Statistical choices:
+- The fit is ordinary least squares of the per-width mean of log|value| on log m, every width
+  weighted equally. With equal seed counts this is the pooled least-squares fit over all
+  points; with missing seeds it keeps a width that lost seeds from counting less. Means of logs
+  (geometric means), not medians: their bootstrap distribution is smooth, whereas the median of
+  8 seeds takes few distinct values and gives lumpy, under-covering percentile intervals.
+- The bootstrap resamples seeds with replacement independently at each width (seeds are the
+  independent units; widths are the design) and refits. Each resampled mean's deviation from
+  the observed one is scaled by sqrt(n / (n - 1)): the plain bootstrap variance of a mean of n
+  seeds is (n - 1)/n of the unbiased one, which at 8 seeds narrows 95% intervals to about 91%.
+  Measured coverage of the nominal 95% interval (lognormal seeds, 6 widths, 4000 datasets):
+  0.93 with 8 seeds per width, 0.92 with 4, 0.91 with 3 (the percentile interval ignores that the
+  seed variance is itself estimated). BCa buys nothing here: log|value| means are near-normal.
+- The prefactor C is quoted at the reference width m_ref (geometric mean of the fitted widths),
+  quantity ~ C (m / m_ref)^e, where it is uncorrelated with e and best determined.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from dataclasses import asdict, dataclass, field
+
+import numpy as np
+
+FEW_WIDTHS = 3
+"""Below this many widths the line has no residual degrees of freedom worth the name: flagged."""
+PREDICTION_SLACK = 1e-9
+"""Relative slack when testing a prediction against a (possibly degenerate, noise-free) interval."""
+
+
+@dataclass(frozen=True)
+class ExponentFit:
+    """A power-law fit |value| ~ prefactor * (m / reference_width)^exponent with bootstrap intervals."""
+
+    exponent: float | None
+    low: float | None
+    high: float | None
+    prefactor: float | None
+    prefactor_low: float | None
+    prefactor_high: float | None
+    reference_width: float | None
+    predicted: float | None
+    contains_prediction: bool | None
+    prefactor_ratio: float | None
+    widths: tuple[float, ...]
+    n_seeds: tuple[int, ...]
+    residual_spread: float | None
+    seed_spread: float | None
+    signs: str | None
+    confidence: float
+    resamples: int
+    name: str = "value"
+    notes: tuple[str, ...] = field(default_factory=tuple)
+
+    @property
+    def n_widths(self) -> int:
+        return len(self.widths)
+
+    @property
+    def fitted(self) -> bool:
+        return self.exponent is not None
+
+    @property
+    def few_widths(self) -> bool:
+        return self.n_widths < FEW_WIDTHS
+
+    @property
+    def mixed_signs(self) -> bool:
+        return self.signs == "mixed"
+
+    def to_dict(self) -> dict:
+        """JSON-safe: plain floats, lists, and None for anything not finite."""
+        data = {key: _json_safe(value) for key, value in asdict(self).items()}
+        data.update(n_widths=self.n_widths, few_widths=self.few_widths, mixed_signs=self.mixed_signs)
+        return data
+
+    def sentence(self) -> str:
+        """One line: exponent, interval, design, prediction and prefactor stability."""
+        if not self.fitted:
+            return f"{self.name}: no exponent ({'; '.join(self.notes) or 'nothing to fit'})"
+        percent = f"{100 * self.confidence:g}%"
+        digits = _digits(self.low, self.high, self.predicted)
+        interval = ("no interval" if self.low is None
+                    else f"{percent} CI {self.low:.{digits}f} to {self.high:.{digits}f}")
+        span = f"{_format_width(self.widths[0])}..{_format_width(self.widths[-1])}"
+        design = f"{self.n_widths} widths, {_format_seed_counts(self.n_seeds)}"
+        parts = [f"{self.name}: exponent {self.exponent:.{digits}f} ({interval}) over m = {span} ({design})"]
+        if self.predicted is not None:
+            if self.contains_prediction is not None:
+                parts.append(f"predicted {self.predicted:g}: {'inside' if self.contains_prediction else 'outside'}")
+            else:
+                parts.append(f"predicted {self.predicted:g}")
+            if self.prefactor_ratio is not None:
+                parts.append(f"{_scaled_name(self.name, self.predicted)} varies by "
+                             f"{_format_ratio(self.prefactor_ratio)}x across widths")
+        if self.mixed_signs:
+            parts.append("signs mixed (fitted |value|)")
+        if self.few_widths:
+            parts.append(f"only {self.n_widths} widths")
+        return "; ".join(parts)
+
+
+def fit_exponent(
+    widths: Sequence[float] | np.ndarray,
+    values: Sequence[Sequence[float]] | np.ndarray,
+    predicted: float | None = None,
+    confidence: float = 0.95,
+    resamples: int = 2000,
+    seed: int = 0,
+    name: str = "value",
+) -> ExponentFit:
+    """Fit |values[w, s]| ~ C m_w^e over seeds s; NaN (or zero) marks a missing seed.
+
+    Rows of `values` may differ in length. Widths left without a usable seed are dropped with a
+    note; a width with one seed keeps its point but stays fixed in the bootstrap.
+    """
+    if not 0.0 < confidence < 1.0:
+        raise ValueError(f"confidence must lie in (0, 1), got {confidence}")
+    if resamples < 1:
+        raise ValueError(f"resamples must be positive, got {resamples}")
+    predicted = None if predicted is None else float(predicted)
+    width_array = np.asarray(widths, dtype=np.float64).ravel()
+    rows = [np.asarray(row, dtype=np.float64).ravel() for row in values]
+    if len(rows) != width_array.size:
+        raise ValueError(f"{width_array.size} widths but {len(rows)} rows of values")
+    if not np.all(np.isfinite(width_array) & (width_array > 0)):
+        raise ValueError("widths must be positive and finite")
+    if np.unique(width_array).size != width_array.size:
+        raise ValueError("widths must be distinct")
+
+    order = np.argsort(width_array)
+    notes: list[str] = []
+    kept_widths, log_rows, signed = [], [], []
+    for index in order:
+        m, row = width_array[index], rows[index]
+        finite = row[np.isfinite(row)]
+        zeros = int(np.sum(finite == 0))
+        usable = finite[finite != 0]
+        if zeros:
+            notes.append(f"m={_format_width(m)}: {zeros} zero value(s) dropped")
+        if usable.size == 0:
+            notes.append(f"m={_format_width(m)}: no usable seed, width dropped")
+            continue
+        if usable.size == 1:
+            notes.append(f"m={_format_width(m)}: 1 seed, held fixed in the bootstrap")
+        kept_widths.append(float(m))
+        log_rows.append(np.log(np.abs(usable)))
+        signed.append(usable)
+
+    signs = _sign_summary(signed)
+    if signs == "mixed":
+        notes.append("values of both signs: fitted |value|")
+    n_seeds = tuple(int(row.size) for row in log_rows)
+    empty = {"low": None, "high": None, "prefactor_low": None, "prefactor_high": None, "predicted": predicted,
+             "contains_prediction": None, "widths": tuple(kept_widths), "n_seeds": n_seeds, "signs": signs,
+             "confidence": confidence, "resamples": resamples, "name": name}
+    if len(kept_widths) < 2:
+        notes.append(f"{len(kept_widths)} usable width(s): at least 2 are needed")
+        return ExponentFit(exponent=None, prefactor=None, reference_width=None, prefactor_ratio=None,
+                           residual_spread=None, seed_spread=None, notes=tuple(notes), **empty)
+    if len(kept_widths) < FEW_WIDTHS:
+        notes.append(f"only {len(kept_widths)} widths: the line fits them exactly, interval from seeds alone")
+
+    log_widths = np.log(np.asarray(kept_widths))
+    centred = log_widths - log_widths.mean()
+    reference_width = float(np.exp(log_widths.mean()))
+    means = np.array([row.mean() for row in log_rows])
+    exponent, log_prefactor = _line(centred, means[None, :])
+    exponent, log_prefactor = float(exponent[0]), float(log_prefactor[0])
+    residual_spread = float(np.sqrt(np.mean((means - log_prefactor - exponent * centred) ** 2)))
+    seed_spread = _pooled_spread(log_rows)
+
+    boot_means = _bootstrap_means(log_rows, resamples, np.random.default_rng(seed))
+    tail = 100 * (1 - confidence) / 2
+    interval: dict = {}
+    if boot_means is None:
+        notes.append("no width has 2 or more seeds: no interval")
+    else:
+        slopes, log_prefactors = _line(centred, boot_means)
+        low, high = np.percentile(slopes, [tail, 100 - tail])
+        prefactor_low, prefactor_high = np.exp(np.percentile(log_prefactors, [tail, 100 - tail]))
+        interval = {"low": float(low), "high": float(high), "prefactor_low": float(prefactor_low),
+                    "prefactor_high": float(prefactor_high)}
+        if predicted is not None:
+            slack = PREDICTION_SLACK * (1 + abs(predicted))
+            interval["contains_prediction"] = bool(low - slack <= predicted <= high + slack)
+
+    prefactor_ratio = None
+    if predicted is not None:
+        scaled = [np.median(np.exp(row) * m ** (-predicted)) for row, m in zip(log_rows, kept_widths)]
+        prefactor_ratio = float(max(scaled) / min(scaled))
+    return ExponentFit(exponent=exponent, prefactor=float(np.exp(log_prefactor)), reference_width=reference_width,
+                       prefactor_ratio=prefactor_ratio, residual_spread=residual_spread, seed_spread=seed_spread,
+                       notes=tuple(notes), **{**empty, **interval})
+
+
+def verdict(fit: ExponentFit, prefactor_tolerance: float = 3.0) -> str:
+    """Pass when the prediction is inside the interval and the prefactor varies by at most the tolerance."""
+    if not fit.fitted or fit.predicted is None or fit.contains_prediction is None or fit.prefactor_ratio is None:
+        return "not applicable"
+    if fit.contains_prediction and fit.prefactor_ratio <= prefactor_tolerance:
+        return "pass"
+    return "fail"
+
+
+def _line(centred: np.ndarray, means: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Least-squares slope and value at the centre for each row of `means` (rows: datasets)."""
+    slopes = means @ centred / (centred @ centred)
+    return slopes, means.mean(axis=1)
+
+
+def _bootstrap_means(log_rows: list[np.ndarray], resamples: int, rng: np.random.Generator) -> np.ndarray | None:
+    """(resamples, widths) seed-resampled means, deviations inflated by sqrt(n / (n - 1)); None if no spread."""
+    if all(row.size < 2 for row in log_rows):
+        return None
+    columns = []
+    for row in log_rows:
+        if row.size < 2:
+            columns.append(np.full(resamples, row.mean()))
+            continue
+        drawn = row[rng.integers(0, row.size, size=(resamples, row.size))].mean(axis=1)
+        columns.append(row.mean() + math.sqrt(row.size / (row.size - 1)) * (drawn - row.mean()))
+    return np.stack(columns, axis=1)
+
+
+def _pooled_spread(log_rows: list[np.ndarray]) -> float | None:
+    """Pooled within-width standard deviation of log|value| across seeds (None without replicates)."""
+    squares = sum(float(np.sum((row - row.mean()) ** 2)) for row in log_rows)
+    dof = sum(row.size - 1 for row in log_rows)
+    return math.sqrt(squares / dof) if dof > 0 else None
+
+
+def _sign_summary(signed: list[np.ndarray]) -> str | None:
+    if not signed:
+        return None
+    every = np.concatenate(signed)
+    if np.all(every > 0):
+        return "positive"
+    if np.all(every < 0):
+        return "negative"
+    return "mixed"
+
+
+def _json_safe(value):
+    if isinstance(value, (list, tuple)):
+        return [_json_safe(item) for item in value]
+    if isinstance(value, (bool, np.bool_)):
+        return bool(value)
+    if isinstance(value, (int, np.integer)):
+        return int(value)
+    if isinstance(value, (float, np.floating)):
+        return float(value) if math.isfinite(value) else None
+    return value
+
+
+def _digits(low: float | None, high: float | None, predicted: float | None) -> int:
+    """Two decimals, more when rounding would put an interval end on the prediction."""
+    if low is None or predicted is None:
+        return 2
+    for digits in (2, 3, 4):
+        if predicted in (round(low, digits), round(high, digits)) and predicted not in (low, high):
+            continue
+        return digits
+    return 4
+
+
+def _format_ratio(ratio: float) -> str:
+    return f"{ratio:.3g}" if ratio < 1000 else f"{ratio:.0f}"
+
+
+def _format_width(m: float) -> str:
+    if m < 1e4:
+        return f"{m:g}"
+    return f"{m:.3g}".replace("e+0", "e").replace("e+", "e")
+
+
+def _format_seed_counts(n_seeds: tuple[int, ...]) -> str:
+    if min(n_seeds) == max(n_seeds):
+        return f"{n_seeds[0]} seed{'s' if n_seeds[0] != 1 else ''} each"
+    return f"{min(n_seeds)}-{max(n_seeds)} seeds per width"
+
+
+def _scaled_name(name: str, predicted: float) -> str:
+    if predicted == 0:
+        return name
+    return f"{name} m^{-predicted:g}"
