@@ -189,3 +189,51 @@ def test_verify_an_ensemble_with_diverged_seeds(tmp_path):
     assert any(rate["failed"] > 0 for rate in per_seed.values()) and rates["appendix_c_closed_forms"]["of"] == 1
     write_verification(run, verification)
     assert "/" in (folder / "verify.md").read_text().split("| `thm3.3_final_loss` |")[1].split("|")[2]
+
+
+def test_premises_lead_and_identities_stand_apart(phenomena):
+    verification = verify_run(phenomena)
+    write_verification(phenomena, verification)
+    report = json.loads((phenomena.path / "verify.json").read_text())
+    ids = [p["id"] for p in report["premises"]]
+    assert ids == [f"P{k}" for k in range(1, 10)] and "premises met" in report["premises_summary"]
+    kaiming = {p["id"]: p["met"] for p in report["premises"]}
+    assert kaiming["P2"] is False and kaiming["P4"] is True and kaiming["P8"] is True
+    assert report["identities"] == ["eq5_exact", "appendix_c_closed_forms"]
+    states = [s["state"] for s in report["appendix_c"]["states"]]
+    assert states == ["initial", "T1", "final"] and report["appendix_c"]["passed"] is True
+    text = (phenomena.path / "verify.md").read_text()
+    premises_at, claims_at, identities_at = (text.index(h) for h in
+                                             ("## Premises", "## Claims", "## Implementation identities"))
+    assert premises_at < claims_at < identities_at
+    assert "| `eq5_exact` |" in text[identities_at:] and "| `eq5_exact` |" not in text[claims_at:identities_at]
+
+
+def test_strict_exit_codes_and_the_summary_line(tmp_path):
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    from conftest import TINY
+
+    cli = Path(sys.executable).parent / "coocflow"
+    folder, _ = run_and_write(resolve_config("paper", [f"{k}={v}" for k, v in TINY.items()]), tmp_path / "tiny",
+                              figures=False)
+    relaxed = subprocess.run([str(cli), "verify", str(folder)], capture_output=True, text=True)
+    assert relaxed.returncode == 0, relaxed.stderr
+    assert "premises" in relaxed.stdout and "verdicts (checks x seeds):" in relaxed.stdout
+    failing = json.loads((folder / "verify.json").read_text())["pass_rates"]
+    assert any(rate["failed"] for rate in failing.values())
+    strict = subprocess.run([str(cli), "verify", str(folder), "--strict"], capture_output=True, text=True)
+    assert strict.returncode == 2 and "verify --strict:" in strict.stderr and "checks failed" in strict.stderr
+
+
+def test_a_gram_run_verifies_without_weights(tmp_path):
+    from conftest import TINY
+
+    config = resolve_config("paper", [f"{k}={v}" for k, v in {**TINY, "model.space": "gram"}.items()])
+    folder, _ = run_and_write(config, tmp_path / "gram", figures=False)
+    verification = verify_run(load_run(folder))
+    assert verification.appendix_c == []
+    assert verification.pass_rates()["appendix_c_closed_forms"] == {"passed": 0, "failed": 0, "unchecked": 1, "of": 1}
+    assert {p.id: p.met for p in verification.premises}["P9"] in (None, False)

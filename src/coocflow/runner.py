@@ -251,7 +251,8 @@ REJECTED_SHARE_WARNING = 0.3
 
 def health_warnings(result: RunResult) -> list[str]:
     """Numerical health, stated in the summary: float32 too coarse for the observed score changes
-    (a change below 100 float32 ulps of the score is mostly rounding), and a flow solver that
+    (a change below 100 float32 ulps of the score is mostly rounding), T1 at the first observed
+    time (Phase 1 not resolved, as at large widths, where T1 ~ 1/m), and a flow solver that
     rejects many steps (the flow is stiff here: an implicit solver or looser tolerances help)."""
     warnings = []
     series = result.trajectory.series
@@ -264,6 +265,15 @@ def health_warnings(result: RunResult) -> list[str]:
             if change < 100 * FLOAT32_RESOLUTION * max(scale, 1e-30):
                 warnings.append(f"float32: {name} changes by {change:.2g}, under 100 float32 ulps of its size "
                                 f"{scale:.2g}; use dtype = \"float64\"")
+    t = result.trajectory.t
+    first = float(t[1]) if len(t) > 1 else None
+    if first is not None and any(t1 is not None and t1 <= first for t1 in result.t1):
+        config = result.config
+        fix = (f"--set train.lr={first / 100:g} --set train.t_end={config.t_end:g} (the flow's first observed time "
+               "is train.lr)" if config.is_flow else
+               f"--set train.lr={config.train.lr / 100:g} --set train.steps={config.train.steps * 100}")
+        warnings.append(f"resolution: T1 is the first observed time t = {first:g}, so Phase 1 ended before any "
+                        f"observation; observe earlier: {fix}")
     stats = result.trajectory.stats
     if stats.get("num_steps"):
         for seed, steps, rejected in zip(result.seeds, stats["num_steps"], stats["num_rejected_steps"]):

@@ -95,6 +95,34 @@ def attention_spread(model: Transformer, data: Dataset) -> float:
     return float(jnp.max(jnp.abs(p - 1.0 / data.tokens.shape[1])))
 
 
+def saved_state_agreement(run) -> list[dict]:
+    """Agreement at the run's own saved states of its first seed: initial, at T1 (when the run
+    kept it) and final. A Gram-space run has no weights to evaluate the neuron-level variables
+    at, so it returns no states."""
+    import numpy as np
+
+    from coocflow.data import Dataset
+
+    moments = [("initial", run.state_init), ("T1", getattr(run, "state_t1", None)), ("final", run.state_final)]
+    reports = []
+    for label, state in moments:
+        if state is None or "W_Q" not in state:
+            continue
+        first = {k: np.asarray(v)[0] if np.asarray(state["W_Q"]).ndim == 3 and np.ndim(v) else np.asarray(v)
+                 for k, v in state.items()}
+        if not np.all(np.isfinite(first["W_Q"])):
+            continue
+        dtype = first["W_Q"].dtype
+        model = Transformer(W_Q=jnp.asarray(first["W_Q"]), W_K=jnp.asarray(first["W_K"]), W_V=jnp.asarray(first["W_V"]),
+                            W=jnp.asarray(first["W"]), a=jnp.asarray(first["a"], dtype=dtype))
+        data = Dataset(jnp.asarray(first["tokens"]), jnp.asarray(first["labels"], dtype=dtype),
+                       jnp.asarray(first["groups"]))
+        reports.append({"state": label, "t": float(first["t"]) if "t" in first else None,
+                        "max_abs_p_minus_uniform": attention_spread(model, data),
+                        "relative_error": agreement(model, data)})
+    return reports
+
+
 def random_state_agreement(config, states: int = 3, attention_scale: float = 8.0) -> list[dict]:
     """Agreement at random states of `config`: its own initialization, then W_Q and W_K scaled by
     `attention_scale` so that attention is far from uniform."""

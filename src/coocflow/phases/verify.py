@@ -6,19 +6,23 @@ checks that are about curves) into the run folder, atomically.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 import numpy as np
 
-from coocflow.phases.appendix_c import KINDS, max_error, random_state_agreement
+from coocflow.phases.appendix_c import KINDS, max_error, saved_state_agreement
 from coocflow.phases.checks import CHECKS, CheckResult, SeedData, late_phase2, run_checks
+from coocflow.phases.premises import Premise, evaluate_premises, premises_markdown, premises_summary
 from coocflow.storage import LoadedRun, atomic_write_json, atomic_write_text
 from coocflow.storage.run_folder import score_matrix_of
 
 
 APPENDIX_C_TOLERANCE = 1e-8
 APPENDIX_C_CHECK = "appendix_c_closed_forms"
+IDENTITIES = ("eq5_exact",)
+"""Checks that are identities of the implementation (they hold for any weights), not claims of
+the paper: shown apart from the claims, with the Appendix C closed forms."""
 
 
 @dataclass
@@ -27,10 +31,12 @@ class Verification:
     per_seed: list[list[CheckResult]]
     boundaries: list[dict]
     appendix_c: list[dict]
+    premises: list[Premise] = field(default_factory=list)
 
     @property
     def appendix_c_error(self) -> float:
-        return max_error(self.appendix_c)
+        """Largest relative disagreement of the closed forms; NaN when no weights were saved."""
+        return max_error(self.appendix_c) if self.appendix_c else float("nan")
 
     def pass_rates(self) -> dict[str, dict]:
         """For every check, the per-seed ones and `appendix_c_closed_forms` (one verdict for
@@ -40,8 +46,11 @@ class Verification:
             verdicts = [results[i].passed for results in self.per_seed]
             rates[name] = {"passed": sum(v is True for v in verdicts), "failed": sum(v is False for v in verdicts),
                            "unchecked": sum(v is None for v in verdicts), "of": len(verdicts)}
-        agreed = self.appendix_c_error <= APPENDIX_C_TOLERANCE
-        rates[APPENDIX_C_CHECK] = {"passed": int(agreed), "failed": int(not agreed), "unchecked": 0, "of": 1}
+        if not self.appendix_c:
+            rates[APPENDIX_C_CHECK] = {"passed": 0, "failed": 0, "unchecked": 1, "of": 1}
+        else:
+            agreed = self.appendix_c_error <= APPENDIX_C_TOLERANCE
+            rates[APPENDIX_C_CHECK] = {"passed": int(agreed), "failed": int(not agreed), "unchecked": 0, "of": 1}
         return rates
 
     def table(self):
@@ -55,11 +64,16 @@ class Verification:
     def to_dict(self) -> dict:
         return {
             "seeds": self.seeds,
+            "premises": [p.to_dict() for p in self.premises],
+            "premises_summary": premises_summary(self.premises) if self.premises else None,
             "pass_rates": self.pass_rates(),
             "per_seed": [{"seed": seed, "boundaries": bounds, "checks": [r.to_dict() for r in results]}
                          for seed, bounds, results in zip(self.seeds, self.boundaries, self.per_seed)],
-            "appendix_c": {"tolerance": APPENDIX_C_TOLERANCE, "max_relative_error": self.appendix_c_error,
-                           "passed": self.appendix_c_error <= APPENDIX_C_TOLERANCE, "states": self.appendix_c},
+            "identities": list(IDENTITIES) + [APPENDIX_C_CHECK],
+            "appendix_c": {"tolerance": APPENDIX_C_TOLERANCE,
+                           "max_relative_error": self.appendix_c_error if self.appendix_c else None,
+                           "passed": (self.appendix_c_error <= APPENDIX_C_TOLERANCE) if self.appendix_c else None,
+                           "states": self.appendix_c},
         }
 
 
@@ -90,26 +104,16 @@ def _seed_of(array: np.ndarray, index: int, ensemble: bool) -> np.ndarray:
     return array[index] if ensemble else array
 
 
-APPENDIX_C_MAX_WIDTH = 256
-"""Appendix C's closed forms are identities in the weights, checked at random weight states; a
-Gram-space run may be far wider than weights fit, so they are checked at widths capped here."""
-
-
 def verify_run(run: LoadedRun) -> Verification:
-    """Every check on every seed, and Appendix C's closed forms at random states of the config."""
-    from coocflow.config import config_from_dict
-
+    """The premises of the theorems on this run, every check on every seed, and the
+    implementation identities (Appendix C's closed forms at the run's own saved states)."""
     seeds, per_seed, bounds = [], [], []
     for seed, data in seed_data(run):
         seeds.append(seed)
         per_seed.append(run_checks(data))
         bounds.append(data.bounds)
-    model = run.config.get("model", {})
-    capped = {**model, "space": "weights", "m": min(int(model.get("m", 1)), APPENDIX_C_MAX_WIDTH),
-              "m1": min(int(model.get("m1", 1)), APPENDIX_C_MAX_WIDTH)}
-    init = {**run.config.get("init", {}), "gram_from": "auto"}
-    appendix = random_state_agreement(config_from_dict({**run.config, "seeds": [], "model": capped, "init": init}))
-    return Verification(seeds, per_seed, bounds, appendix)
+    appendix = saved_state_agreement(run)
+    return Verification(seeds, per_seed, bounds, appendix, evaluate_premises(run))
 
 
 def _verdict(rate: dict) -> str:
@@ -120,25 +124,36 @@ def _verdict(rate: dict) -> str:
 
 def markdown(v: Verification, title: str) -> str:
     rates = v.pass_rates()
-    lines = [f"# Verification: {title}", "",
-             f"Seeds: {', '.join(map(str, v.seeds))}. Each row is one claim of the paper; thresholds turn "
-             "order-of-magnitude statements into numbers (see `coocflow/phases/checks.py`).", "",
-             "| check | claim | threshold | verdict | measured (first seed) |", "| --- | --- | --- | --- | --- |"]
+    lines = [f"# Verification: {title}", "", f"Seeds: {', '.join(map(str, v.seeds))}.", ""]
+    if v.premises:
+        lines += ["## Premises of the theorems", "", premises_summary(v.premises) + ".", "",
+                  premises_markdown(v.premises).rstrip(), ""]
+    lines += ["## Claims", "", "Each row is one claim of the paper; thresholds turn order-of-magnitude statements into "
+              "numbers (see `coocflow/phases/checks.py`).", "",
+              "| check | claim | threshold | verdict | measured (first seed) |", "| --- | --- | --- | --- | --- |"]
+    identity_rows = []
     for i, name in enumerate(CHECKS):
         first = v.per_seed[0][i]
         cells = [f"`{name}`", first.claim, first.threshold, _verdict(rates[name]), first.sentence]
-        lines.append("| " + " | ".join(cell.replace("|", "\\|") for cell in cells) + " |")
-    lines += ["", "## Appendix C: the coupled dynamical system", "",
-              "Closed-form right-hand sides of the six kinds of variables (coocflow/phases/appendix_c.py) against "
-              "forward-mode derivatives along -grad L, at random states of this configuration (the second and "
-              "third with W_Q, W_K scaled so attention is far from uniform):", "",
-              "| kind | " + " | ".join(f"state {i + 1} (max abs p - 1/L = {r['max_abs_p_minus_uniform']:.2g})"
-                                       for i, r in enumerate(v.appendix_c)) + " |",
-              "| --- |" + " --- |" * len(v.appendix_c)]
-    for kind in KINDS:
-        lines.append(f"| {kind} | " + " | ".join(f"{r['relative_error'][kind]:.1e}" for r in v.appendix_c) + " |")
-    lines += ["", f"Largest relative disagreement: {v.appendix_c_error:.1e} (tolerance {APPENDIX_C_TOLERANCE:g}). "
-                  "The score equation is the one printed in the authors' answer to reviewers; it holds."]
+        row = "| " + " | ".join(cell.replace("|", "\\|") for cell in cells) + " |"
+        (identity_rows if name in IDENTITIES else lines).append(row)
+    lines += ["", "## Implementation identities", "",
+              "Identities that hold for any weights (so they test the implementation, not the paper):", "",
+              "| check | claim | threshold | verdict | measured (first seed) |", "| --- | --- | --- | --- | --- |",
+              *identity_rows, "", "Appendix C, the coupled dynamical system: closed-form right-hand sides of the six "
+              "kinds of variables (coocflow/phases/appendix_c.py) against forward-mode derivatives along -grad L, "
+              "at this run's own saved states (first seed):", ""]
+    if v.appendix_c:
+        lines += ["| kind | " + " | ".join(f"{r['state']} (max abs p - 1/L = {r['max_abs_p_minus_uniform']:.2g})"
+                                          for r in v.appendix_c) + " |",
+                  "| --- |" + " --- |" * len(v.appendix_c)]
+        for kind in KINDS:
+            lines.append(f"| {kind} | " + " | ".join(f"{r['relative_error'][kind]:.1e}" for r in v.appendix_c) + " |")
+        lines += ["", f"Largest relative disagreement: {v.appendix_c_error:.1e} (tolerance {APPENDIX_C_TOLERANCE:g}). "
+                      "The score equation is the one printed in the authors' answer to reviewers."]
+    else:
+        lines += ["Not evaluated: this run saved no weights (the Gram space keeps the Grams, and the neuron-level "
+                  "variables need W)."]
     b = v.boundaries[0]
     fmt = lambda x: "-" if x is None else f"{x:.4g}"  # noqa: E731
     lines += ["", f"Phase boundaries (first seed): T0.5 = {fmt(b['T0.5'])}, T1 = {fmt(b['T1'])}, "

@@ -21,7 +21,7 @@ import matplotlib
 matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
 import numpy as np  # noqa: E402
-from matplotlib.ticker import LogLocator  # noqa: E402
+from matplotlib.ticker import FuncFormatter, LogLocator  # noqa: E402
 
 from coocflow.observables.ensemble import BAND, median_band  # noqa: E402
 
@@ -373,6 +373,11 @@ def _suptitle(fig, view: SeriesView, title: str) -> None:
     fig.suptitle(f"{title}\n{shows}" if title else shows, fontsize=9.5, y=0.995, va="top")
 
 
+SHORT_NUMBERS = FuncFormatter(lambda value, _: f"{value:.3g}")
+"""Tick labels that carry their own exponent: Matplotlib's offset text ("1e-8" above the axis)
+would sit on the panel's two-line title when score changes are tiny (wide models)."""
+
+
 def figure1(view: SeriesView, title: str = ""):
     """Figure 1: (a) the four scores, raw and minus their initial value; (b) the losses, and a
     linear-scale zoom on Phase 1. Panel titles state the measured behaviour."""
@@ -385,6 +390,8 @@ def figure1(view: SeriesView, title: str = ""):
     _plot(axes[1], view, SCORE_CURVES, transform=lambda y: y - y[:, :1])
     axes[1].set_ylabel("score minus its value at t=0")
     axes[1].axhline(0, color="0.5", lw=0.6)
+    for ax in axes[:2]:
+        ax.yaxis.set_major_formatter(SHORT_NUMBERS)
     _title(axes[1], title_a2)
     axes[2].set_yscale("log")
     _plot(axes[2], view, LOSS_CURVES)

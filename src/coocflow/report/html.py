@@ -335,9 +335,21 @@ def _verification_html(folder: Path) -> str:
         rows.append({"check": name, "claim": check.get("claim", ""), "threshold": check.get("threshold", ""),
                      "verdict": f"{rate['passed']}/{rate['of']} pass", "measured (first seed)": check.get("sentence", "")})
     appendix = record.get("appendix_c", {})
-    note = (f"<p>Appendix C closed forms against the JVP: max relative error "
-            f"{appendix.get('max_relative_error', float('nan')):.2e} (tolerance {appendix.get('tolerance', '')}).</p>")
-    return _table(rows, ["check", "claim", "threshold", "verdict", "measured (first seed)"]) + note
+    error = appendix.get("max_relative_error")
+    note = (f"<p>Implementation identity, Appendix C closed forms against the JVP at the run's saved states: max "
+            f"relative error {error:.2e} (tolerance {appendix.get('tolerance', '')}).</p>" if error is not None else
+            "<p>Appendix C closed forms: not evaluated (no weights saved: Gram space).</p>")
+    premises = record.get("premises") or []
+    premise_rows = [{"premise": p.get("id"), "statement": p.get("statement"), "measured": p.get("value"),
+                     "needs": p.get("threshold"),
+                     "met": {True: "met", False: "not met", None: "n/a"}[p.get("met")] + (
+                         f" ({p.get('note')})" if p.get("note") and p.get("met") is not True else "")}
+                    for p in premises]
+    head = ""
+    if premise_rows:
+        head = (f"<h3>Premises of the theorems</h3><p>{html.escape(str(record.get('premises_summary') or ''))}</p>"
+                + _table(premise_rows, ["premise", "statement", "measured", "needs", "met"]) + "<h3>Checks</h3>")
+    return head + _table(rows, ["check", "claim", "threshold", "verdict", "measured (first seed)"]) + note
 
 
 PAGE = """<!DOCTYPE html>

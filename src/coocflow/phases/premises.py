@@ -1,0 +1,408 @@
+"""The paper's premises P1..P9 (Condition 1, Assumption 2.3, Definition 2.1, the small output at
+initialization of Lemma D.8, gradient flow and the initialization events of Appendix D),
+evaluated on one run folder.
+
+Each premise is measured on the run's own configuration and data (`state_init`), per seed for
+an ensemble; a premise is met only if every seed meets it, and its value shows the worst seed.
+"Much greater than 1" is made concrete as >= `MUCH_GREATER`. Init scales follow the manifest's
+scheme: theory s0 = c0/sqrt(Lm), s1 = c1/sqrt(m1); Kaiming uniform has the same variances at
+c0 = c0_cfg sqrt(Lm/(3d)), c1 = c1_cfg sqrt(m1/(3m)) (runner.INIT_NOTES).
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import asdict, dataclass, field
+
+import numpy as np
+
+from coocflow.config import random_slots
+from coocflow.storage.run_folder import LoadedRun
+
+MU1, MU2, MU3, FIRST_RANDOM = 0, 1, 2, 3
+MUCH_GREATER = 10.0
+"""Threshold for ">> 1" in P1 and P3."""
+MAX_RHO = 1 / 8
+"""P1: largest m1/m that keeps the sqrt(rho) per-neuron errors (E14, F1-inv (d), F14) small."""
+FMAX0_LIMIT = 0.01
+"""P7: L. D.8's Fmax0 <= 0.01."""
+GD_STEP_LIMIT = 0.1
+"""P8: eta U0 / 6 <= this counts as "<< 1" for gradient descent."""
+
+
+@dataclass
+class Premise:
+    """One premise: what it says, what was measured, what "met" needs, and the verdict
+    (None: cannot be evaluated on this run, reason in `note`)."""
+
+    id: str
+    statement: str
+    value: str
+    threshold: str
+    met: bool | None
+    note: str = ""
+
+    def to_dict(self) -> dict:
+        return asdict(self)
+
+
+@dataclass
+class _SeedVerdict:
+    met: bool | None
+    value: str
+    failures: list[str] = field(default_factory=list)
+    badness: float = 0.0
+    unavailable: list[str] = field(default_factory=list)
+
+
+def eps_m(x: float, m: int) -> float:
+    """eps_m(x) = sqrt(4 log(x)/m) + 4 log(x)/m (L. D.1)."""
+    r = 4 * math.log(x) / m
+    return math.sqrt(r) + r
+
+
+def _fmt(x: float) -> str:
+    return f"{x:.3g}"
+
+
+def _kleene_and(verdicts) -> bool | None:
+    verdicts = list(verdicts)
+    if any(v is False for v in verdicts):
+        return False
+    if any(v is None for v in verdicts):
+        return None
+    return True
+
+
+@dataclass
+class _Scales:
+    """Theory-equivalent init scales of the configuration (CLAIMS.md shorthand)."""
+
+    s0: float
+    s1: float
+    c0: float
+    c1: float
+    m: int
+    m1: int
+    d: int
+    n: int
+    L: int
+
+    @property
+    def v0(self) -> float:
+        return self.s0**2 * self.m
+
+    @property
+    def U0(self) -> float:
+        return self.s1**2 * self.m * self.m1
+
+    @property
+    def W0(self) -> float:
+        return self.U0 + self.m1 * self.v0
+
+
+def _scales(config: dict) -> _Scales:
+    data, model, init = config["data"], config["model"], config["init"]
+    n, L, d, m, m1 = data["n"], data["L"], data["d"], model["m"], model["m1"]
+    if init["scheme"] == "theory":
+        s0, s1 = init["c0"] / math.sqrt(L * m), init["c1"] / math.sqrt(m1)
+    else:
+        s0, s1 = init["c0"] / math.sqrt(3 * d), init["c1"] / math.sqrt(3 * m)
+    return _Scales(s0=s0, s1=s1, c0=s0 * math.sqrt(L * m), c1=s1 * math.sqrt(m1), m=m, m1=m1, d=d, n=n, L=L)
+
+
+def _seed_states(state: dict[str, np.ndarray]) -> list[dict[str, np.ndarray]]:
+    """One dict per seed: an ensemble's arrays carry a leading seed axis (tokens are (S, n, L))."""
+    tokens = np.asarray(state["tokens"])
+    if tokens.ndim == 2:
+        return [state]
+    count = tokens.shape[0]
+    return [{k: (np.asarray(v)[s] if np.ndim(v) > 0 and np.shape(v)[0] == count and k not in ("m", "m1")
+                 else np.asarray(v)) for k, v in state.items()} for s in range(count)]
+
+
+def _seed_ids(run: LoadedRun, count: int) -> list[int]:
+    seeds = list(run.config.get("seeds") or []) or [run.config.get("seed", 0)]
+    return seeds if len(seeds) == count else list(range(count))
+
+
+def has_weights(state: dict[str, np.ndarray]) -> bool:
+    return "W_Q" in state
+
+
+def score_and_mlp(state: dict[str, np.ndarray]) -> tuple[np.ndarray, np.ndarray, int]:
+    """A = W_K^T W_Q (d x d), G = (W^T a)^T W_V (d,) and m, from weights or a Gram state."""
+    if has_weights(state):
+        A = state["W_K"].T @ state["W_Q"]
+        G = (state["W"].T @ state["a"]) @ state["W_V"]
+        return A, G, state["W_Q"].shape[0]
+    return np.asarray(state["A"]), np.asarray(state["G"]), int(np.ravel(state["m"])[0])
+
+
+def attention_at(A: np.ndarray, tokens: np.ndarray, m: int) -> np.ndarray:
+    """p[i, h, l]: softmax over keys h of A[x_h, x_l]/sqrt(m) (eq. (1))."""
+    scores = A[tokens[:, :, None], tokens[:, None, :]] / math.sqrt(m)
+    scores = scores - scores.max(axis=1, keepdims=True)
+    weights = np.exp(scores)
+    return weights / weights.sum(axis=1, keepdims=True)
+
+
+def logits_at(state: dict[str, np.ndarray]) -> np.ndarray:
+    """F_i = sum_l sum_h G(x_h) p_l[h] (eq. (1)) on the training tokens of one seed's state."""
+    A, G, m = score_and_mlp(state)
+    tokens = np.asarray(state["tokens"])
+    return np.einsum("nh,nhl->n", G[tokens], attention_at(A, tokens, m))
+
+
+def _p1_widths(sc: _Scales, delta: float) -> Premise:
+    """P1, Cond. 1 and the width conditions of the proofs (E4, E19, F3)."""
+    ratios = {
+        "m/(m1 log^2(m1/delta))": sc.m / (sc.m1 * math.log(sc.m1 / delta) ** 2),
+        "m/L^2": sc.m / sc.L**2,
+        "m/(L log(2nL/delta))": sc.m / (sc.L * math.log(2 * sc.n * sc.L / delta)),
+    }
+    rho = sc.m1 / sc.m
+    init_ratio = sc.L * sc.s0**2 / sc.s1**2
+    failures = [f"{k} = {_fmt(v)} < {MUCH_GREATER:g}" for k, v in ratios.items() if v < MUCH_GREATER]
+    if rho > MAX_RHO:
+        failures.append(f"m1/m = {_fmt(rho)} > 1/8")
+    if init_ratio > 1 / MUCH_GREATER:
+        failures.append(f"L s0^2/s1^2 = {_fmt(init_ratio)} > {1 / MUCH_GREATER:g}")
+    value = (", ".join(f"{k} = {_fmt(v)}" for k, v in ratios.items())
+             + f", m1/m = {_fmt(rho)}, L s0^2/s1^2 = {_fmt(init_ratio)}")
+    return Premise("P1", "widths (Cond. 1): m >> m1 log^2(m1/delta), L^2, L log(2nL/delta); m1/m <= 1/8; "
+                   "s0^2/s1^2 = o(1/L) (F3)", value,
+                   f"each ratio >= {MUCH_GREATER:g}; m1/m <= 1/8; L s0^2/s1^2 <= {1 / MUCH_GREATER:g}",
+                   not failures, "; ".join(failures))
+
+
+def _measured_c(state: dict[str, np.ndarray], sc: _Scales) -> tuple[float, float]:
+    """c0, c1 read off the initial weights (or Grams): s0^2 = mean square entry of W_Q, W_K,
+    W_V; s1^2 = ||W^T a||^2 / (m m1)."""
+    if has_weights(state):
+        s0_sq = np.mean([np.mean(state[k] ** 2) for k in ("W_Q", "W_K", "W_V")])
+        u = state["W"].T @ state["a"]
+        s1_sq = u @ u / (sc.m * sc.m1)
+    else:
+        diagonals = [np.diag(np.asarray(state[k])) for k in ("P", "K", "V")]
+        s0_sq = np.mean(diagonals) / sc.m
+        s1_sq = float(np.ravel(state["s"])[0]) / (sc.m * sc.m1)
+    return math.sqrt(s0_sq * sc.L * sc.m), math.sqrt(s1_sq * sc.m1)
+
+
+def _p2_init(config: dict, states: list[dict], sc: _Scales) -> Premise:
+    """P2, Cond. 1: Gaussian init with s0 = c0/sqrt(Lm), s1 = c1/sqrt(m1)."""
+    scheme = config["init"]["scheme"]
+    measured = np.array([_measured_c(s, sc) for s in states])
+    value = (f"{scheme}; c0 = {_fmt(sc.c0)}, c1 = {_fmt(sc.c1)} (measured c0 = {_fmt(measured[:, 0].mean())}, "
+             f"c1 = {_fmt(measured[:, 1].mean())})")
+    readouts = [np.asarray(s["a"]) for s in states if "a" in s]
+    failures = [] if scheme == "theory" else [f"{scheme} init is not Gaussian"]
+    if not all(np.all(np.abs(a) == 1) for a in readouts):
+        failures.append("a_j not all +-1")
+    return Premise("P2", "init (Cond. 1): Gaussian, s0 = c0/sqrt(Lm), s1 = c1/sqrt(m1), a_j = +-1 fixed",
+                   value, "init.scheme = theory (Gaussian), a_j = +-1", not failures, "; ".join(failures))
+
+
+def _p3_data_size(sc: _Scales) -> Premise:
+    """P3, Cond. 1: n >= Omega~(L^2), L >= Omega~(1) (L >= 3 for Def. 2.1)."""
+    ratio = sc.n / sc.L**2
+    failures = ([f"n/L^2 = {_fmt(ratio)} < {MUCH_GREATER:g}"] if ratio < MUCH_GREATER else []) + \
+               ([f"L = {sc.L} < 3"] if sc.L < 3 else [])
+    return Premise("P3", "data size (Cond. 1): n >> L^2, L >= 3", f"n/L^2 = {_fmt(ratio)}, L = {sc.L}",
+                   f"n/L^2 >= {MUCH_GREATER:g}; L >= 3", not failures, "; ".join(failures))
+
+
+def _p4_groups(state: dict, sc: _Scales) -> _SeedVerdict:
+    """P4, Assump. 2.3(i): group sizes n/2, n/6, n/6, n/6."""
+    counts = np.bincount(np.asarray(state["groups"]).ravel(), minlength=4)[:4]
+    n = len(np.asarray(state["groups"]))
+    expected = np.array([n / 2, n / 6, n / 6, n / 6])
+    off = float(np.abs(counts - expected).sum())
+    value = "sizes " + "/".join(str(int(c)) for c in counts)
+    return _SeedVerdict(off == 0, value, [] if off == 0 else [f"{value} != {n / 2:g}/{n / 6:g}/{n / 6:g}/{n / 6:g}"], off)
+
+
+def _p5_distinct(state: dict, sc: _Scales) -> _SeedVerdict:
+    """P5, Assump. 2.3(ii): every random-token occurrence is a different token (c_mu = 1)."""
+    tokens = np.asarray(state["tokens"])
+    random_tokens = tokens[tokens >= FIRST_RANDOM]
+    occurrences, distinct = random_tokens.size, np.unique(random_tokens).size
+    largest_count = int(np.bincount(random_tokens).max()) if occurrences else 0
+    value = (f"{distinct} distinct of {occurrences} random slots (n(L-7/3) = {random_slots(sc.n, sc.L)}, "
+             f"d-3 = {sc.d - 3}), max c_mu = {largest_count}")
+    met = distinct == occurrences
+    return _SeedVerdict(met, value, [] if met else [f"{distinct} distinct of {occurrences} slots"],
+                        float(occurrences - distinct))
+
+
+def _p6_one_hot(state: dict, sc: _Scales) -> _SeedVerdict:
+    """P6, Def. 2.1: mu3 in every sample; mu1, mu2, mu3 at most once; y = +1 iff mu1 and mu2 co-occur."""
+    tokens = np.asarray(state["tokens"])
+    counts = np.stack([(tokens == mu).sum(axis=1) for mu in (MU1, MU2, MU3)], axis=1)
+    both = (counts[:, 0] > 0) & (counts[:, 1] > 0)
+    labels = np.asarray(state["labels"])
+    bad = (counts[:, 2] != 1) | (counts[:, :2] > 1).any(axis=1) | ((labels > 0) != both)
+    value = (f"{int((counts[:, 2] == 1).sum())}/{len(tokens)} samples hold mu3 once; "
+             f"max count mu1, mu2, mu3 = {', '.join(str(int(c)) for c in counts.max(axis=0))}; "
+             f"labels off = {int(((labels > 0) != both).sum())}")
+    return _SeedVerdict(not bad.any(), value, [f"{int(bad.sum())} samples break Def. 2.1"] if bad.any() else [],
+                        float(bad.sum()))
+
+
+def _p7_small_output(state: dict, sc: _Scales, delta: float) -> _SeedVerdict:
+    """P7, L. D.8: Fmax0 = max_i |F_i(0)| <= 0.01; bound 2 c0 c1 sqrt(2 log(2Ln/delta)); E4's g(0) ~ 1/2."""
+    F = logits_at(state)
+    labels = np.asarray(state["labels"])
+    fmax0 = float(np.max(np.abs(F)))
+    loss0 = float(np.mean(np.logaddexp(0.0, -labels * F)))
+    bound = 2 * sc.c0 * sc.c1 * math.sqrt(2 * math.log(2 * sc.L * sc.n / delta))
+    value = f"Fmax0 = {_fmt(fmax0)} (L. D.8 bound {_fmt(bound)}); loss(0) = {loss0:.4f} vs log 2 = {math.log(2):.4f}"
+    met = fmax0 <= FMAX0_LIMIT
+    return _SeedVerdict(met, value, [] if met else [f"Fmax0 = {_fmt(fmax0)} > {FMAX0_LIMIT:g}"], fmax0)
+
+
+def _p8_flow(config: dict, sc: _Scales) -> Premise:
+    """P8: gradient flow; GD counts when eta U0/6 << 1 (derived)."""
+    method, lr = config["train"]["method"], config["train"]["lr"]
+    statement = "gradient flow (GD only with eta U0/6 << 1)"
+    threshold = f"train.method = flow, or gd with eta U0/6 <= {GD_STEP_LIMIT:g}"
+    if method == "flow":
+        return Premise("P8", statement, "flow", threshold, True)
+    step = lr * sc.U0 / 6
+    value = f"{method}, eta U0/6 = {_fmt(step)} (eta W0/6 = {_fmt(lr * sc.W0 / 6)}), U0 = {_fmt(sc.U0)}"
+    if method != "gd":
+        return Premise("P8", statement, value, threshold, False, f"{method} is not a discretization of the flow")
+    met = step <= GD_STEP_LIMIT
+    return Premise("P8", statement, value, threshold, met, "" if met else f"eta U0/6 = {_fmt(step)} > {GD_STEP_LIMIT:g}")
+
+
+def init_events(state: dict, sc: _Scales, delta: float) -> dict[str, float | None]:
+    """Measured/allowed for the init events of L. D.1-D.7 at t = 0 (<= 1 holds; None: needs
+    weights a Gram state lacks). Uses v0 = s0^2 m and eps_m of L. D.1; the Gaussian bounds of
+    D4 (|G(mu)| and L. D.7's |w_j^T W_V X_i p_l|) take the union-bound constant sqrt(2 log(2N/delta))
+    over N events, which L. D.7's sqrt(log(m1 nL/delta)) omits."""
+    d, n, L, m, m1, v0 = sc.d, sc.n, sc.L, sc.m, sc.m1, sc.v0
+    tokens = np.asarray(state["tokens"])
+    if has_weights(state):
+        W_Q, W_K, W_V, W, a = (state[k] for k in ("W_Q", "W_K", "W_V", "W", "a"))
+        grams = {"K": W_K.T @ W_K, "Q": W_Q.T @ W_Q, "V": W_V.T @ W_V}
+        u = W.T @ a
+        u_norm2 = float(u @ u)
+    else:
+        grams = {"K": np.asarray(state["K"]), "Q": np.asarray(state["P"]), "V": np.asarray(state["V"])}
+        u_norm2 = float(np.ravel(state["s"])[0])
+    A, G, _ = score_and_mlp(state)
+    eps_d = eps_m(2 * d / delta, m)
+    off = ~np.eye(d, dtype=bool)
+    events: dict[str, float | None] = {
+        "D1 diag K,Q,V": max(np.max(np.abs(np.diag(X) - v0)) for X in grams.values()) / (v0 * eps_d),
+        "D1 A, off-diag K,Q,V": max(np.max(np.abs(A)), *(np.max(np.abs(X[off])) for X in grams.values()))
+        / (v0 * eps_d),
+    }
+    p = attention_at(A, tokens, m)
+    score_bound = v0 * eps_d / math.sqrt(m)
+    events["D2 |p - 1/L|"] = float(np.max(np.abs(p - 1 / L))) / (math.expm1(2 * score_bound) / L)
+    events["D4 |G(mu)|"] = float(np.max(np.abs(G))) / (sc.s0 * math.sqrt(u_norm2) * math.sqrt(2 * math.log(2 * d / delta)))
+    V_pairs = grams["V"][tokens[:, :, None], tokens[:, None, :]]  # (n, h, h')
+    value_norms = np.einsum("nhl,nhk,nkl->nl", p, V_pairs, p)  # ||W_V X_i p_l||^2
+    events["D4 ||W_V X p||^2"] = float(np.max(np.abs(value_norms - v0 / L))) / ((v0 / L) * eps_m(2 * n * L / delta, m))
+    if has_weights(state):
+        inner = W @ W.T
+        neuron_off = ~np.eye(m1, dtype=bool)
+        events["D1 <w_j1,w_j2>"] = (float(np.max(np.abs(inner[neuron_off]))) / (sc.s1**2 * m * eps_m(2 * m1**2 / delta, m))
+                                    if m1 > 1 else 0.0)
+        events["D1 ||w_j||^2"] = float(np.max(np.abs(np.diag(inner) - sc.s1**2 * m))) / (sc.s1**2 * m * eps_m(2 * m1 / delta, m))
+        events["D1 w_j^T W_V mu"] = float(np.max(np.abs(W @ W_V))) / (sc.s0 * sc.s1 * m * eps_m(2 * m1 * d / delta, m))
+        wv_tokens = (W @ W_V)[:, tokens]  # (m1, n, h)
+        events["D4 w_j^T W_V X p"] = float(np.max(np.abs(np.einsum("jnh,nhl->jnl", wv_tokens, p)))) / (
+            sc.s0 * sc.s1 * math.sqrt((m / L) * 2 * math.log(2 * m1 * n * L / delta)))
+        events["D6 #{a_j=+1}"] = abs(float(np.mean(a > 0)) - 0.5) / math.sqrt(2 * math.log(4 / delta) / m1)
+    else:
+        for name in ("D1 <w_j1,w_j2>", "D1 ||w_j||^2", "D1 w_j^T W_V mu", "D4 w_j^T W_V X p", "D6 #{a_j=+1}"):
+            events[name] = None
+    return events
+
+
+def _p9_init_events(state: dict, sc: _Scales, delta: float) -> _SeedVerdict:
+    """P9: the init events D1, D2, D4 (and L. D.6) at t = 0; each ratio measured/allowed <= 1."""
+    events = init_events(state, sc, delta)
+    measured = {k: v for k, v in events.items() if v is not None}
+    unavailable = [k for k, v in events.items() if v is None]
+    failures = [f"{k} ratio {_fmt(v)} > 1" for k, v in measured.items() if v > 1]
+    met = False if failures else (None if unavailable else True)
+    value = ", ".join(f"{k} {_fmt(v)}" for k, v in measured.items())
+    return _SeedVerdict(met, value, failures, max(measured.values()), unavailable)
+
+
+def _per_seed(states: list[dict], seeds: list[int], evaluate) -> tuple[bool | None, str, str]:
+    """Verdict over seeds: met only if every seed meets it; value and note from the worst seed."""
+    verdicts = [evaluate(s) for s in states]
+    met = _kleene_and(v.met for v in verdicts)
+    candidates = [i for i, v in enumerate(verdicts) if v.met is met] or list(range(len(verdicts)))
+    worst = max(candidates, key=lambda i: verdicts[i].badness)
+    chosen = verdicts[worst]
+    value = chosen.value if len(states) == 1 else f"worst seed {seeds[worst]} of {len(states)}: {chosen.value}"
+    note = "; ".join(chosen.failures)
+    if met is None:
+        note = f"needs weights a Gram-space run lacks: {', '.join(chosen.unavailable)}"
+    return met, value, note
+
+
+def evaluate_premises(run: LoadedRun, delta: float = 0.05) -> list[Premise]:
+    """P1..P9 of CLAIMS.md section 1 on `run`'s configuration and initial state, failure probability `delta`."""
+    config = run.config
+    sc = _scales(config)
+    states = _seed_states(run.state_init)
+    seeds = _seed_ids(run, len(states))
+
+    def per_seed(pid, statement, threshold, evaluate):
+        met, value, note = _per_seed(states, seeds, evaluate)
+        return Premise(pid, statement, value, threshold, met, note)
+
+    eps_d = eps_m(2 * sc.d / delta, sc.m)
+    return [
+        _p1_widths(sc, delta),
+        _p2_init(config, states, sc),
+        _p3_data_size(sc),
+        per_seed("P4", "group sizes n/2, n/6, n/6, n/6 (Assump. 2.3(i))",
+                 f"exactly {sc.n / 2:g}/{sc.n / 6:g}/{sc.n / 6:g}/{sc.n / 6:g}", lambda s: _p4_groups(s, sc)),
+        per_seed("P5", "all random-token occurrences distinct (Assump. 2.3(ii))",
+                 "distinct random tokens = random-token occurrences", lambda s: _p5_distinct(s, sc)),
+        per_seed("P6", "one-hot samples: mu3 in every sample, mu1..mu3 at most once (Def. 2.1)",
+                 "every sample: mu3 once, mu1, mu2 at most once, y = +1 iff both", lambda s: _p6_one_hot(s, sc)),
+        per_seed("P7", "small initial output Fmax0 (L. D.8), g(0) ~ 1/2 (E4)",
+                 f"Fmax0 <= {FMAX0_LIMIT:g}", lambda s: _p7_small_output(s, sc, delta)),
+        _p8_flow(config, sc),
+        per_seed("P9", "init events D1, D2, D4, D6 hold at t = 0 (L. D.1-D.7)",
+                 f"every measured/allowed ratio <= 1 (D1: v0 eps_m(2d/delta) = {_fmt(sc.v0 * eps_d)}; "
+                 f"D2: (exp(2 v0 eps_m(2d/delta)/sqrt m) - 1)/L)",
+                 lambda s: _p9_init_events(s, sc, delta)),
+    ]
+
+
+def _verdict_word(met: bool | None) -> str:
+    return {True: "met", False: "not met", None: "n/a"}[met]
+
+
+def premises_markdown(premises: list[Premise]) -> str:
+    """A Markdown table: id, premise, measured, needs, verdict."""
+    rows = ["| id | premise | measured | needs | met |", "|---|---|---|---|---|"]
+    for p in premises:
+        verdict = _verdict_word(p.met) + (f" ({p.note})" if p.note and p.met is not True else "")
+        cells = [p.id, p.statement, p.value, p.threshold, verdict]
+        rows.append("| " + " | ".join(c.replace("|", "\\|") for c in cells) + " |")
+    return "\n".join(rows) + "\n"
+
+
+def premises_summary(premises: list[Premise]) -> str:
+    """One line: how many premises are met, and why the others are not."""
+    met = sum(p.met is True for p in premises)
+    line = f"{met} of {len(premises)} premises met"
+    failed = [f"{p.id} ({p.note})" for p in premises if p.met is False]
+    unknown = [f"{p.id} ({p.note})" for p in premises if p.met is None]
+    if failed:
+        line += "; not met: " + ", ".join(failed)
+    if unknown:
+        line += "; n/a: " + ", ".join(unknown)
+    return line

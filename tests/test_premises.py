@@ -1,0 +1,134 @@
+"""The premises P1..P9 (coocflow.phases.premises) on tiny run folders: a Kaiming ensemble that
+breaks them, a theory-scaled flow run built to meet them all, and a Gram-space run."""
+
+import copy
+import dataclasses
+import math
+
+import jax.numpy as jnp
+import numpy as np
+import pytest
+from conftest import TINY
+
+from coocflow.api import resolve_config, run_and_write
+from coocflow.model import Transformer, logits
+from coocflow.phases.premises import (
+    Premise,
+    evaluate_premises,
+    logits_at,
+    premises_markdown,
+    premises_summary,
+)
+from coocflow.storage.run_folder import load_run
+
+MEETS_ALL = {
+    "data.n": 96, "data.L": 3, "data.d": 67, "data.n_test": 24, "data.random_tokens": "distinct",
+    "model.m": 4096, "model.m1": 4, "init.scheme": "theory", "init.c0": 0.002, "init.c1": 1.0,
+    "train.method": "flow", "train.lr": 1e-5, "train.steps": 20, "observe.points": 5, "observe.chunks": 1,
+}
+"""n/L^2 = 10.7, m/(m1 log^2(m1/delta)) = 53, m1/m = 1/1024, d - 3 = 64 = n(L - 7/3) slots,
+c0 c1 = 0.002 so Fmax0 ~ 0.004, flow to t = 2e-4."""
+THEORY_TINY = {**TINY, "init.scheme": "theory", "init.c0": 0.004}
+
+
+def _run(tmp_path_factory, name, overrides, **seeds):
+    config = resolve_config("paper", [f"{k}={v}" for k, v in overrides.items()], **seeds)
+    folder, _ = run_and_write(config, tmp_path_factory.mktemp(name) / "x", figures=False)
+    return load_run(folder)
+
+
+@pytest.fixture(scope="module")
+def kaiming_ensemble(tmp_path_factory):
+    return _run(tmp_path_factory, "kaiming", TINY, n_seeds=2)
+
+
+@pytest.fixture(scope="module")
+def meets_all(tmp_path_factory):
+    return _run(tmp_path_factory, "meets", MEETS_ALL, seed=0)
+
+
+def _by_id(premises: list[Premise]) -> dict[str, Premise]:
+    return {p.id: p for p in premises}
+
+
+def test_paper_like_kaiming_ensemble_breaks_p1_p2_p3_p5_p7(kaiming_ensemble):
+    premises = _by_id(evaluate_premises(kaiming_ensemble))
+    assert list(premises) == [f"P{k}" for k in range(1, 10)]
+    assert {pid for pid, p in premises.items() if p.met is False} == {"P1", "P2", "P3", "P5", "P7"}
+    assert "m1/m = 1 > 1/8" in premises["P1"].note
+    assert "c0 = 0.816, c1 = 0.577" in premises["P2"].value  # sqrt(Lm/(3d)), sqrt(m1/(3m))
+    assert premises["P2"].note == "kaiming init is not Gaussian"
+    assert "n/L^2 = 0.75" in premises["P3"].value
+    assert premises["P4"].met and "sizes 6/2/2/2" in premises["P4"].value
+    assert premises["P4"].value.startswith("worst seed")
+    assert "of 20 random slots" in premises["P5"].value  # d - 3 = 13 < 20 slots: repeats are forced
+    assert premises["P6"].met
+    assert premises["P8"].met and "eta U0/6 = 0.0444" in premises["P8"].value  # 0.1 (8/3)/6
+    assert premises["P9"].met is not None
+    summary = premises_summary(list(premises.values()))
+    assert summary.startswith("4 of 9 premises met; not met: P1 (") and "P7 (Fmax0 = " in summary
+
+
+def test_numpy_logits_at_init_equal_the_model_and_the_manifest_loss(kaiming_ensemble):
+    state = kaiming_ensemble.state_init
+    fmax = []
+    for seed in range(2):
+        weights = {k: state[k][seed] for k in ("W_Q", "W_K", "W_V", "W", "a", "tokens", "labels")}
+        ours = logits_at(weights)
+        model = Transformer(**{k: jnp.asarray(weights[k]) for k in ("W_Q", "W_K", "W_V", "W", "a")})
+        np.testing.assert_allclose(ours, np.asarray(logits(model, jnp.asarray(weights["tokens"]))), rtol=0, atol=1e-10)
+        loss0 = np.mean(np.logaddexp(0.0, -weights["labels"] * ours))
+        assert loss0 == pytest.approx(kaiming_ensemble.manifest["per_seed"][seed]["initial_loss"], abs=1e-10)
+        fmax.append(np.max(np.abs(ours)))
+    p7 = _by_id(evaluate_premises(kaiming_ensemble))["P7"]
+    assert f"Fmax0 = {max(fmax):.3g}" in p7.value and p7.note == f"Fmax0 = {max(fmax):.3g} > 0.01"
+
+
+def test_a_run_built_for_the_theory_meets_every_premise(meets_all):
+    premises = evaluate_premises(meets_all)
+    assert all(p.met is True for p in premises), premises_markdown(premises)
+    assert premises_summary(premises) == "9 of 9 premises met"
+    by_id = _by_id(premises)
+    assert "64 distinct of 64 random slots" in by_id["P5"].value
+    assert "sizes 48/16/16/16" in by_id["P4"].value
+    fmax0 = float(np.max(np.abs(logits_at(meets_all.state_init))))
+    assert fmax0 <= 0.01 and f"Fmax0 = {fmax0:.3g}" in by_id["P7"].value
+    bound = 2 * 0.002 * 1.0 * math.sqrt(2 * math.log(2 * 3 * 96 / 0.05))
+    assert f"bound {bound:.3g}" in by_id["P7"].value
+    assert by_id["P8"].value == "flow"
+
+
+def test_discrete_methods_and_large_steps_break_p8(meets_all):
+    def p8(**train):
+        config = copy.deepcopy(meets_all.config)
+        config["train"].update(train)
+        return _by_id(evaluate_premises(dataclasses.replace(meets_all, config=config)))["P8"]
+
+    small, large, adam = p8(method="gd", lr=1e-4), p8(method="gd", lr=1e-3), p8(method="adam")
+    assert small.met and "eta U0/6 = 0.0683" in small.value  # U0 = c1^2 m = 4096
+    assert not large.met and large.note == "eta U0/6 = 0.683 > 0.1"
+    assert not adam.met and "not a discretization" in adam.note
+
+
+def test_gram_space_run_is_unknown_only_where_weights_are_needed(tmp_path_factory):
+    weights = evaluate_premises(_run(tmp_path_factory, "weights", THEORY_TINY, seed=3))
+    grams = evaluate_premises(_run(tmp_path_factory, "grams", {**THEORY_TINY, "model.space": "gram"}, seed=3))
+    assert [p.met for p in grams if p.met is None] == [None] and grams[-1].id == "P9"
+    assert weights[-1].met is True
+    assert "D1 <w_j1,w_j2>" in grams[-1].note and "D6" in grams[-1].note
+    for ours, theirs in zip(weights[:-1], grams[:-1]):
+        assert ours.met == theirs.met and ours.id == theirs.id
+    assert [p.id for p in weights if p.met is False] == ["P1", "P3", "P5", "P8"]  # eta U0/6 = 0.1 x 8/6
+    assert weights[6].value == grams[6].value  # same Fmax0 from A, G as from the weights
+
+
+def test_markdown_table_and_dicts():
+    premises = [Premise("P1", "a | b", "x", "y", True), Premise("P2", "s", "v", "t", False, "why"),
+                Premise("P9", "s", "v", "t", None, "needs weights")]
+    table = premises_markdown(premises).splitlines()
+    assert table[0] == "| id | premise | measured | needs | met |" and len(table) == 5
+    assert table[2] == "| P1 | a \\| b | x | y | met |"
+    assert table[3].endswith("| not met (why) |") and table[4].endswith("| n/a (needs weights) |")
+    assert premises_summary(premises) == "1 of 3 premises met; not met: P2 (why); n/a: P9 (needs weights)"
+    assert premises[1].to_dict() == {"id": "P2", "statement": "s", "value": "v", "threshold": "t",
+                                     "met": False, "note": "why"}
