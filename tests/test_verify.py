@@ -160,6 +160,14 @@ def test_width_scaling_fits_exponents(tmp_path):
     assert {r["m1"] for r in report["rows"]} == {8, 16}
     assert report["fits"]["T1"]["predicted_exponent"] == -1.0
     assert report["fits"]["T1"]["exponent"] is not None
+    for quantity, predicted in (("T1", -1.0), ("u_norm2_at_T1", 1.0), ("phase1_score_drift", -1.5),
+                                ("final_score_change", -1.5)):
+        fit = report["fits"][quantity]
+        assert fit["predicted_exponent"] == predicted and fit["verdict"] in ("pass", "fail", "not applicable")
+        assert fit["fit"]["n_seeds"] == [2, 2] and "95% CI" in fit["sentence"]
+    kaiming = width_scaling(config.replace({"init.scheme": "kaiming"}), "both", [8, 16])
+    assert all(fit["predicted_exponent"] is None and fit["verdict"] == "not applicable"
+               for fit in kaiming["fits"].values())
 
 
 def test_scaling_flags_are_validated():

@@ -581,13 +581,18 @@ def _verify_scaling(target, set_, seed, seeds, out, force, axis, values) -> None
     tmp = out / ".scaling.png.tmp.png"
     figure(report, tmp)
     tmp.replace(out / "scaling.png")
-    table = Table("quantity", "measured exponent", "predicted", "medians", title=f"width scaling over {axis}")
+    table = Table("quantity", "exponent (95% CI)", "predicted", "verdict", "medians", title=f"width scaling over {axis}")
     for quantity, fit in report["fits"].items():
-        exponent = "-" if fit["exponent"] is None else f"{fit['exponent']:.2f}"
+        interval = fit["fit"]
+        exponent = ("-" if interval["exponent"] is None else
+                    f"{interval['exponent']:.2f} ({interval['low']:.2f} to {interval['high']:.2f})"
+                    if interval["low"] is not None else f"{interval['exponent']:.2f}")
         predicted = "-" if fit["predicted_exponent"] is None else f"{fit['predicted_exponent']:g}"
+        colour = {"pass": "green", "fail": "red"}.get(fit["verdict"], "yellow")
         medians = ", ".join("-" if v is None else f"{v:.3g}" for v in fit["medians"])
-        table.add_row(quantity, exponent, predicted, medians)
+        table.add_row(quantity, exponent, predicted, f"[{colour}]{fit['verdict']}[/]", medians)
     console.print(table)
+    console.print(f"widths {axis} = {', '.join(map(str, widths))}; seeds {list(config.seed_list)}")
     console.print(f"written: {out / 'scaling.json'}, {out / 'scaling.png'}")
 
 

@@ -35,6 +35,15 @@ PAPER = {
     "train.method": "gd", "train.lr": 0.01, "train.steps": 30000,
 }
 
+THEORY = {
+    "data.n": 96, "data.L": 3, "data.d": 67, "data.random_tokens": "distinct", "data.n_test": 96,
+    "model.m": 4096, "model.m1": 4, "model.space": "gram", "init.scheme": "theory", "init.c0": 0.002, "init.c1": 1.0,
+    "train.method": "flow", "train.lr": 1e-6, "train.t_end": 100.0, "observe.points": 200,
+}
+"""Premises (docs/claims.md section 1) at m = 4096: m/(m1 log^2(m1/delta)) = 53, m/L^2 = 455, m1/m = 1/1024,
+n/L^2 = 10.7, d - 3 = 64 random slots all distinct, Fmax0 ~ 0.004; the flow's first observed time
+1e-6 resolves Phase 1 (T1 ~ 1/(c1^2 m))."""
+
 EXPERIMENTS: dict[str, Experiment] = {
     e.name: e
     for e in (
@@ -50,6 +59,13 @@ EXPERIMENTS: dict[str, Experiment] = {
             "loss log 2) and lr 0.001 for 300000 steps (same t = 300) so GD resolves the I2/I3 rise, "
             "which peaks near t = 0.01, one step of lr 0.01.",
             {**PAPER, "init.c1": 0.01, "train.lr": 0.001, "train.steps": 300000},
+        ),
+        Experiment(
+            "theory",
+            "The theory's regime, every premise of docs/claims.md met: distinct random tokens with n L <= d "
+            "(n=96, L=3, d=67), Gaussian Condition 1 init with a near-zero output at t = 0 (c0=0.002, c1=1), "
+            "m=4096 >> m1=4 and L^2, the gradient flow to t = 100 from t = 1e-6, in the Gram space (any width).",
+            THEORY,
         ),
         Experiment(
             "generalization",

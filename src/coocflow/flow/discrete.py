@@ -23,7 +23,8 @@ import optax
 from coocflow.config import TrainConfig
 from coocflow.data import Dataset
 from coocflow.flow.trajectory import (Checkpoint, Trajectory, divergence_record, drive, finish_snapshots,
-                                     over_seed_groups, record_snapshot, slot_table, snapshot_carry, take_seeds)
+                                     map_seeds, over_seed_groups, record_snapshot, slot_table, snapshot_carry,
+                                     take_seeds)
 from coocflow.model import Transformer, trainable_loss
 from coocflow.model.gram import gram_gd_step
 from coocflow.model.state import dtype_of, is_gram, join, split
@@ -96,7 +97,7 @@ def _advance(trainable, frozen, opt_state, step, snap, keys, problem: Problem, h
 
         return jax.lax.scan(interval, (params, state, step, snap), (intervals, index, slot))
 
-    (trainable, opt_state, step, snap), observed = jax.vmap(one_seed)(trainable, frozen, opt_state, step, snap, keys,
+    (trainable, opt_state, step, snap), observed = map_seeds(one_seed, trainable, frozen, opt_state, step, snap, keys,
                                                                       problem)
     return trainable, opt_state, step, snap, observed
 

@@ -26,7 +26,8 @@ import optimistix
 from coocflow.config import TrainConfig
 from coocflow.flow.discrete import TRACE_COUNTS, chunk_length
 from coocflow.flow.trajectory import (Checkpoint, Trajectory, divergence_record, drive, finish_snapshots,
-                                     over_seed_groups, record_snapshot, slot_table, snapshot_carry, take_seeds)
+                                     map_seeds, over_seed_groups, record_snapshot, slot_table, snapshot_carry,
+                                     take_seeds)
 from coocflow.model import Transformer
 from coocflow.model.state import dtype_of, join, split, velocity
 from coocflow.observables import Problem, observe
@@ -89,7 +90,7 @@ def _solve_chunk(trainable, frozen, problem: Problem, snap, t0, ts, index, slot,
                  "result": solution.result._value}
         return jax.tree.map(lambda a: a[0], last), observed, stats, snap
 
-    return jax.vmap(one_seed)(trainable, frozen, problem, snap)
+    return map_seeds(one_seed, trainable, frozen, problem, snap)
 
 
 def integrate_flow(

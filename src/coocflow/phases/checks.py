@@ -93,8 +93,11 @@ def check(name: str, claim: str, needs_t1: bool = False, needs: tuple[str, ...] 
         def run(data: SeedData) -> CheckResult:
             missing = [c for c in needs if c not in data.series]
             if missing:
-                return CheckResult(name, claim, None, "", None,
-                        f"the run has no column {missing[0]}; re-run it with this coocflow version")
+                from coocflow.observables.registry import neuron_only
+
+                why = ("it needs the neurons of W, which a Gram-space run does not have; check it in weight space"
+                       if missing[0] in neuron_only() else "re-run it with this coocflow version")
+                return CheckResult(name, claim, None, "", None, f"the run has no column {missing[0]}: {why}")
             if needs_t1 and data.bounds["T1"] is None:
                 return CheckResult(name, claim, None, "T1 observed", False,
                         "No observed time has every training sample correct, so Phase 1 never ends.")

@@ -1,7 +1,7 @@
 """Power-law exponents in the width m with seed-bootstrap confidence intervals (scaling checks).
 
 A scaling check measures a quantity per seed at several widths and asks whether
-quantity ~ C m^e with the paper's predicted e (CLAIMS.md, column `e`). `fit_exponent` fits e
+quantity ~ C m^e with the paper's predicted e (docs/claims.md, column `e`). `fit_exponent` fits e
 and C with percentile-bootstrap intervals over seeds; `verdict` turns a fit into pass/fail.
 
 Statistical choices:

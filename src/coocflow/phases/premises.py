@@ -76,7 +76,7 @@ def _kleene_and(verdicts) -> bool | None:
 
 @dataclass
 class _Scales:
-    """Theory-equivalent init scales of the configuration (CLAIMS.md shorthand)."""
+    """Theory-equivalent init scales of the configuration (docs/claims.md shorthand)."""
 
     s0: float
     s1: float
@@ -350,7 +350,7 @@ def _per_seed(states: list[dict], seeds: list[int], evaluate) -> tuple[bool | No
 
 
 def evaluate_premises(run: LoadedRun, delta: float = 0.05) -> list[Premise]:
-    """P1..P9 of CLAIMS.md section 1 on `run`'s configuration and initial state, failure probability `delta`."""
+    """P1..P9 of docs/claims.md section 1 on `run`'s configuration and initial state, failure probability `delta`."""
     config = run.config
     sc = _scales(config)
     states = _seed_states(run.state_init)

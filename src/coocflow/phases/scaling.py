@@ -1,9 +1,14 @@
-"""Width scaling (`coocflow verify --scaling m`): how T1 and the score movements scale with m.
+"""Width scaling (`coocflow verify --scaling m`): how T1, ||u||^2 at T1 and the score movements
+scale with m.
 
 Runs a configuration at several widths, each as a seed ensemble following the ODE flow, and
-fits power laws to the seed medians on log-log axes. Theorem 3.1 predicts T1 = O~(1/m) under
-the theory's initialization (Condition 1), i.e. exponent -1 when m and m1 grow together; the
-paper states no rate for the score changes, so those exponents are reported as measured.
+fits the exponent of each quantity with a 95% bootstrap interval over seeds
+(`phases/exponents.py`). Under the theory's initialization (Condition 1, c0 and c1 fixed) with
+m and m1 growing together (`both`), docs/claims.md predicts T1 ~ m^-1 (Thm 3.1, E26), ||u||^2 at
+T1 ~ m^+1 (Thm E.27), the target-score drift by T1 ~ m^-1.5 (Thm 3.1) and the target-score
+change at the end ~ m^-1.5 (Thm 3.3, C_ab = Theta(Cs)); a check passes when the prediction lies
+in the interval and the prefactor (value x m^-predicted) varies by at most 3x over the widths.
+Under Kaiming initialization the scales c0, c1 change with m, so no exponent is predicted.
 """
 
 from __future__ import annotations
@@ -16,7 +21,10 @@ import numpy as np
 from coocflow.config import Config
 
 AXES = ("m", "m1", "both")
-PREDICTED = {"T1": {"both": -1.0, "m": None, "m1": None}}
+PREDICTED = {"T1": {"both": -1.0}, "u_norm2_at_T1": {"both": 1.0}, "phase1_score_drift": {"both": -1.5},
+             "final_score_change": {"both": -1.5}}
+"""Predicted exponents in m (docs/claims.md column e) for theory init with m1 = rho m."""
+QUANTITIES = ("T1", "u_norm2_at_T1", "phase1_score_drift", "final_score_change")
 TARGET_SCORES = ("A_mu1_mu2", "A_mu2_mu1", "A_mu3_mu1", "A_mu3_mu2")
 
 
@@ -47,13 +55,14 @@ def measure(result) -> list[dict]:
     for i, seed in enumerate(result.seeds):
         s = result.seed_series(i)
         t1 = first_time_all_correct(s["t"], s["min_margin"])
-        drift = None
+        drift = u_at_t1 = None
         if t1 is not None:
             at = int(np.searchsorted(s["t"], t1))
             drift = float(max(abs(s[k][at] - s[k][0]) for k in TARGET_SCORES))
+            u_at_t1 = float(s["u_norm2"][at])
         final = float(np.mean([abs(s[k][-1] - s[k][0]) for k in TARGET_SCORES]))
-        rows.append({"seed": seed, "T1": t1, "phase1_score_drift": drift, "final_score_change": final,
-                     "final_loss": float(s["loss"][-1])})
+        rows.append({"seed": seed, "T1": t1, "u_norm2_at_T1": u_at_t1, "phase1_score_drift": drift,
+                     "final_score_change": final, "final_loss": float(s["loss"][-1])})
     return rows
 
 
@@ -68,15 +77,22 @@ def width_scaling(base: Config, axis: str, values: list[int], progress: Callable
             progress(f"{axis}={value}: m={config.model.m}, m1={config.model.m1}, {len(config.seed_list)} seeds")
         for row in measure(train(config)):
             table.append({"value": value, "m": config.model.m, "m1": config.model.m1, **row})
+    from coocflow.phases.exponents import fit_exponent, verdict
+
+    theory = base.init.scheme == "theory"
     fits = {}
-    for quantity in ("T1", "phase1_score_drift", "final_score_change"):
-        medians = []
+    for quantity in QUANTITIES:
+        medians, per_seed = [], []
         for value in values:
             found = [r[quantity] for r in table if r["value"] == value and r[quantity] is not None]
             medians.append(np.median(found) if found else np.nan)
+            per_seed.append([r[quantity] if r[quantity] is not None else np.nan for r in table if r["value"] == value])
+        predicted = PREDICTED.get(quantity, {}).get(axis) if theory else None
+        interval = fit_exponent(np.asarray(values, float), per_seed, predicted=predicted, name=quantity)
         fits[quantity] = {**fit_power_law(np.asarray(values, float), np.asarray(medians, float)),
                           "medians": [None if not np.isfinite(v) else float(v) for v in medians],
-                          "predicted_exponent": PREDICTED.get(quantity, {}).get(axis)}
+                          "predicted_exponent": predicted, "fit": interval.to_dict(),
+                          "verdict": verdict(interval), "sentence": interval.sentence()}
     return {"axis": axis, "values": list(values), "seeds": list(base.seed_list), "rows": table, "fits": fits,
             "config": base.to_dict()}
 
@@ -87,9 +103,10 @@ def figure(report: dict, path: Path) -> None:
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    labels = {"T1": "T1 (all training samples correct)", "phase1_score_drift": "max |A(T1) - A(0)| (target scores)",
+    labels = {"T1": "T1 (all training samples correct)", "u_norm2_at_T1": "||u||^2 at T1",
+              "phase1_score_drift": "max |A(T1) - A(0)| (target scores)",
               "final_score_change": "mean |A(end) - A(0)| (target scores)"}
-    fig, axes = plt.subplots(1, 3, figsize=(16, 4.4), constrained_layout=True)
+    fig, axes = plt.subplots(1, len(labels), figsize=(5.3 * len(labels), 4.4), constrained_layout=True)
     values = np.asarray(report["values"], float)
     for ax, (quantity, label) in zip(axes, labels.items()):
         points = [(r["value"], r[quantity]) for r in report["rows"] if r[quantity] is not None]
