@@ -473,7 +473,8 @@ def verify(
                                           help="fit how T1 and the scores scale with width: m, m1 or both"),
     values: Optional[str] = typer.Option(None, "--values", metavar="W,W,...",
                                          help="widths for --scaling, comma-separated (default 32,64,128,256)"),
-    strict: bool = typer.Option(False, "--strict", help="exit with code 1 when any check fails"),
+    strict: bool = typer.Option(False, "--strict",
+                                help="exit non-zero when any check fails where its premises are met"),
 ) -> None:
     """Check every claim of the paper on a run: numbers, thresholds, verdicts (verify.json/.md/.png).
 
@@ -498,9 +499,10 @@ def verify(
     write_verification(loaded, verification)
     _print_verification(folder, verification)
     console.print(f"written: {folder / 'verify.json'}, {folder / 'verify.md'}, {folder / 'verify.png'}")
-    failed = [name for name, rate in verification.pass_rates().items() if rate["failed"]]
+    failed = verification.findings()
     if strict and failed:
-        raise CoocflowError(f"verify --strict: {len(failed)} checks failed: {', '.join(failed)}")
+        raise CoocflowError(f"verify --strict: {len(failed)} checks failed with their premises met: "
+                            f"{', '.join(failed)}")
 
 
 def _print_verification(folder: Path, verification) -> None:
@@ -519,28 +521,25 @@ def _print_verification(folder: Path, verification) -> None:
     for i, name in enumerate(_check_names()):
         first = verification.per_seed[0][i]
         (identities if name in IDENTITIES else claims).add_row(
-            name, _verdict_text(rates[name], first.passed), first.threshold, first.sentence)
+            name, _verdict_text(rates[name]), first.threshold, first.sentence)
     appendix = rates[APPENDIX_C_CHECK]
     states = ", ".join(r["state"] for r in verification.appendix_c)
     identities.add_row(APPENDIX_C_CHECK,
-                       _verdict_text(appendix, None if appendix["unchecked"] else bool(appendix["passed"])),
+                       _verdict_text(appendix),
                        f"relative error <= {APPENDIX_C_TOLERANCE:g}",
                        f"The closed-form rates of all six kinds of variables match the JVP to "
                        f"{verification.appendix_c_error:.1e} at the run's {states} states (first seed)."
                        if verification.appendix_c else "not evaluated: no weights saved (Gram space)")
     console.print(claims)
     console.print(identities)
-    counts = {"pass": 0, "fail": 0, "not checked": 0}
-    for rate in rates.values():
-        counts["pass"] += rate["passed"]
-        counts["fail"] += rate["failed"]
-        counts["not checked"] += rate["unchecked"]
+    counts = {key: sum(rate.get(key, 0) for rate in rates.values())
+              for key in ("passed", "failed", "failed_outside_premises", "unchecked")}
     premise_line = ""
     if verification.premises:
         met = sum(p.met is True for p in verification.premises)
         premise_line = f"premises {met}/{len(verification.premises)} met; "
-    console.print(f"{premise_line}verdicts (checks x seeds): {counts['pass']} pass, {counts['fail']} fail, "
-                  f"{counts['not checked']} not checked")
+    console.print(f"{premise_line}verdicts (checks x seeds): {counts['passed']} pass, {counts['failed']} fail, "
+                  f"{counts['failed_outside_premises']} fail outside premises, {counts['unchecked']} not applicable")
 
 
 def _check_names() -> tuple[str, ...]:
@@ -549,11 +548,13 @@ def _check_names() -> tuple[str, ...]:
     return tuple(CHECKS)
 
 
-def _verdict_text(rate: dict, first: Optional[bool]) -> str:
-    if rate["of"] == 1:
-        return {True: "[green]pass[/]", False: "[red]FAIL[/]", None: "[yellow]not checked[/]"}[first]
-    colour = "green" if rate["passed"] == rate["of"] else ("red" if rate["passed"] == 0 else "yellow")
-    return f"[{colour}]{rate['passed']}/{rate['of']}[/]"
+def _verdict_text(rate: dict) -> str:
+    """The verdict in colour: green pass, red fail (a finding against the paper), yellow the rest."""
+    from coocflow.phases.verify import verdict_text
+
+    text = verdict_text(rate)
+    colour = ("red" if rate["failed"] else "green" if rate["passed"] == rate["of"] else "yellow")
+    return f"[{colour}]{text}[/]"
 
 
 def _verify_scaling(target, set_, seed, seeds, out, force, axis, values) -> None:

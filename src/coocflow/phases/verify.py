@@ -23,6 +23,13 @@ APPENDIX_C_CHECK = "appendix_c_closed_forms"
 IDENTITIES = ("eq5_exact",)
 """Checks that are identities of the implementation (they hold for any weights), not claims of
 the paper: shown apart from the claims, with the Appendix C closed forms."""
+THEOREM_PREMISES = ("P1", "P2", "P3", "P4", "P5", "P6", "P7", "P8")
+"""What every theorem and lemma of the paper assumes (docs/claims.md section 1): Condition 1's
+widths, initialization and data size, Assumption 2.3, Definition 2.1, the small output at
+initialization of Lemma D.8 and the gradient flow. P9 (the initialization events) holds with
+probability 1 - delta and is reported, not required. A claim violated where one of these is not
+met is `fail outside premises`: the theorem does not promise it there."""
+VERDICTS = ("pass", "fail", "fail outside premises", "not applicable")
 
 
 @dataclass
@@ -38,20 +45,41 @@ class Verification:
         """Largest relative disagreement of the closed forms; NaN when no weights were saved."""
         return max_error(self.appendix_c) if self.appendix_c else float("nan")
 
+    @property
+    def premises_met(self) -> bool:
+        """Whether the run meets every premise the theorems assume (`THEOREM_PREMISES`; one
+        that cannot be evaluated here does not count against it)."""
+        return not any(p.met is False for p in self.premises if p.id in THEOREM_PREMISES)
+
+    def verdict(self, name: str, passed: bool | None) -> str:
+        """One of `VERDICTS` for a check's result: a claim violated outside its premises is not
+        a finding against the paper; identities hold for any weights, so premises do not matter."""
+        if passed is None:
+            return "not applicable"
+        if passed:
+            return "pass"
+        if name in IDENTITIES or name == APPENDIX_C_CHECK or self.premises_met:
+            return "fail"
+        return "fail outside premises"
+
     def pass_rates(self) -> dict[str, dict]:
         """For every check, the per-seed ones and `appendix_c_closed_forms` (one verdict for
-        the configuration): how many pass, fail, or could not be checked, of how many."""
+        the configuration): how many pass, fail (premises met: a finding against the paper),
+        fail outside premises, or could not be checked, of how many."""
         rates = {}
-        for i, name in enumerate(CHECKS):
-            verdicts = [results[i].passed for results in self.per_seed]
-            rates[name] = {"passed": sum(v is True for v in verdicts), "failed": sum(v is False for v in verdicts),
-                           "unchecked": sum(v is None for v in verdicts), "of": len(verdicts)}
-        if not self.appendix_c:
-            rates[APPENDIX_C_CHECK] = {"passed": 0, "failed": 0, "unchecked": 1, "of": 1}
-        else:
-            agreed = self.appendix_c_error <= APPENDIX_C_TOLERANCE
-            rates[APPENDIX_C_CHECK] = {"passed": int(agreed), "failed": int(not agreed), "unchecked": 0, "of": 1}
+        results = {name: [per[i].passed for per in self.per_seed] for i, name in enumerate(CHECKS)}
+        results[APPENDIX_C_CHECK] = [None if not self.appendix_c else bool(self.appendix_c_error <= APPENDIX_C_TOLERANCE)]
+        for name, passed in results.items():
+            verdicts = [self.verdict(name, p) for p in passed]
+            rates[name] = {"passed": verdicts.count("pass"), "failed": verdicts.count("fail"),
+                           "failed_outside_premises": verdicts.count("fail outside premises"),
+                           "unchecked": verdicts.count("not applicable"), "of": len(verdicts)}
         return rates
+
+    def findings(self) -> list[str]:
+        """The checks that failed on some seed with their premises met: findings against the
+        paper (or the implementation, for an identity). `verify --strict` exits on these."""
+        return [name for name, rate in self.pass_rates().items() if rate["failed"]]
 
     def table(self):
         """`pass_rates` as a pyarrow Table, one row per check (`.to_pandas()`, Polars, DuckDB)."""
@@ -116,10 +144,13 @@ def verify_run(run: LoadedRun) -> Verification:
     return Verification(seeds, per_seed, bounds, appendix, evaluate_premises(run))
 
 
-def _verdict(rate: dict) -> str:
+def verdict_text(rate: dict) -> str:
+    """A check's verdict over its seeds, in words: the single verdict for one seed, else counts."""
+    counts = {"pass": rate["passed"], "FAIL": rate["failed"],
+              "fail outside premises": rate.get("failed_outside_premises", 0), "not applicable": rate["unchecked"]}
     if rate["of"] == 1:
-        return "pass" if rate["passed"] else ("not checked" if rate["unchecked"] else "FAIL")
-    return f"{rate['passed']}/{rate['of']} pass"
+        return next(word for word, n in counts.items() if n)
+    return ", ".join(f"{n}/{rate['of']} {word}" for word, n in counts.items() if n)
 
 
 def markdown(v: Verification, title: str) -> str:
@@ -134,7 +165,7 @@ def markdown(v: Verification, title: str) -> str:
     identity_rows = []
     for i, name in enumerate(CHECKS):
         first = v.per_seed[0][i]
-        cells = [f"`{name}`", first.claim, first.threshold, _verdict(rates[name]), first.sentence]
+        cells = [f"`{name}`", first.claim, first.threshold, verdict_text(rates[name]), first.sentence]
         row = "| " + " | ".join(cell.replace("|", "\\|") for cell in cells) + " |"
         (identity_rows if name in IDENTITIES else lines).append(row)
     lines += ["", "## Implementation identities", "",

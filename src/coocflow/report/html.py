@@ -324,6 +324,8 @@ def _timeline(bounds: dict[str, float | None], end: float) -> dict:
 
 
 def _verification_html(folder: Path) -> str:
+    from coocflow.phases.verify import verdict_text
+
     path = folder / "verify.json"
     if not path.is_file():
         return "<p>No verification yet: run <code>coocflow verify " + html.escape(str(folder)) + "</code>.</p>"
@@ -333,7 +335,7 @@ def _verification_html(folder: Path) -> str:
     for name, rate in record["pass_rates"].items():
         check = first.get(name, {})
         rows.append({"check": name, "claim": check.get("claim", ""), "threshold": check.get("threshold", ""),
-                     "verdict": f"{rate['passed']}/{rate['of']} pass", "measured (first seed)": check.get("sentence", "")})
+                     "verdict": verdict_text(rate), "measured (first seed)": check.get("sentence", "")})
     appendix = record.get("appendix_c", {})
     error = appendix.get("max_relative_error")
     note = (f"<p>Implementation identity, Appendix C closed forms against the JVP at the run's saved states: max "
