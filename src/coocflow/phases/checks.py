@@ -30,7 +30,7 @@ BALANCE_BOUND = 1.0
 RATIO_BOUND = 50.0
 """Lemma 4.5: the two gradient ratios are O(1): positive and at most 50 over Phase 2."""
 SANDWICH_FRACTION = 0.9
-"""Lemma 4.3: the sandwich holds at >= 90% of the late-Phase-1 times."""
+"""Lemma 4.3: the sandwich holds at >= 90% of the times in [T0.5, T1]."""
 EQ5_TOLERANCE = 1e-8
 """Eq. (5) is exact: the JVP rate and the closed form agree to 1e-8 relative."""
 
@@ -312,19 +312,28 @@ def r_settles(d: SeedData) -> tuple:
 
 
 @check("lemma4.3_sandwich",
-       "Lemma 4.3: late in Phase 1, (1+C) max(dG(mu_1)/dt, dG(mu_2)/dt) <= -dG(mu_3)/dt <= (1-C)(dG(mu_1)/dt + dG(mu_2)/dt)", needs_t1=True, needs=("d_G_mu1_dt",))
+       "Lemma 4.3: on [T0.5, T1], (1+C) max(dG(mu_1)/dt, dG(mu_2)/dt) <= -dG(mu_3)/dt <= (1-C)(dG(mu_1)/dt + dG(mu_2)/dt)", needs_t1=True, needs=("d_G_mu1_dt",))
 def sandwich(d: SeedData) -> tuple:
-    t1 = d.bounds["T1"]
-    mask = (d.t >= t1 / 2) & (d.t <= t1)
+    """Held to the lemma's own window [T0.5, T1], T0.5 the code's boundary (the first time the
+    common token's alignment catches up with the targets', `phases.boundaries`)."""
+    t1, t_half = d.bounds["T1"], d.bounds["T0.5"]
+    if t_half is None:
+        return (None, "T0.5 observed by T1", False, "The common token's alignment never catches up with the "
+                "targets' (no T0.5), while Lemma 4.3 has it do so by T0.5 = O(1/m) <= T1.")
+    if t_half > t1:
+        return ({"T0.5": t_half, "T1": t1}, "T0.5 <= T1", False,
+                f"T0.5 = {t_half:.3g} comes after T1 = {t1:.3g}: the window [T0.5, T1] of Lemma 4.3 is empty.")
+    mask = (d.t >= t_half) & (d.t <= t1)
     g1, g2, g3 = (d.series[f"d_G_mu{k}_dt"][mask] for k in (1, 2, 3))
     upper, lower = g1 + g2, np.maximum(g1, g2)
     holds = (lower < -g3) & (-g3 < upper)
     slack = np.minimum(-g3 / lower - 1, 1 + g3 / upper)
     fraction = float(np.mean(holds)) if mask.any() else 0.0
     best_c = float(np.min(slack[holds])) if holds.any() else None
-    return ({"fraction": fraction, "C": best_c, "window": [t1 / 2, t1]},
-            f"strict sandwich at >= {SANDWICH_FRACTION:.0%} of times in [T1/2, T1]", fraction >= SANDWICH_FRACTION,
-            f"The sandwich holds at {fraction:.0%} of late-Phase-1 times" + (f", with C = {best_c:.3g}." if best_c is not None else "."))
+    return ({"fraction": fraction, "C": best_c, "window": [t_half, t1]},
+            f"strict sandwich at >= {SANDWICH_FRACTION:.0%} of times in [T0.5, T1]", fraction >= SANDWICH_FRACTION,
+            f"The sandwich holds at {fraction:.0%} of the times in [T0.5, T1] = [{t_half:.3g}, {t1:.3g}]"
+            + (f", with C = {best_c:.3g}." if best_c is not None else "."))
 
 
 @check("eq5_exact",
