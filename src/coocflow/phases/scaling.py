@@ -22,9 +22,18 @@ from coocflow.config import Config
 
 AXES = ("m", "m1", "both")
 PREDICTED = {"T1": {"both": -1.0}, "u_norm2_at_T1": {"both": 1.0}, "phase1_score_drift": {"both": -1.5},
-             "final_score_change": {"both": -1.5}}
-"""Predicted exponents in m (docs/claims.md column e) for theory init with m1 = rho m."""
-QUANTITIES = ("T1", "u_norm2_at_T1", "phase1_score_drift", "final_score_change")
+             "final_score_change": {"both": -1.5}, "dG1_at_0": {"both": 1.0}, "G1_at_T1": {"both": 0.0},
+             "u_norm2_at_end": {"both": 1.0}, "inverse_loss_slope": {"both": 1.0},
+             "score_rate_over_loss": {"both": -0.5}}
+"""Predicted exponents in m (docs/claims.md column e) for theory init with m1 = rho m: T1 (Thm 3.1,
+E26), ||u||^2 at T1 (E27) and at the end (F9: Theta(U0)), the target-score drift by T1 (Thm 3.1)
+and their change at the end (Thm 3.3), dG(mu_1)/dt at t = 0 (Lemma 4.1: Theta(W0)), G(mu_1) at T1
+(E27: Theta(1)), the slope of 1/loss late in Phase 2 (Thm F.8: Theta(U0)) and the Phase-2 score
+rate per unit loss, dA[mu_1, mu_2]/dt / loss at the end (Lemma 4.7: m^-0.5 Theta~(v0)/L)."""
+QUANTITIES = ("T1", "u_norm2_at_T1", "phase1_score_drift", "final_score_change", "dG1_at_0", "G1_at_T1",
+              "u_norm2_at_end", "inverse_loss_slope", "score_rate_over_loss")
+LATE_FRACTION = 0.1
+"""The slope of 1/loss is read over t >= this fraction of the run's end (late Phase 2)."""
 TARGET_SCORES = ("A_mu1_mu2", "A_mu2_mu1", "A_mu3_mu1", "A_mu3_mu2")
 
 
@@ -55,14 +64,22 @@ def measure(result) -> list[dict]:
     for i, seed in enumerate(result.seeds):
         s = result.seed_series(i)
         t1 = first_time_all_correct(s["t"], s["min_margin"])
-        drift = u_at_t1 = None
+        drift = u_at_t1 = g1_at_t1 = None
         if t1 is not None:
             at = int(np.searchsorted(s["t"], t1))
             drift = float(max(abs(s[k][at] - s[k][0]) for k in TARGET_SCORES))
             u_at_t1 = float(s["u_norm2"][at])
+            g1_at_t1 = float(s["G_mu1"][at])
         final = float(np.mean([abs(s[k][-1] - s[k][0]) for k in TARGET_SCORES]))
+        late = int(np.searchsorted(s["t"], LATE_FRACTION * s["t"][-1]))
+        slope = None
+        if late < len(s["t"]) - 1:
+            slope = float((1 / s["loss"][-1] - 1 / s["loss"][late]) / (s["t"][-1] - s["t"][late]))
         rows.append({"seed": seed, "T1": t1, "u_norm2_at_T1": u_at_t1, "phase1_score_drift": drift,
-                     "final_score_change": final, "final_loss": float(s["loss"][-1])})
+                     "final_score_change": final, "final_loss": float(s["loss"][-1]),
+                     "dG1_at_0": float(s["d_G_mu1_dt"][0]), "G1_at_T1": g1_at_t1,
+                     "u_norm2_at_end": float(s["u_norm2"][-1]), "inverse_loss_slope": slope,
+                     "score_rate_over_loss": float(s["d_A_mu1_mu2_dt"][-1] / s["loss"][-1])})
     return rows
 
 
@@ -105,8 +122,13 @@ def figure(report: dict, path: Path) -> None:
 
     labels = {"T1": "T1 (all training samples correct)", "u_norm2_at_T1": "||u||^2 at T1",
               "phase1_score_drift": "max |A(T1) - A(0)| (target scores)",
-              "final_score_change": "mean |A(end) - A(0)| (target scores)"}
-    fig, axes = plt.subplots(1, len(labels), figsize=(5.3 * len(labels), 4.4), constrained_layout=True)
+              "final_score_change": "mean |A(end) - A(0)| (target scores)", "dG1_at_0": "dG(mu_1)/dt at t = 0",
+              "G1_at_T1": "G(mu_1) at T1", "u_norm2_at_end": "||u||^2 at the end",
+              "inverse_loss_slope": "slope of 1/loss, late Phase 2", "score_rate_over_loss": "dA[mu1,mu2]/dt / loss, end"}
+    columns = 3
+    rows = -(-len(labels) // columns)
+    fig, axes = plt.subplots(rows, columns, figsize=(5.3 * columns, 4.0 * rows), constrained_layout=True)
+    axes = np.atleast_1d(axes).ravel()
     values = np.asarray(report["values"], float)
     for ax, (quantity, label) in zip(axes, labels.items()):
         points = [(r["value"], r[quantity]) for r in report["rows"] if r[quantity] is not None]
