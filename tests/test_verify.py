@@ -57,7 +57,7 @@ def test_outputs_are_written(phenomena):
 def _broken(data: SeedData, edit) -> SeedData:
     series = {k: v.copy() for k, v in data.series.items()}
     edit(series, data)
-    return SeedData(series, data.m, A_init=data.A_init, A_final=data.A_final)
+    return SeedData(series, data.m, A_init=data.A_init, A_final=data.A_final, n=data.n, L=data.L)
 
 
 def _phase2(data):

@@ -122,7 +122,8 @@ def seed_data(run: LoadedRun) -> list[tuple[int, SeedData]]:
         series = {k: np.asarray(v[rows]) for k, v in metrics.items()}
         order = np.argsort(series["t"], kind="stable")
         series = {k: v[order] for k, v in series.items()}
-        out.append((seed, SeedData(series, int(run.config["model"]["m"]),
+        out.append((seed, SeedData(series, int(run.config["model"]["m"]), n=int(run.config["data"]["n"]),
+                                   L=int(run.config["data"]["L"]),
                                    A_init=_seed_of(score_matrix_of(run.state_init), index, ensemble),
                                    A_final=_seed_of(score_matrix_of(run.state_final), index, ensemble))))
     return out
