@@ -165,6 +165,13 @@ def test_width_scaling_fits_exponents(tmp_path):
         fit = report["fits"][quantity]
         assert fit["predicted_exponent"] == predicted and fit["verdict"] in ("pass", "fail", "not applicable")
         assert fit["fit"]["n_seeds"] == [2, 2] and "95% CI" in fit["sentence"]
+    for quantity, bound in (("score_rate_at_0", -0.5), ("attention_deviation_at_0", -1.0),
+                            ("attention_change_at_T1", -2.0), ("value_gram_change_at_T1", -1.0),
+                            ("key_query_change_at_T1", -2.0)):
+        fit = report["fits"][quantity]
+        assert fit["kind"] == "upper bound" and fit["predicted_exponent"] == bound
+        low = fit["fit"]["low"]
+        assert fit["verdict"] == ("pass" if low <= bound else "fail")
     kaiming = width_scaling(config.replace({"init.scheme": "kaiming"}), "both", [8, 16])
     assert all(fit["predicted_exponent"] is None and fit["verdict"] == "not applicable"
                for fit in kaiming["fits"].values())
