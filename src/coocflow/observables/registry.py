@@ -190,12 +190,12 @@ def _register_all() -> None:
         _register(f"p_q{q}_k{k}", "attention",
                   f"mean attention the query mu_{q} gives the key mu_{k}, over training samples holding both",
                   lambda model, pr, q=q, k=k: mean_attention(model, pr.train, TOKENS[q], TOKENS[k]))
-    for prefix, split, where in (("", "train", "training"), ("test_", "test", "test")):
+    for prefix, subset, where in (("", "train", "training"), ("test_", "test", "test")):
         _register(f"{prefix}attn_random", "attention",
                   f"mean attention a random-token key receives in the {where} samples (1/L if uniform)",
-                  lambda model, pr, split=split: random_key_attention(model, getattr(pr, split)))
+                  lambda model, pr, subset=subset: random_key_attention(model, getattr(pr, subset)))
         _register(f"{prefix}G_random_abs", "mlp", f"mean |G| at the random-token positions of the {where} samples",
-                  lambda model, pr, split=split: random_token_mlp(model, getattr(pr, split)))
+                  lambda model, pr, subset=subset: random_token_mlp(model, getattr(pr, subset)))
     for a in (1, 2, 3):
         for b in range(a, 4):
             _register(f"V_mu{a}_mu{b}", "value", f"value Gram mu_{a}^T W_V^T W_V mu_{b}",
