@@ -17,7 +17,7 @@ from dataclasses import asdict, dataclass, field
 import numpy as np
 
 from coocflow.config import random_slots
-from coocflow.storage.run_folder import LoadedRun
+from coocflow.storage.run_folder import LoadedRun, attention_of, mlp_of, score_matrix_of
 
 MU1, MU2, MU3, FIRST_RANDOM = 0, 1, 2, 3
 MUCH_GREATER = 10.0
@@ -130,28 +130,10 @@ def has_weights(state: dict[str, np.ndarray]) -> bool:
     return "W_Q" in state
 
 
-def score_and_mlp(state: dict[str, np.ndarray]) -> tuple[np.ndarray, np.ndarray, int]:
-    """A = W_K^T W_Q (d x d), G = (W^T a)^T W_V (d,) and m, from weights or a Gram state."""
-    if has_weights(state):
-        A = state["W_K"].T @ state["W_Q"]
-        G = (state["W"].T @ state["a"]) @ state["W_V"]
-        return A, G, state["W_Q"].shape[0]
-    return np.asarray(state["A"]), np.asarray(state["G"]), int(np.ravel(state["m"])[0])
-
-
-def attention_at(A: np.ndarray, tokens: np.ndarray, m: int) -> np.ndarray:
-    """p[i, h, l]: softmax over keys h of A[x_h, x_l]/sqrt(m) (eq. (1))."""
-    scores = A[tokens[:, :, None], tokens[:, None, :]] / math.sqrt(m)
-    scores = scores - scores.max(axis=1, keepdims=True)
-    weights = np.exp(scores)
-    return weights / weights.sum(axis=1, keepdims=True)
-
-
 def logits_at(state: dict[str, np.ndarray]) -> np.ndarray:
     """F_i = sum_l sum_h G(x_h) p_l[h] (eq. (1)) on the training tokens of one seed's state."""
-    A, G, m = score_and_mlp(state)
     tokens = np.asarray(state["tokens"])
-    return np.einsum("nh,nhl->n", G[tokens], attention_at(A, tokens, m))
+    return np.einsum("nh,nhl->n", mlp_of(state)[tokens], attention_of(state, tokens))
 
 
 def _p1_widths(sc: _Scales, delta: float) -> Premise:
@@ -292,7 +274,7 @@ def init_events(state: dict, sc: _Scales, delta: float) -> dict[str, float | Non
     else:
         grams = {"K": np.asarray(state["K"]), "Q": np.asarray(state["P"]), "V": np.asarray(state["V"])}
         u_norm2 = float(np.ravel(state["s"])[0])
-    A, G, _ = score_and_mlp(state)
+    A, G = score_matrix_of(state), mlp_of(state)
     eps_d = eps_m(2 * d / delta, m)
     off = ~np.eye(d, dtype=bool)
     events: dict[str, float | None] = {
@@ -300,7 +282,7 @@ def init_events(state: dict, sc: _Scales, delta: float) -> dict[str, float | Non
         "D1 A, off-diag K,Q,V": max(np.max(np.abs(A)), *(np.max(np.abs(X[off])) for X in grams.values()))
         / (v0 * eps_d),
     }
-    p = attention_at(A, tokens, m)
+    p = attention_of(state, tokens)
     score_bound = v0 * eps_d / math.sqrt(m)
     events["D2 |p - 1/L|"] = float(np.max(np.abs(p - 1 / L))) / (math.expm1(2 * score_bound) / L)
     events["D4 |G(mu)|"] = float(np.max(np.abs(G))) / (sc.s0 * math.sqrt(u_norm2) * math.sqrt(2 * math.log(2 * d / delta)))

@@ -16,7 +16,7 @@ import numpy as np
 from coocflow.config import flatten_dotted
 from coocflow.errors import RunFolderError
 from coocflow.storage import atomic_write_text
-from coocflow.storage.run_folder import score_matrix_of, width_of
+from coocflow.storage.run_folder import attention_of, score_matrix_of
 
 GROUP_TITLES = {
     "loss": "Losses", "accuracy": "Accuracy and margins", "mlp": "MLP: G and ||u||", "scores": "Attention scores A",
@@ -192,14 +192,6 @@ def score_matrix(state: dict[str, np.ndarray]) -> np.ndarray:
     return score_matrix_of(state)
 
 
-def attention_pattern(state: dict[str, np.ndarray], tokens: np.ndarray) -> np.ndarray:
-    """p[h, l] of one sample (L x L): the weight the query at position l gives the key at
-    position h, a softmax over h of A[x_h, x_l] / sqrt(m) (model.transformer.attention)."""
-    scores = score_matrix(state)[tokens[:, None], tokens[None, :]] / np.sqrt(width_of(state))
-    weights = np.exp(scores - scores.max(axis=0, keepdims=True))
-    return weights / weights.sum(axis=0, keepdims=True)
-
-
 def _rounded(z: np.ndarray) -> list:
     return [[float(f"{v:.4g}") if np.isfinite(v) else None for v in row] for row in np.asarray(z)]
 
@@ -281,7 +273,7 @@ def snapshot_figures(run) -> tuple[list[dict], str]:
     rows = []
     for i in samples:
         positions = [f"{pos}:{TOKEN_NAMES.get(int(v), f'r{int(v)}')}" for pos, v in enumerate(tokens[i])]
-        rows.append([{"z": attention_pattern(state, tokens[i]), "x": positions, "y": positions,
+        rows.append([{"z": attention_of(state, tokens[i]), "x": positions, "y": positions,
                       "title": f"sample {i} (I{int(groups[i]) + 1}, y = {labels[i]:+.0f}), {label}",
                       "coloraxis": "coloraxis", "hover": "query %{x} gives key %{y}: %{z}",
                       "extra": {"texttemplate": "%{z:.3f}", "textfont": {"size": 10}} if len(positions) <= 10 else {}}

@@ -105,6 +105,23 @@ def width_of(state: dict[str, np.ndarray]) -> int:
     return int(np.ravel(state["m"])[0]) if "m" in state else int(np.shape(state["W_Q"])[-2])
 
 
+def mlp_of(state: dict[str, np.ndarray]) -> np.ndarray:
+    """G over the vocabulary, (W^T a)^T W_V, from one seed's loaded state (either kind)."""
+    if "G" in state:
+        return np.asarray(state["G"])
+    return (state["W"].T @ state["a"]) @ state["W_V"]
+
+
+def attention_of(state: dict[str, np.ndarray], tokens: np.ndarray) -> np.ndarray:
+    """p[..., h, l]: the weight the query at position l gives the key at position h, a softmax
+    over h of A[x_h, x_l] / sqrt(m) (model.transformer.attention), for one seed's loaded state and
+    tokens of one sample (L,) or of several (n, L). NumPy only: readers of a run folder need no JAX."""
+    tokens = np.asarray(tokens)
+    scores = score_matrix_of(state)[tokens[..., :, None], tokens[..., None, :]] / np.sqrt(width_of(state))
+    weights = np.exp(scores - scores.max(axis=-2, keepdims=True))
+    return weights / weights.sum(axis=-2, keepdims=True)
+
+
 def _read_npz(path: Path, required: tuple[str, ...], alternative: tuple[str, ...] = ()) -> dict[str, np.ndarray]:
     try:
         with np.load(path, allow_pickle=False) as z:
