@@ -343,24 +343,11 @@ def _last(values):
     return np.array([row[np.isfinite(row)][-1] if np.isfinite(row).any() else np.nan for row in values])
 
 
-def _per_seed(metrics: dict, name: str):
-    """A metrics column as (seeds, times), rows in time order."""
-    import numpy as np
-
-    seed_col = metrics.get("seed", np.zeros(len(metrics["t"]), dtype=np.int64))
-    rows = []
-    for seed in np.unique(seed_col):
-        mine = seed_col == seed
-        order = np.argsort(metrics["t"][mine], kind="stable")
-        rows.append(np.asarray(metrics[name][mine], dtype=float)[order])
-    width = max(len(r) for r in rows)
-    return np.array([np.pad(r, (0, width - len(r)), constant_values=np.nan) for r in rows])
-
-
 def _print_summary(run_dir: Path) -> None:
     import numpy as np
 
     from coocflow.storage import load_run
+    from coocflow.storage.run_folder import pivot_metrics
 
     loaded = load_run(run_dir)
     man, cfg = loaded.manifest, loaded.config
@@ -397,9 +384,9 @@ def _print_summary(run_dir: Path) -> None:
     table.add_row("train / test acc", f"{final['train_acc']:.3f} / {final['test_acc']:.3f} "
                                       f"(test loss {final['test_loss']:.4g})")
     table.add_row("G(mu1), G(mu2), G(mu3)", f"{final['G_mu1']:.4g}, {final['G_mu2']:.4g}, {final['G_mu3']:.4g}")
-    deltas = ", ".join(f"{k[2:].replace('_', ',')}: {np.nanmedian(_last(grid) - grid[:, 0]):+.3g}"
-                       for k in ("A_mu1_mu2", "A_mu2_mu1", "A_mu3_mu1", "A_mu3_mu2")
-                       for grid in [_per_seed(loaded.metrics, k)])
+    _, series = pivot_metrics(loaded.metrics)
+    deltas = ", ".join(f"{k[2:].replace('_', ',')}: {np.nanmedian(_last(series[k]) - series[k][:, 0]):+.3g}"
+                       for k in ("A_mu1_mu2", "A_mu2_mu1", "A_mu3_mu1", "A_mu3_mu2"))
     table.add_row("score change A(T)-A(0)" + median, deltas)
     table.add_row("R(t) final", f"{final['R']:.4g}")
     if man.get("divergence"):

@@ -84,21 +84,12 @@ class SeriesView:
     @classmethod
     def from_metrics(cls, metrics: dict[str, np.ndarray], t1s: list[float | None] | None = None) -> "SeriesView":
         """Pivot a long metrics table (one row per seed and time) into per-seed series."""
-        seeds = np.unique(metrics["seed"]) if "seed" in metrics else np.zeros(1, dtype=np.int64)
-        seed_col = metrics.get("seed", np.zeros(len(metrics["t"]), dtype=np.int64))
-        t = np.unique(metrics["t"])
-        series = {}
-        for name, column in metrics.items():
-            if name in ("seed", "t", "step"):
-                continue
-            grid = np.full((len(seeds), len(t)), np.nan)
-            for i, seed in enumerate(seeds):
-                rows = seed_col == seed
-                grid[i, np.searchsorted(t, metrics["t"][rows])] = column[rows]
-            series[name] = grid
+        from coocflow.storage.run_folder import pivot_metrics
+
+        t, series = pivot_metrics(metrics)
         if t1s is None:
             t1s = []
-            for i in range(len(seeds)):
+            for i in range(len(series["min_margin"])):
                 hits = np.flatnonzero(series["min_margin"][i] > 0)
                 t1s.append(float(t[hits[0]]) if hits.size else None)
         return cls(t=t, series=series, t1s=list(t1s))

@@ -12,7 +12,8 @@ import html
 from pathlib import Path
 
 from coocflow.errors import CoocflowError
-from coocflow.report.html import PALETTE, _figure, _figure_divs, _page, _pivot, _series_traces, _table
+from coocflow.report.html import PALETTE, _figure, _figure_divs, _page, _series_traces, _table
+from coocflow.storage.run_folder import pivot_metrics
 
 
 def _t1_lines(t1s: list[tuple[float, str]]) -> list[dict]:
@@ -32,7 +33,7 @@ def comparison_figures(comparison) -> tuple[list[dict], list[str]]:
         except CoocflowError as err:
             notes.append(f"{label}: left out of the figures ({err})")
             continue
-        t, pivoted = _pivot(run.metrics)
+        t, pivoted = pivot_metrics(run.metrics)
         series.append((label, color, t, pivoted))
         t1 = result.get("T1")
         if isinstance(t1, (int, float)) and t1 > 0:

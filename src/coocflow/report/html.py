@@ -16,7 +16,7 @@ import numpy as np
 from coocflow.config import flatten_dotted
 from coocflow.errors import RunFolderError
 from coocflow.storage import atomic_write_text
-from coocflow.storage.run_folder import attention_of, score_matrix_of
+from coocflow.storage.run_folder import attention_of, pivot_metrics, score_matrix_of
 
 GROUP_TITLES = {
     "loss": "Losses", "accuracy": "Accuracy and margins", "mlp": "MLP: G and ||u||", "scores": "Attention scores A",
@@ -68,22 +68,6 @@ def _clean(values: np.ndarray) -> list:
 PALETTE = ("#1f77b4", "#ff7f0e", "#2ca02c", "#d62728", "#9467bd", "#8c564b", "#e377c2", "#7f7f7f", "#bcbd22", "#17becf")
 
 
-def _pivot(metrics: dict[str, np.ndarray]) -> tuple[np.ndarray, dict[str, np.ndarray]]:
-    """Times and (seeds, times) arrays from the long metrics table (NaN where a seed stopped)."""
-    seeds = np.unique(metrics["seed"]) if "seed" in metrics else np.array([0])
-    t = np.unique(metrics["t"])
-    index = np.searchsorted(t, metrics["t"])
-    rows = np.searchsorted(seeds, metrics["seed"]) if "seed" in metrics else np.zeros(len(index), dtype=int)
-    out = {}
-    for name, column in metrics.items():
-        if name in ("seed", "t", "step") or not np.issubdtype(np.asarray(column).dtype, np.number):
-            continue
-        grid = np.full((len(seeds), len(t)), np.nan)
-        grid[rows, index] = column
-        out[name] = grid
-    return t, out
-
-
 def _figure(traces: list[dict], title: str, ytitle: str, ylog: bool = False, shapes: list | None = None) -> dict:
     return {"data": traces, "layout": {
         "title": {"text": title}, "height": 380, "margin": {"l": 60, "r": 20, "t": 60, "b": 50},
@@ -120,7 +104,7 @@ def run_figures(metrics: dict[str, np.ndarray]) -> tuple[list[dict], dict[str, f
     """The timeline and one figure per observable group, as Plotly figure dicts."""
     from coocflow.observables import OBSERVABLES
 
-    t, series = _pivot(metrics)
+    t, series = pivot_metrics(metrics)
     bounds = _median_boundaries(metrics)
     figures = [_timeline(bounds, float(t[-1]))]
     for group, title in GROUP_TITLES.items():

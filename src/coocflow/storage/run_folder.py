@@ -93,6 +93,23 @@ def read_snapshots(path: Path) -> dict[str, np.ndarray]:
     return _read_npz(path, SNAPSHOT_KEYS, GRAM_SNAPSHOT_KEYS)
 
 
+def pivot_metrics(metrics: dict[str, np.ndarray]) -> tuple[np.ndarray, dict[str, np.ndarray]]:
+    """The observed times and each numeric metrics column as a (seeds, times) array, from the long
+    table (one row per seed and time); NaN where a seed has no row (it stopped early)."""
+    seeds = np.unique(metrics["seed"]) if "seed" in metrics else np.array([0])
+    t = np.unique(metrics["t"])
+    index = np.searchsorted(t, metrics["t"])
+    rows = np.searchsorted(seeds, metrics["seed"]) if "seed" in metrics else np.zeros(len(index), dtype=int)
+    out = {}
+    for name, column in metrics.items():
+        if name in ("seed", "t", "step") or not np.issubdtype(np.asarray(column).dtype, np.number):
+            continue
+        grid = np.full((len(seeds), len(t)), np.nan)
+        grid[rows, index] = column
+        out[name] = grid
+    return t, out
+
+
 def score_matrix_of(state: dict[str, np.ndarray]) -> np.ndarray:
     """A = W_K^T W_Q from a loaded state (either kind), with the seed axis first if it has one."""
     if "A" in state:
