@@ -317,10 +317,6 @@ PROCESS_COMMANDS = (
 """Whole-process commands a user waits for, with their warm-cache targets (2-core CPU)."""
 
 
-def _wall(args: list[str], cwd: str, cache: str) -> float:
-    return _wall_rss(args, cwd, cache)[0]
-
-
 def case_process(quick: bool) -> list[dict]:
     """Each command as a whole process (imports, compilation or the persistent cache, training,
     figures, writing): cold (a new, empty compilation cache) once, then warm (the same cache)
@@ -336,11 +332,11 @@ def case_process(quick: bool) -> list[dict]:
             cache = os.path.join(work, "cache-" + label.replace(" ", "-").replace("/", "-"))
             if label.startswith("verify"):
                 cache = os.path.join(work, "cache-run-tiny-verify")
-                _wall(["run", "tiny", "--out", "runs/tiny", "--force", "--no-figures"], work, cache)
-            cold = _wall(args, work, cache) if cached else None
+                _wall_rss(["run", "tiny", "--out", "runs/tiny", "--force", "--no-figures"], work, cache)
+            cold = _wall_rss(args, work, cache)[0] if cached else None
             if label.startswith("verify"):
-                _wall(["run", "tiny", "--out", "runs/tiny", "--force", "--no-figures"], work, cache)
-            warm = sorted(_wall(args, work, cache) for _ in range(repeat))[repeat // 2]
+                _wall_rss(["run", "tiny", "--out", "runs/tiny", "--force", "--no-figures"], work, cache)
+            warm = sorted(_wall_rss(args, work, cache)[0] for _ in range(repeat))[repeat // 2]
             rows.append({"case": f"process: {label}", "value": warm, "unit": "s wall (warm cache)", "target": target,
                          "met": warm <= target, "baseline": cold if cold is not None else float("nan"),
                          "baseline_name": "cold cache" if cached else "no compilation involved",
