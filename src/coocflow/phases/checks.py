@@ -10,12 +10,13 @@ those numbers, stated in each result.
 
 from __future__ import annotations
 
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, field
 from typing import Any, Callable
 
 import numpy as np
 
 from coocflow.phases.boundaries import phase_boundaries
+from coocflow.phases.scales import Scales
 
 DRIFT_TOLERANCE = 0.1
 """Theorem 3.1: attention variables 'near initialization' means relative drift <= 10%."""
@@ -26,7 +27,6 @@ RANDOM_CHANGE_CONSTANT = 3.0
 relative to the smallest target change about 1/n + L/sqrt(m) (docs/claims.md, T3.3, derived).
 The O~ hides a constant; a ratio up to this many times the bound passes, and the fitted constant
 (ratio / bound) is reported."""
-"""Theorem 3.3: random-token score changes at most a tenth of the smallest target change."""
 LINEAR_R2 = 0.99
 """Theorem F.8: 1/loss is linear in t when a straight line explains >= 99% of its variance."""
 BALANCE_BOUND = 1.0
@@ -35,6 +35,10 @@ RATIO_BOUND = 50.0
 """Lemma 4.5: the two gradient ratios are O(1): positive and at most 50 over Phase 2."""
 SANDWICH_FRACTION = 0.9
 """Lemma 4.3: the sandwich holds at >= 90% of the times in [T0.5, T1]."""
+HIDDEN_CONSTANT = 10.0
+"""A bound whose constant the paper hides (O, O~, Theta) passes when the fitted constant, the
+measured value over the bound's expression without its constant, is at most this (and, for a
+Theta, at least its inverse); the fitted constant is always reported."""
 EQ5_TOLERANCE = 1e-8
 """Eq. (5) is exact: the JVP rate and the closed form agree to 1e-8 relative."""
 
@@ -64,6 +68,11 @@ class SeedData:
     n: int = 60
     L: int = 5
     """Training samples and tokens per sample (Theorem 3.3's bound on the random-token changes)."""
+    states: dict[str, dict[str, np.ndarray] | None] = field(default_factory=dict)
+    """This seed's saved states, keyed "init", "T1" and "final" (run folder keys: the weights or
+    the Grams; "T1" is None when the seed never had every sample correct)."""
+    scales: Scales | None = None
+    """The configuration's init scales (v0, U0, W0, ...: docs/claims.md shorthand)."""
 
     def __post_init__(self):
         self.bounds = phase_boundaries(self.series) if "d_G_mu1_dt" in self.series else {

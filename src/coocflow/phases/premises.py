@@ -17,6 +17,7 @@ from dataclasses import asdict, dataclass, field
 import numpy as np
 
 from coocflow.config import random_slots
+from coocflow.phases.scales import Scales, eps_m, scales_of, seed_states
 from coocflow.storage.run_folder import LoadedRun, attention_of, mlp_of, score_matrix_of
 
 MU1, MU2, MU3, FIRST_RANDOM = 0, 1, 2, 3
@@ -55,12 +56,6 @@ class _SeedVerdict:
     unavailable: list[str] = field(default_factory=list)
 
 
-def eps_m(x: float, m: int) -> float:
-    """eps_m(x) = sqrt(4 log(x)/m) + 4 log(x)/m (L. D.1)."""
-    r = 4 * math.log(x) / m
-    return math.sqrt(r) + r
-
-
 def _fmt(x: float) -> str:
     return f"{x:.3g}"
 
@@ -72,53 +67,6 @@ def _kleene_and(verdicts) -> bool | None:
     if any(v is None for v in verdicts):
         return None
     return True
-
-
-@dataclass
-class _Scales:
-    """Theory-equivalent init scales of the configuration (docs/claims.md shorthand)."""
-
-    s0: float
-    s1: float
-    c0: float
-    c1: float
-    m: int
-    m1: int
-    d: int
-    n: int
-    L: int
-
-    @property
-    def v0(self) -> float:
-        return self.s0**2 * self.m
-
-    @property
-    def U0(self) -> float:
-        return self.s1**2 * self.m * self.m1
-
-    @property
-    def W0(self) -> float:
-        return self.U0 + self.m1 * self.v0
-
-
-def _scales(config: dict) -> _Scales:
-    data, model, init = config["data"], config["model"], config["init"]
-    n, L, d, m, m1 = data["n"], data["L"], data["d"], model["m"], model["m1"]
-    if init["scheme"] == "theory":
-        s0, s1 = init["c0"] / math.sqrt(L * m), init["c1"] / math.sqrt(m1)
-    else:
-        s0, s1 = init["c0"] / math.sqrt(3 * d), init["c1"] / math.sqrt(3 * m)
-    return _Scales(s0=s0, s1=s1, c0=s0 * math.sqrt(L * m), c1=s1 * math.sqrt(m1), m=m, m1=m1, d=d, n=n, L=L)
-
-
-def _seed_states(state: dict[str, np.ndarray]) -> list[dict[str, np.ndarray]]:
-    """One dict per seed: an ensemble's arrays carry a leading seed axis (tokens are (S, n, L))."""
-    tokens = np.asarray(state["tokens"])
-    if tokens.ndim == 2:
-        return [state]
-    count = tokens.shape[0]
-    return [{k: (np.asarray(v)[s] if np.ndim(v) > 0 and np.shape(v)[0] == count and k not in ("m", "m1")
-                 else np.asarray(v)) for k, v in state.items()} for s in range(count)]
 
 
 def _seed_ids(run: LoadedRun, count: int) -> list[int]:
@@ -136,7 +84,7 @@ def logits_at(state: dict[str, np.ndarray]) -> np.ndarray:
     return np.einsum("nh,nhl->n", mlp_of(state)[tokens], attention_of(state, tokens))
 
 
-def _p1_widths(sc: _Scales, delta: float) -> Premise:
+def _p1_widths(sc: Scales, delta: float) -> Premise:
     """P1, Cond. 1 and the width conditions of the proofs (E4, E19, F3)."""
     ratios = {
         "m/(m1 log^2(m1/delta))": sc.m / (sc.m1 * math.log(sc.m1 / delta) ** 2),
@@ -158,7 +106,7 @@ def _p1_widths(sc: _Scales, delta: float) -> Premise:
                    not failures, "; ".join(failures))
 
 
-def _measured_c(state: dict[str, np.ndarray], sc: _Scales) -> tuple[float, float]:
+def _measured_c(state: dict[str, np.ndarray], sc: Scales) -> tuple[float, float]:
     """c0, c1 read off the initial weights (or Grams): s0^2 = mean square entry of W_Q, W_K,
     W_V; s1^2 = ||W^T a||^2 / (m m1)."""
     if has_weights(state):
@@ -172,7 +120,7 @@ def _measured_c(state: dict[str, np.ndarray], sc: _Scales) -> tuple[float, float
     return math.sqrt(s0_sq * sc.L * sc.m), math.sqrt(s1_sq * sc.m1)
 
 
-def _p2_init(config: dict, states: list[dict], sc: _Scales) -> Premise:
+def _p2_init(config: dict, states: list[dict], sc: Scales) -> Premise:
     """P2, Cond. 1: Gaussian init with s0 = c0/sqrt(Lm), s1 = c1/sqrt(m1)."""
     scheme = config["init"]["scheme"]
     measured = np.array([_measured_c(s, sc) for s in states])
@@ -186,7 +134,7 @@ def _p2_init(config: dict, states: list[dict], sc: _Scales) -> Premise:
                    value, "init.scheme = theory (Gaussian), a_j = +-1", not failures, "; ".join(failures))
 
 
-def _p3_data_size(sc: _Scales) -> Premise:
+def _p3_data_size(sc: Scales) -> Premise:
     """P3, Cond. 1: n >= Omega~(L^2), L >= Omega~(1) (L >= 3 for Def. 2.1)."""
     ratio = sc.n / sc.L**2
     failures = ([f"n/L^2 = {_fmt(ratio)} < {MUCH_GREATER:g}"] if ratio < MUCH_GREATER else []) + \
@@ -195,7 +143,7 @@ def _p3_data_size(sc: _Scales) -> Premise:
                    f"n/L^2 >= {MUCH_GREATER:g}; L >= 3", not failures, "; ".join(failures))
 
 
-def _p4_groups(state: dict, sc: _Scales) -> _SeedVerdict:
+def _p4_groups(state: dict, sc: Scales) -> _SeedVerdict:
     """P4, Assump. 2.3(i): group sizes n/2, n/6, n/6, n/6."""
     counts = np.bincount(np.asarray(state["groups"]).ravel(), minlength=4)[:4]
     n = len(np.asarray(state["groups"]))
@@ -205,7 +153,7 @@ def _p4_groups(state: dict, sc: _Scales) -> _SeedVerdict:
     return _SeedVerdict(off == 0, value, [] if off == 0 else [f"{value} != {n / 2:g}/{n / 6:g}/{n / 6:g}/{n / 6:g}"], off)
 
 
-def _p5_distinct(state: dict, sc: _Scales) -> _SeedVerdict:
+def _p5_distinct(state: dict, sc: Scales) -> _SeedVerdict:
     """P5, Assump. 2.3(ii): every random-token occurrence is a different token (c_mu = 1)."""
     tokens = np.asarray(state["tokens"])
     random_tokens = tokens[tokens >= FIRST_RANDOM]
@@ -218,7 +166,7 @@ def _p5_distinct(state: dict, sc: _Scales) -> _SeedVerdict:
                         float(occurrences - distinct))
 
 
-def _p6_one_hot(state: dict, sc: _Scales) -> _SeedVerdict:
+def _p6_one_hot(state: dict, sc: Scales) -> _SeedVerdict:
     """P6, Def. 2.1: mu3 in every sample; mu1, mu2, mu3 at most once; y = +1 iff mu1 and mu2 co-occur."""
     tokens = np.asarray(state["tokens"])
     counts = np.stack([(tokens == mu).sum(axis=1) for mu in (MU1, MU2, MU3)], axis=1)
@@ -232,7 +180,7 @@ def _p6_one_hot(state: dict, sc: _Scales) -> _SeedVerdict:
                         float(bad.sum()))
 
 
-def _p7_small_output(state: dict, sc: _Scales, delta: float) -> _SeedVerdict:
+def _p7_small_output(state: dict, sc: Scales, delta: float) -> _SeedVerdict:
     """P7, L. D.8: Fmax0 = max_i |F_i(0)| <= 0.01; bound 2 c0 c1 sqrt(2 log(2Ln/delta)); E4's g(0) ~ 1/2."""
     F = logits_at(state)
     labels = np.asarray(state["labels"])
@@ -244,7 +192,7 @@ def _p7_small_output(state: dict, sc: _Scales, delta: float) -> _SeedVerdict:
     return _SeedVerdict(met, value, [] if met else [f"Fmax0 = {_fmt(fmax0)} > {FMAX0_LIMIT:g}"], fmax0)
 
 
-def _p8_flow(config: dict, sc: _Scales) -> Premise:
+def _p8_flow(config: dict, sc: Scales) -> Premise:
     """P8: gradient flow; GD counts when eta U0/6 << 1 (derived)."""
     method, lr = config["train"]["method"], config["train"]["lr"]
     statement = "gradient flow (GD only with eta U0/6 << 1)"
@@ -259,7 +207,7 @@ def _p8_flow(config: dict, sc: _Scales) -> Premise:
     return Premise("P8", statement, value, threshold, met, "" if met else f"eta U0/6 = {_fmt(step)} > {GD_STEP_LIMIT:g}")
 
 
-def init_events(state: dict, sc: _Scales, delta: float) -> dict[str, float | None]:
+def init_events(state: dict, sc: Scales, delta: float) -> dict[str, float | None]:
     """Measured/allowed for the init events of L. D.1-D.7 at t = 0 (<= 1 holds; None: needs
     weights a Gram state lacks). Uses v0 = s0^2 m and eps_m of L. D.1; the Gaussian bounds of
     D4 (|G(mu)| and L. D.7's |w_j^T W_V X_i p_l|) take the union-bound constant sqrt(2 log(2N/delta))
@@ -306,7 +254,7 @@ def init_events(state: dict, sc: _Scales, delta: float) -> dict[str, float | Non
     return events
 
 
-def _p9_init_events(state: dict, sc: _Scales, delta: float) -> _SeedVerdict:
+def _p9_init_events(state: dict, sc: Scales, delta: float) -> _SeedVerdict:
     """P9: the init events D1, D2, D4 (and L. D.6) at t = 0; each ratio measured/allowed <= 1."""
     events = init_events(state, sc, delta)
     measured = {k: v for k, v in events.items() if v is not None}
@@ -334,8 +282,8 @@ def _per_seed(states: list[dict], seeds: list[int], evaluate) -> tuple[bool | No
 def evaluate_premises(run: LoadedRun, delta: float = 0.05) -> list[Premise]:
     """P1..P9 of docs/claims.md section 1 on `run`'s configuration and initial state, failure probability `delta`."""
     config = run.config
-    sc = _scales(config)
-    states = _seed_states(run.state_init)
+    sc = scales_of(config)
+    states = seed_states(run.state_init)
     seeds = _seed_ids(run, len(states))
 
     def per_seed(pid, statement, threshold, evaluate):

@@ -14,6 +14,7 @@ import numpy as np
 from coocflow.phases.appendix_c import KINDS, max_error, saved_state_agreement
 from coocflow.phases.checks import CHECKS, CheckResult, SeedData, late_phase2, run_checks
 from coocflow.phases.premises import Premise, evaluate_premises, premises_markdown, premises_summary
+from coocflow.phases.scales import scales_of, seed_states
 from coocflow.storage import LoadedRun, atomic_write_json, atomic_write_text
 from coocflow.storage.run_folder import score_matrix_of
 
@@ -106,14 +107,16 @@ class Verification:
 
 
 def seed_data(run: LoadedRun) -> list[tuple[int, SeedData]]:
-    """Each seed's series and initial/final score matrices from a run folder.
+    """Each seed's series, saved states (initial, T1, final) and the configuration's scales.
 
     Seeds are matched to the stacked states through the manifest's `seeds` list; a seed with
     no valid observation (it diverged at t = 0) is skipped.
     """
     metrics = run.metrics
     seeds = [int(s) for s in run.manifest.get("seeds", [run.manifest["seed"]])]
-    ensemble = score_matrix_of(run.state_init).ndim == 3
+    scales = scales_of(run.config)
+    per_seed = {"init": seed_states(run.state_init), "final": seed_states(run.state_final),
+                "T1": seed_states(run.state_t1) if run.state_t1 is not None else None}
     out = []
     for index, seed in enumerate(seeds):
         rows = metrics["seed"] == seed if "seed" in metrics else np.ones(len(metrics["t"]), dtype=bool)
@@ -122,15 +125,13 @@ def seed_data(run: LoadedRun) -> list[tuple[int, SeedData]]:
         series = {k: np.asarray(v[rows]) for k, v in metrics.items()}
         order = np.argsort(series["t"], kind="stable")
         series = {k: v[order] for k, v in series.items()}
-        out.append((seed, SeedData(series, int(run.config["model"]["m"]), n=int(run.config["data"]["n"]),
-                                   L=int(run.config["data"]["L"]),
-                                   A_init=_seed_of(score_matrix_of(run.state_init), index, ensemble),
-                                   A_final=_seed_of(score_matrix_of(run.state_final), index, ensemble))))
+        states = {name: (None if stack is None else stack[index]) for name, stack in per_seed.items()}
+        if states["T1"] is not None and not np.isfinite(np.ravel(states["T1"].get("t", [0.0]))[0]):
+            states["T1"] = None
+        out.append((seed, SeedData(series, scales.m, n=scales.n, L=scales.L,
+                                   A_init=score_matrix_of(states["init"]), A_final=score_matrix_of(states["final"]),
+                                   states=states, scales=scales)))
     return out
-
-
-def _seed_of(array: np.ndarray, index: int, ensemble: bool) -> np.ndarray:
-    return array[index] if ensemble else array
 
 
 def verify_run(run: LoadedRun) -> Verification:
