@@ -232,6 +232,20 @@ def state_arrays(model: State, data: Dataset) -> dict[str, np.ndarray]:
     }
 
 
+def state_from_arrays(arrays: dict[str, np.ndarray]) -> tuple[State, Dataset]:
+    """The inverse of `state_arrays` for one seed: the model (weights or Grams) and its training
+    set, float64, from a run folder's state dict (`storage.run_folder.read_state`, one seed)."""
+    from coocflow.model.gram import GramState
+
+    data = Dataset(jnp.asarray(arrays["tokens"]), jnp.asarray(arrays["labels"], dtype=jnp.float64),
+                   jnp.asarray(arrays["groups"]))
+    if "A" in arrays:
+        grams = {k: jnp.asarray(arrays[k], dtype=jnp.float64) for k in GRAM_KEYS}
+        return GramState(**grams, m=int(np.ravel(arrays["m"])[0]), m1=int(np.ravel(arrays["m1"])[0])), data
+    weights = {k: jnp.asarray(arrays[k], dtype=jnp.float64) for k in ("W_Q", "W_K", "W_V", "W", "a")}
+    return Transformer(**weights), data
+
+
 FINAL_KEYS = ("t", "loss", "train_acc", "test_loss", "test_acc", "min_margin", "G_mu1", "G_mu2", "G_mu3",
               "A_mu1_mu2", "A_mu2_mu1", "A_mu3_mu1", "A_mu3_mu2", "R")
 
