@@ -373,3 +373,12 @@ def eq5(d: SeedData) -> tuple:
 
 def run_checks(data: SeedData) -> list[CheckResult]:
     return [fn(data) for fn in CHECKS.values()]
+
+
+def _register_state_checks() -> None:
+    """The checks that read whole saved states live in their own modules and register here."""
+    import coocflow.phases.checks_phase1  # noqa: F401
+    import coocflow.phases.checks_phase2  # noqa: F401
+
+
+_register_state_checks()
