@@ -149,34 +149,6 @@ def test_verify_json_reports_appendix_c(phenomena):
     assert report["passed"] and report["max_relative_error"] < 1e-8 and len(report["states"]) == 3
 
 
-def test_width_scaling_fits_exponents(tmp_path):
-    from coocflow.phases.scaling import fit_power_law, width_scaling
-
-    fit = fit_power_law(np.array([10.0, 20.0, 40.0]), np.array([1.0, 0.5, 0.25]))
-    assert abs(fit["exponent"] + 1) < 1e-12 and abs(fit["prefactor"] - 10) < 1e-9
-    config = resolve_config("tiny", ["train.steps=100", "init.scheme=theory"], n_seeds=2)
-    report = width_scaling(config, "both", [8, 16])
-    assert len(report["rows"]) == 4 and {r["m"] for r in report["rows"]} == {8, 16}
-    assert {r["m1"] for r in report["rows"]} == {8, 16}
-    assert report["fits"]["T1"]["predicted_exponent"] == -1.0
-    assert report["fits"]["T1"]["exponent"] is not None
-    for quantity, predicted in (("T1", -1.0), ("u_norm2_at_T1", 1.0), ("phase1_score_drift", -1.5),
-                                ("final_score_change", -1.5)):
-        fit = report["fits"][quantity]
-        assert fit["predicted_exponent"] == predicted and fit["verdict"] in ("pass", "fail", "not applicable")
-        assert fit["fit"]["n_seeds"] == [2, 2] and "95% CI" in fit["sentence"]
-    for quantity, bound in (("score_rate_at_0", -0.5), ("attention_deviation_at_0", -1.0),
-                            ("attention_change_at_T1", -2.0), ("value_gram_change_at_T1", -1.0),
-                            ("key_query_change_at_T1", -2.0)):
-        fit = report["fits"][quantity]
-        assert fit["kind"] == "upper bound" and fit["predicted_exponent"] == bound
-        low = fit["fit"]["low"]
-        assert fit["verdict"] == ("pass" if low <= bound else "fail")
-    kaiming = width_scaling(config.replace({"init.scheme": "kaiming"}), "both", [8, 16])
-    assert all(fit["predicted_exponent"] is None and fit["verdict"] == "not applicable"
-               for fit in kaiming["fits"].values())
-
-
 def test_scaling_flags_are_validated():
     import subprocess
     import sys

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import contextlib
 import os
+import shutil
 import sys
 from pathlib import Path
 from typing import Optional
@@ -468,7 +469,7 @@ def verify(
     Examples: coocflow verify runs/paper | coocflow verify tiny --seeds 4 | coocflow verify paper --scaling m
     """
     if scaling is not None:
-        _verify_scaling(target, set_, seed, seeds, out, force, scaling, values or "32,64,128,256")
+        _verify_scaling(target, set_, seed, seeds, out, force, scaling, values or "32,64,128,256", strict)
         return
     _refuse_unused("verify without --scaling", (("--values", values),))
     from coocflow.phases.verify import verify_run, write_verification
@@ -493,22 +494,20 @@ def verify(
 
 
 def _print_verification(folder: Path, verification) -> None:
-    """Premises first, then the claims, then the implementation identities, then one line of counts."""
-    from coocflow.phases.verify import APPENDIX_C_CHECK, APPENDIX_C_TOLERANCE, IDENTITIES
+    """Premises first, then one row per claim, then the implementation identities, then one line
+    of counts (claims, and checks x seeds)."""
+    from coocflow.phases.claims import claims_table
+    from coocflow.phases.verify import APPENDIX_C_CHECK, APPENDIX_C_TOLERANCE, IDENTITIES, width_summary
 
     rates = verification.pass_rates()
-    if verification.premises:
-        premises = Table("premise", "statement", "measured", "needs", "met", title="premises of the theorems")
-        for p in verification.premises:
-            met = {True: "[green]met[/]", False: "[red]not met[/]", None: "[yellow]n/a[/]"}[p.met]
-            premises.add_row(p.id, p.statement, p.value, p.threshold, met)
-        console.print(premises)
-    claims = Table("check", "verdict", "threshold", "measured (first seed)", title=f"verify {folder}: claims")
+    _print_premises(verification.premises, "premises of the theorems")
+    table = claims_table(width_summary(verification))
+    _print_claims(table, f"verify {folder}: claims (rates in m: add --scaling both)")
     identities = Table("identity", "verdict", "threshold", "measured", title="implementation identities")
     for i, name in enumerate(_check_names()):
-        first = verification.per_seed[0][i]
-        (identities if name in IDENTITIES else claims).add_row(
-            name, _verdict_text(rates[name]), first.threshold, first.sentence)
+        if name in IDENTITIES:
+            first = verification.per_seed[0][i]
+            identities.add_row(name, _verdict_text(rates[name]), first.threshold, first.sentence)
     appendix = rates[APPENDIX_C_CHECK]
     states = ", ".join(r["state"] for r in verification.appendix_c)
     identities.add_row(APPENDIX_C_CHECK,
@@ -517,7 +516,6 @@ def _print_verification(folder: Path, verification) -> None:
                        f"The closed-form rates of all six kinds of variables match the JVP to "
                        f"{verification.appendix_c_error:.1e} at the run's {states} states (first seed)."
                        if verification.appendix_c else "not evaluated: no weights saved (Gram space)")
-    console.print(claims)
     console.print(identities)
     counts = {key: sum(rate.get(key, 0) for rate in rates.values())
               for key in ("passed", "failed", "failed_outside_premises", "unchecked")}
@@ -525,8 +523,44 @@ def _print_verification(folder: Path, verification) -> None:
     if verification.premises:
         met = sum(p.met is True for p in verification.premises)
         premise_line = f"premises {met}/{len(verification.premises)} met; "
-    console.print(f"{premise_line}verdicts (checks x seeds): {counts['passed']} pass, {counts['failed']} fail, "
-                  f"{counts['failed_outside_premises']} fail outside premises, {counts['unchecked']} not applicable")
+    from coocflow.phases.claims import summary_line
+
+    console.print(f"{premise_line}{summary_line(table)}; checks x seeds: {counts['passed']} pass, "
+                  f"{counts['failed']} fail, {counts['failed_outside_premises']} fail outside premises, "
+                  f"{counts['unchecked']} not applicable")
+
+
+def _print_premises(premises, title: str) -> None:
+    if not premises:
+        return
+    table = Table("premise", "statement", "measured", "needs", "met", title=title)
+    for p in premises:
+        get = (lambda k: p[k]) if isinstance(p, dict) else (lambda k: getattr(p, k))
+        met = {True: "[green]met[/]", False: "[red]not met[/]", None: "[yellow]n/a[/]"}[get("met")]
+        table.add_row(get("id"), get("statement"), get("value"), get("threshold"), met)
+    console.print(table)
+
+
+VERDICT_COLOURS = {"pass": "green", "fail": "red", "fail outside premises": "yellow", "not applicable": "bright_black"}
+
+
+def _print_claims(table: list[dict], title: str) -> None:
+    """The claims table, compact: one row per claim, its premises, each piece of evidence on its
+    own line (a check's seed counts, or its numbers when it did not pass; a rate's exponent)."""
+    from rich.markup import escape
+
+    claims = Table("claim", "premises", "evidence", "verdict", title=title, show_lines=True)
+    for row in table:
+        lines = []
+        for e in row["evidence"]:
+            text = e["text"] if e["kind"] == "rate" or e["verdict"] != "pass" else e["text"].split(". ", 1)[0]
+            lines.append(f"[{VERDICT_COLOURS[e['verdict']]}]{escape(e['name'])}[/]: {escape(text)}")
+        unmet = [part.split()[0] for part in row["premises"].split(", ") if part.endswith("not met")]
+        premises = ("none (identity)" if row["premises"].startswith("none") else
+                    f"not met: {', '.join(unmet)}" if unmet else "met")
+        colour = VERDICT_COLOURS[row["verdict"]]
+        claims.add_row(f"{row['id']}\n{escape(row['where'])}", premises, "\n".join(lines), f"[{colour}]{row['verdict']}[/]")
+    console.print(claims)
 
 
 def _check_names() -> tuple[str, ...]:
@@ -544,10 +578,11 @@ def _verdict_text(rate: dict) -> str:
     return f"[{colour}]{text}[/]"
 
 
-def _verify_scaling(target, set_, seed, seeds, out, force, axis, values) -> None:
+def _verify_scaling(target, set_, seed, seeds, out, force, axis, values, strict) -> None:
     from coocflow.api import resolve_config
-    from coocflow.phases.scaling import AXES, figure, width_scaling
-    from coocflow.storage import atomic_write_json
+    from coocflow.phases.claims import claims_table, summary_line
+    from coocflow.phases.scaling import AXES, base_width, figure, scaling_markdown, width_scaling
+    from coocflow.storage import atomic_write_json, atomic_write_text
     from coocflow.storage.paths import default_out, refuse_existing_out
 
     if axis not in AXES:
@@ -562,26 +597,33 @@ def _verify_scaling(target, set_, seed, seeds, out, force, axis, values) -> None
     config = resolve_config(target, overrides, seed, seeds if seeds is not None else 4)
     if out is None:
         out = default_out(config.name, prefix=f"scaling-{axis}-")
-    refuse_existing_out(out, force)
+    if out.exists() and not (out / "runs").is_dir():
+        refuse_existing_out(out, force)
+    elif force and out.exists():
+        shutil.rmtree(out)
     out.mkdir(parents=True, exist_ok=True)
-    report = width_scaling(config, axis, widths, progress=lambda text: console.print(f"  running {text}"))
+    report = width_scaling(config, axis, widths, out, progress=lambda text: console.print(f"  running {text}"))
+    base = base_width(report, config)
+    table = claims_table(base, report["rates"])
+    report["base_width"] = base["value"]
+    report["claims"] = table
     atomic_write_json(out / "scaling.json", report)
+    atomic_write_text(out / "scaling.md", scaling_markdown(report, config))
     tmp = out / ".scaling.png.tmp.png"
     figure(report, tmp)
     tmp.replace(out / "scaling.png")
-    table = Table("quantity", "exponent (95% CI)", "predicted", "verdict", "medians", title=f"width scaling over {axis}")
-    for quantity, fit in report["fits"].items():
-        interval = fit["fit"]
-        exponent = ("-" if interval["exponent"] is None else
-                    f"{interval['exponent']:.2f} ({interval['low']:.2f} to {interval['high']:.2f})"
-                    if interval["low"] is not None else f"{interval['exponent']:.2f}")
-        predicted = "-" if fit["predicted_exponent"] is None else f"{fit['predicted_exponent']:g}"
-        colour = {"pass": "green", "fail": "red"}.get(fit["verdict"], "yellow")
-        medians = ", ".join("-" if v is None else f"{v:.3g}" for v in fit["medians"])
-        table.add_row(quantity, exponent, predicted, f"[{colour}]{fit['verdict']}[/]", medians)
-    console.print(table)
-    console.print(f"widths {axis} = {', '.join(map(str, widths))}; seeds {list(config.seed_list)}")
-    console.print(f"written: {out / 'scaling.json'}, {out / 'scaling.png'}")
+    _print_premises(base["premises"], f"premises at m={base['m']}, m1={base['m1']} (the one-width checks' width)")
+    for width in report["widths"]:
+        unmet = [p["id"] for p in width["premises"] if p["met"] is False]
+        console.print(f"  m={width['m']}, m1={width['m1']} ({width['space']}): premises "
+                      + (f"not met: {', '.join(unmet)}" if unmet else "all met"))
+    _print_claims(table, f"claims: checks at m={base['m']}, rates over {axis} = {', '.join(map(str, widths))}, "
+                         f"{len(config.seed_list)} seeds per width")
+    console.print(summary_line(table))
+    console.print(f"written: {out / 'scaling.json'}, {out / 'scaling.md'}, {out / 'scaling.png'}; runs under {out / 'runs'}")
+    findings = [row["id"] for row in table if row["verdict"] == "fail"]
+    if strict and findings:
+        raise CoocflowError(f"verify --strict: {len(findings)} claims failed with their premises met: {', '.join(findings)}")
 
 
 @app.command()

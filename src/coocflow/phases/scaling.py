@@ -1,61 +1,427 @@
-"""Width scaling (`coocflow verify --scaling m`): how T1, ||u||^2 at T1 and the score movements
-scale with m.
+"""Width scaling (`coocflow verify --scaling AXIS`): the paper's orders in m as exponents with 95%
+confidence intervals over seeds, and every one-width check at every width.
 
-Runs a configuration at several widths, each as a seed ensemble following the ODE flow, and
-fits the exponent of each quantity with a 95% bootstrap interval over seeds
-(`phases/exponents.py`). Under the theory's initialization (Condition 1, c0 and c1 fixed) with
-m and m1 growing together (`both`), docs/claims.md predicts T1 ~ m^-1 (Thm 3.1, E26), ||u||^2 at
-T1 ~ m^+1 (Thm E.27), the target-score drift by T1 ~ m^-1.5 (Thm 3.1) and the target-score
-change at the end ~ m^-1.5 (Thm 3.3, C_ab = Theta(Cs)); a check passes when the prediction lies
-in the interval and the prefactor (value x m^-predicted) varies by at most 3x over the widths.
-Under Kaiming initialization the scales c0, c1 change with m, so no exponent is predicted.
+Each width is one run folder under `OUT/runs/` (an ensemble following the ODE flow; a complete
+folder with the same configuration is reused, an interrupted one resumed). A base configuration
+in the Gram space runs in weight space up to `WEIGHT_SPACE_MAX_WIDTH`, where the neurons w_j are
+affordable, so the neuron-level quantities are measured there; above it, in the Gram space.
+
+Per seed every `QUANTITIES` entry, a small named function of the seed's series and saved states
+(`phases.checks.SeedData`), is measured; the premises and the one-width checks are evaluated per
+width. Each claim's rates (`phases.claims`) are then fitted (`phases.exponents`): an order passes
+when its predicted exponent lies in the interval and the prefactor (value x m^-predicted) varies
+by at most 3x over the widths; an upper bound passes unless the interval lies wholly above it.
+Predictions hold for the theory's initialization (Condition 1, c0 and c1 fixed) with m and m1
+growing together (`both`); under Kaiming initialization, or one width moving alone, the exponents
+are reported without a verdict.
 """
 
 from __future__ import annotations
 
+import json
+import math
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable
 
 import numpy as np
 
 from coocflow.config import Config
+from coocflow.phases.checks import SeedData
+from coocflow.phases.claims import CLAIMS, judge
+from coocflow.storage.run_folder import attention_of, grams_of
 
 AXES = ("m", "m1", "both")
-PREDICTED = {"T1": {"both": -1.0}, "u_norm2_at_T1": {"both": 1.0}, "phase1_score_drift": {"both": -1.5},
-             "final_score_change": {"both": -1.5}, "dG1_at_0": {"both": 1.0}, "G1_at_T1": {"both": 0.0},
-             "u_norm2_at_end": {"both": 1.0}, "inverse_loss_slope": {"both": 1.0},
-             "score_rate_over_loss": {"both": -0.5}}
-"""Predicted exponents in m (docs/claims.md column e) for theory init with m1 = rho m: T1 (Thm 3.1,
-E26), ||u||^2 at T1 (E27) and at the end (F9: Theta(U0)), the target-score drift by T1 (Thm 3.1)
-and their change at the end (Thm 3.3), dG(mu_1)/dt at t = 0 (Lemma 4.1: Theta(W0)), G(mu_1) at T1
-(E27: Theta(1)), the slope of 1/loss late in Phase 2 (Thm F.8: Theta(U0)) and the Phase-2 score
-rate per unit loss, dA[mu_1, mu_2]/dt / loss at the end (Lemma 4.7: m^-0.5 Theta~(v0)/L)."""
-UPPER_BOUNDS = {"score_rate_at_0": {"both": -0.5}, "attention_deviation_at_0": {"both": -1.0},
-                "attention_change_at_T1": {"both": -2.0}, "value_gram_change_at_T1": {"both": -1.0},
-                "key_query_change_at_T1": {"both": -2.0}}
-"""Claims that bound a quantity from above, as exponents in m: |dA[mu_1, mu_2]/dt| at t = 0
-(Lemma E.23: m^-0.5 (1/L + m^-0.5)), max |p - 1/L| at t = 0 over the tracked attention weights
-(Cor. D.2: O~(1/(Lm))), their change by T1 (Cor. E.24: m^-2), the value Grams' change by T1
-(Thm 3.1: O~(1/m)) and the key and query Grams' (Thm 3.1: O~(m^-2)). A bound passes unless the
-measured exponent is above the bound's with 95% confidence (the interval's low end above it)."""
-QUANTITIES = ("T1", "u_norm2_at_T1", "phase1_score_drift", "final_score_change", "dG1_at_0", "G1_at_T1",
-              "u_norm2_at_end", "inverse_loss_slope", "score_rate_over_loss", *UPPER_BOUNDS)
-ATTENTION = ("p_q1_k2", "p_q2_k1", "p_q1_k3", "p_q2_k3")
-VALUE_GRAMS = ("V_mu1_mu1", "V_mu1_mu2", "V_mu1_mu3", "V_mu2_mu2", "V_mu2_mu3", "V_mu3_mu3")
-KEY_QUERY_GRAMS = tuple(f"{kind}_mu{a}_mu{b}" for kind in ("K", "Q") for a in (1, 2, 3) for b in range(a, 4))
+WEIGHT_SPACE_MAX_WIDTH = 4096
+"""Widths m up to this run in weight space (neurons available) when the base runs in the Gram space."""
+PREFACTOR_TOLERANCE = 3.0
+"""An order's prefactor (value x m^-predicted) may vary by at most this factor over the widths."""
+LOSS_EXPONENT_K = 1
+"""T* is the first observed time with loss <= m^-k (Thm F.20, docs/claims.md time windows)."""
 LATE_FRACTION = 0.1
 """The slope of 1/loss is read over t >= this fraction of the run's end (late Phase 2)."""
-TARGET_SCORES = ("A_mu1_mu2", "A_mu2_mu1", "A_mu3_mu1", "A_mu3_mu2")
+RESOLUTION_ULPS = 100
+"""A change smaller than this many float64 ulps of the quantity itself is rounding, not a
+measurement (the attention weights, about 1/L, stop resolving their Phase-1 change near
+m = 10^4): such a seed's value is left out of the fit rather than fitted as a fake power."""
+TARGET_SCORES = (("A_mu1_mu2", (0, 1)), ("A_mu2_mu1", (1, 0)), ("A_mu3_mu1", (2, 0)), ("A_mu3_mu2", (2, 1)))
+"""The four target scores of Theorem 3.3 (column, (key, query) index into A)."""
 
 
+@dataclass(frozen=True)
+class Quantity:
+    """A per-seed number of a width sweep: a function of one seed's `SeedData` (None: not measured)."""
+
+    name: str
+    label: str
+    fn: Callable[[SeedData], float | None]
+
+
+QUANTITIES: dict[str, Quantity] = {}
+
+
+def quantity(name: str, label: str):
+    def register(fn):
+        QUANTITIES[name] = Quantity(name, label, fn)
+        return fn
+    return register
+
+
+def _index(d: SeedData, time: float | None) -> int | None:
+    return None if time is None else int(np.searchsorted(d.t, time))
+
+
+def _first_time(d: SeedData, mask: np.ndarray) -> float | None:
+    hits = np.flatnonzero(mask)
+    return float(d.t[hits[0]]) if hits.size else None
+
+
+def _resolved_change(before: np.ndarray, after: np.ndarray) -> float | None:
+    """max |after - before| over the entries whose change exceeds `RESOLUTION_ULPS` ulps of the
+    entry itself; None when no entry's change is resolved (or a state is missing)."""
+    before, after = np.asarray(before, float), np.asarray(after, float)
+    change = np.abs(after - before)
+    floor = RESOLUTION_ULPS * np.finfo(np.float64).eps * np.maximum(np.abs(before), np.abs(after))
+    resolved = change[(change > floor) & np.isfinite(change)]
+    return float(resolved.max()) if resolved.size else None
+
+
+def _grams(d: SeedData, moment: str) -> dict | None:
+    state = d.states.get(moment)
+    return None if state is None else grams_of(state)
+
+
+def _gram_change(d: SeedData, key: str, start: str, stop: str) -> float | None:
+    a, b = _grams(d, start), _grams(d, stop)
+    if a is None or b is None:
+        return None
+    if key == "KQ":
+        changes = [_resolved_change(a[k], b[k]) for k in ("K", "Q")]
+        found = [c for c in changes if c is not None]
+        return max(found) if found else None
+    return _resolved_change(a[key], b[key])
+
+
+def _attention(d: SeedData, moment: str) -> np.ndarray | None:
+    state = d.states.get(moment)
+    return None if state is None else attention_of(state, state["tokens"])
+
+
+def _neurons(d: SeedData, moment: str) -> dict | None:
+    state = d.states.get(moment)
+    if state is None or "W" not in state:
+        return None
+    return {"WWt": state["W"] @ state["W"].T, "WWV": state["W"] @ state["W_V"]}
+
+
+def t_star(d: SeedData) -> float | None:
+    """T* of Theorem F.20: the first observed time with loss <= m^-k (`LOSS_EXPONENT_K`)."""
+    return _first_time(d, d.series["loss"] <= float(d.m) ** -LOSS_EXPONENT_K)
+
+
+# t = 0 ---------------------------------------------------------------------------------------
+@quantity("score_max_at_0", "max |A(0)| over all token pairs")
+def score_max_at_0(d):
+    return float(np.max(np.abs(_grams(d, "init")["A"])))
+
+
+@quantity("value_offdiag_at_0", "max off-diagonal |V(0)|")
+def value_offdiag_at_0(d):
+    V = _grams(d, "init")["V"]
+    return float(np.max(np.abs(V[~np.eye(len(V), dtype=bool)])))
+
+
+@quantity("value_diag_at_0", "median diagonal V(0)")
+def value_diag_at_0(d):
+    return float(np.median(np.diag(_grams(d, "init")["V"])))
+
+
+@quantity("attention_deviation_at_0", "max |p - 1/L| at t = 0, all samples")
+def attention_deviation_at_0(d):
+    return float(np.max(np.abs(_attention(d, "init") - 1 / d.L)))
+
+
+@quantity("G_max_at_0", "max |G(mu)| at t = 0")
+def g_max_at_0(d):
+    return float(np.max(np.abs(_grams(d, "init")["G"])))
+
+
+@quantity("dG1_at_0", "dG(mu_1)/dt at t = 0")
+def dg1_at_0(d):
+    return float(d.series["d_G_mu1_dt"][0])
+
+
+@quantity("score_rate_at_0", "|dA[mu1,mu2]/dt| at t = 0")
+def score_rate_at_0(d):
+    return float(abs(d.series["d_A_mu1_mu2_dt"][0]))
+
+
+# Phase 1 -------------------------------------------------------------------------------------
+@quantity("T0.5", "T0.5 (the common token catches up)")
+def t_half(d):
+    return d.bounds["T0.5"]
+
+
+@quantity("T_prime", "T' (I2 and I3 all correct)")
+def t_prime(d):
+    return _first_time(d, d.series["min_margin_I2_I3"] > 0) if "min_margin_I2_I3" in d.series else None
+
+
+@quantity("I2_I3_gap_phase1", "max |S2 - S3|/n on [0, T1]")
+def i2_i3_gap(d):
+    stop = _index(d, d.bounds["T1"])
+    if stop is None:
+        return None
+    gap = np.abs(d.series["S_I2"][:stop + 1] - d.series["S_I3"][:stop + 1]) / d.n
+    return float(gap.max())
+
+
+@quantity("loss_I2_peak_time", "time of the I2 loss peak in Phase 1")
+def loss_i2_peak_time(d):
+    stop = _index(d, d.bounds["T1"])
+    if stop is None:
+        return None
+    peak = int(np.argmax(d.series["loss_I2"][:stop + 1]))
+    return float(d.t[peak]) if 0 < peak < stop else None
+
+
+@quantity("T1", "T1 (all training samples correct)")
+def t1(d):
+    return d.bounds["T1"]
+
+
+@quantity("loss_at_T1", "loss at T1")
+def loss_at_t1(d):
+    at = _index(d, d.bounds["T1"])
+    return None if at is None else float(d.series["loss"][at])
+
+
+@quantity("phase1_score_drift", "max |A(T1) - A(0)|, target scores")
+def phase1_score_drift(d):
+    at = _index(d, d.bounds["T1"])
+    if at is None:
+        return None
+    return float(max(abs(d.series[c][at] - d.series[c][0]) for c, _ in TARGET_SCORES))
+
+
+@quantity("score_change_at_T1", "max |A(T1) - A(0)|, all pairs")
+def score_change_at_t1(d):
+    return _gram_change(d, "A", "init", "T1")
+
+
+@quantity("attention_change_at_T1", "max |p(T1) - p(0)|, all samples")
+def attention_change_at_t1(d):
+    before, after = _attention(d, "init"), _attention(d, "T1")
+    return None if after is None else _resolved_change(before, after)
+
+
+@quantity("value_gram_change_at_T1", "max |V(T1) - V(0)|")
+def value_gram_change_at_t1(d):
+    return _gram_change(d, "V", "init", "T1")
+
+
+@quantity("key_query_change_at_T1", "max |K, Q(T1) - K, Q(0)|")
+def key_query_change_at_t1(d):
+    return _gram_change(d, "KQ", "init", "T1")
+
+
+@quantity("neuron_gram_change_at_T1", "max |<w_j1, w_j2>(T1) - (0)| (weight space)")
+def neuron_gram_change_at_t1(d):
+    a, b = _neurons(d, "init"), _neurons(d, "T1")
+    return None if a is None or b is None else _resolved_change(a["WWt"], b["WWt"])
+
+
+@quantity("neuron_value_change_at_T1", "max_j |D0 w_j^T W_V mu|, mu <= 3 (weight space)")
+def neuron_value_change_at_t1(d):
+    a, b = _neurons(d, "init"), _neurons(d, "T1")
+    return None if a is None or b is None else _resolved_change(a["WWV"][:, :3], b["WWV"][:, :3])
+
+
+@quantity("u_norm2_at_T1", "||u||^2 at T1")
+def u_norm2_at_t1(d):
+    at = _index(d, d.bounds["T1"])
+    return None if at is None else float(d.series["u_norm2"][at])
+
+
+@quantity("G1_at_T1", "G(mu_1) at T1")
+def g1_at_t1(d):
+    at = _index(d, d.bounds["T1"])
+    return None if at is None else float(d.series["G_mu1"][at])
+
+
+@quantity("min_margin_at_T1", "min_i y_i F_i at T1")
+def min_margin_at_t1(d):
+    at = _index(d, d.bounds["T1"])
+    return None if at is None else float(d.series["min_margin"][at])
+
+
+@quantity("G_rand_at_T1", "max random-token |G| at T1")
+def g_rand_at_t1(d):
+    at = _index(d, d.bounds["T1"])
+    return None if at is None else float(d.series["G_rand_maxabs"][at])
+
+
+# Phase 2 -------------------------------------------------------------------------------------
+def _phase2(d: SeedData) -> np.ndarray:
+    return d.phase2()
+
+
+@quantity("u_norm2_at_end", "||u||^2 at the end")
+def u_norm2_at_end(d):
+    return float(d.series["u_norm2"][-1])
+
+
+@quantity("u_norm2_change_after_T1", "|u2(end) - u2(T1)| / u2(T1)")
+def u_norm2_change_after_t1(d):
+    at = _index(d, d.bounds["T1"])
+    if at is None:
+        return None
+    start = d.series["u_norm2"][at]
+    return float(abs(d.series["u_norm2"][-1] - start) / start)
+
+
+@quantity("inverse_loss_slope", "slope of 1/loss, late Phase 2")
+def inverse_loss_slope(d):
+    late = int(np.searchsorted(d.t, LATE_FRACTION * d.t[-1]))
+    loss = d.series["loss"]
+    if late >= len(d.t) - 1 or not (loss[-1] > 0 and loss[late] > 0):
+        return None
+    return float((1 / loss[-1] - 1 / loss[late]) / (d.t[-1] - d.t[late]))
+
+
+@quantity("rate_constant", "median -dloss/dt / (u2 loss^2), late Phase 2")
+def rate_constant(d):
+    late = d.t >= LATE_FRACTION * d.t[-1]
+    loss = d.series["loss"]
+    keep = late & _phase2(d) & (loss > 1e-300)
+    if not keep.any():
+        return None
+    return float(np.median(-d.series["d_loss_dt"][keep] / (d.series["u_norm2"][keep] * loss[keep] ** 2)))
+
+
+@quantity("balance_max_phase2", "max |S2 - S3|/min(S2, S3) over Phase 2")
+def balance_max_phase2(d):
+    mask = _phase2(d)
+    return float(np.max(d.series["bal_S2_S3"][mask])) if mask.any() else None
+
+
+@quantity("R_at_end", "R at the end")
+def r_at_end(d):
+    return float(d.series["R"][-1])
+
+
+@quantity("G_ratio_at_end", "G(mu_1) / -G(mu_3) at the end")
+def g_ratio_at_end(d):
+    return float(d.series["G_mu1"][-1] / -d.series["G_mu3"][-1])
+
+
+@quantity("value_gram_change_after_T1", "max |V(end) - V(T1)|")
+def value_gram_change_after_t1(d):
+    return _gram_change(d, "V", "T1", "final")
+
+
+@quantity("random_G_change_after_T1", "max random-token |G(end) - G(T1)|")
+def random_g_change_after_t1(d):
+    a, b = _grams(d, "T1"), _grams(d, "final")
+    return None if a is None else _resolved_change(a["G"][3:], b["G"][3:])
+
+
+@quantity("score_rate_over_loss", "dA[mu1,mu2]/dt / loss at the end")
+def score_rate_over_loss(d):
+    return float(d.series["d_A_mu1_mu2_dt"][-1] / d.series["loss"][-1])
+
+
+@quantity("score_rate_over_loss_at_T_star", "dA[mu1,mu2]/dt / loss at T*")
+def score_rate_over_loss_at_t_star(d):
+    at = _index(d, t_star(d))
+    return None if at is None else float(d.series["d_A_mu1_mu2_dt"][at] / d.series["loss"][at])
+
+
+@quantity("score_change_after_T1", "mean |A(end) - A(T1)|, target scores")
+def score_change_after_t1(d):
+    at = _index(d, d.bounds["T1"])
+    if at is None:
+        return None
+    return float(np.mean([abs(d.series[c][-1] - d.series[c][at]) for c, _ in TARGET_SCORES]))
+
+
+@quantity("random_score_change_after_T1", "max |A(end) - A(T1)| with a random token")
+def random_score_change_after_t1(d):
+    a, b = _grams(d, "T1"), _grams(d, "final")
+    if a is None:
+        return None
+    random = np.ones_like(a["A"], dtype=bool)
+    random[:3, :3] = False
+    return _resolved_change(a["A"][random], b["A"][random])
+
+
+@quantity("attention_change_at_end", "max |p(end) - p(0)|, all samples")
+def attention_change_at_end(d):
+    return _resolved_change(_attention(d, "init"), _attention(d, "final"))
+
+
+@quantity("key_query_change_after_T1", "max |K, Q(end) - K, Q(T1)|")
+def key_query_change_after_t1(d):
+    return _gram_change(d, "KQ", "T1", "final")
+
+
+@quantity("key_query_change_at_end", "max |K, Q(end) - K, Q(0)|")
+def key_query_change_at_end(d):
+    return _gram_change(d, "KQ", "init", "final")
+
+
+@quantity("score_max_at_end", "max |A(end)| over all pairs")
+def score_max_at_end(d):
+    return float(np.max(np.abs(_grams(d, "final")["A"])))
+
+
+@quantity("T_star", f"T* (loss <= m^-{LOSS_EXPONENT_K})")
+def t_star_quantity(d):
+    return t_star(d)
+
+
+@quantity("score_change_at_T_star", "mean |A(T*) - A(0)|, target scores")
+def score_change_at_t_star(d):
+    at = _index(d, t_star(d))
+    if at is None:
+        return None
+    return float(np.mean([abs(d.series[c][at] - d.series[c][0]) for c, _ in TARGET_SCORES]))
+
+
+@quantity("test_loss_at_T_star", "test loss at T*")
+def test_loss_at_t_star(d):
+    at = _index(d, t_star(d))
+    return None if at is None else float(d.series["test_loss"][at])
+
+
+def measure(data: SeedData) -> dict[str, float | None]:
+    """Every quantity of one seed; None where it cannot be measured (no T1, no neurons, an
+    unresolved change, a column the run lacks)."""
+    out = {}
+    for name, q in QUANTITIES.items():
+        try:
+            value = q.fn(data)
+        except KeyError:
+            value = None
+        out[name] = None if value is None or not math.isfinite(value) else float(value)
+    return out
+
+
+# The sweep -----------------------------------------------------------------------------------
 def width_overrides(axis: str, value: int, base: Config) -> dict:
-    """`both` keeps the base ratio m1 / m; `m` or `m1` moves one width alone."""
+    """`both` keeps the base ratio m1 / m; `m` or `m1` moves one width alone. A Gram-space base
+    runs in weight space up to `WEIGHT_SPACE_MAX_WIDTH`."""
     if axis == "m":
-        return {"model.m": value}
-    if axis == "m1":
-        return {"model.m1": value}
-    ratio = base.model.m1 / base.model.m
-    return {"model.m": value, "model.m1": max(1, int(round(ratio * value)))}
+        widths = {"model.m": value}
+    elif axis == "m1":
+        widths = {"model.m1": value}
+    else:
+        ratio = base.model.m1 / base.model.m
+        widths = {"model.m": value, "model.m1": max(1, int(round(ratio * value)))}
+    m = widths.get("model.m", base.model.m)
+    if base.model.space == "gram" and m <= WEIGHT_SPACE_MAX_WIDTH:
+        widths["model.space"] = "weights"
+    return widths
 
 
 def fit_power_law(x: np.ndarray, y: np.ndarray) -> dict:
@@ -67,137 +433,185 @@ def fit_power_law(x: np.ndarray, y: np.ndarray) -> dict:
     return {"exponent": float(slope), "prefactor": float(np.exp(intercept)), "points": int(keep.sum())}
 
 
-def measure(result) -> list[dict]:
-    """Per seed: T1, the largest target-score drift by T1, and the target-score changes at the end."""
-    from coocflow.phases.boundaries import first_time_all_correct
+def _width_run(config: Config, folder: Path):
+    """The run folder of one width: reused when complete with the same configuration, resumed
+    when interrupted, trained otherwise."""
+    from coocflow.api import resumable_config, resume_run, run_and_write
+    from coocflow.storage import load_run
 
-    rows = []
-    for i, seed in enumerate(result.seeds):
-        s = result.seed_series(i)
-        t1 = first_time_all_correct(s["t"], s["min_margin"])
-        drift = u_at_t1 = g1_at_t1 = attention_change = value_change = key_query_change = None
-        if t1 is not None:
-            at = int(np.searchsorted(s["t"], t1))
-            drift = float(max(abs(s[k][at] - s[k][0]) for k in TARGET_SCORES))
-            u_at_t1 = float(s["u_norm2"][at])
-            g1_at_t1 = float(s["G_mu1"][at])
-            attention_change = _largest_change(s, ATTENTION, at)
-            value_change = _largest_change(s, VALUE_GRAMS, at)
-            key_query_change = _largest_change(s, KEY_QUERY_GRAMS, at)
-        final = float(np.mean([abs(s[k][-1] - s[k][0]) for k in TARGET_SCORES]))
-        late = int(np.searchsorted(s["t"], LATE_FRACTION * s["t"][-1]))
-        slope = None
-        if late < len(s["t"]) - 1:
-            slope = float((1 / s["loss"][-1] - 1 / s["loss"][late]) / (s["t"][-1] - s["t"][late]))
-        rows.append({"seed": seed, "T1": t1, "u_norm2_at_T1": u_at_t1, "phase1_score_drift": drift,
-                     "final_score_change": final, "final_loss": float(s["loss"][-1]),
-                     "dG1_at_0": float(s["d_G_mu1_dt"][0]), "G1_at_T1": g1_at_t1,
-                     "u_norm2_at_end": float(s["u_norm2"][-1]), "inverse_loss_slope": slope,
-                     "score_rate_over_loss": float(s["d_A_mu1_mu2_dt"][-1] / s["loss"][-1]),
-                     "score_rate_at_0": float(abs(s["d_A_mu1_mu2_dt"][0])),
-                     "attention_deviation_at_0": _largest_deviation(s, ATTENTION, 1 / result.config.data.L),
-                     "attention_change_at_T1": attention_change, "value_gram_change_at_T1": value_change,
-                     "key_query_change_at_T1": key_query_change})
-    return rows
+    wanted = json.loads(json.dumps(config.to_dict()))
+    if (folder / "manifest.json").is_file():
+        if json.loads((folder / "config.json").read_text()) == wanted:
+            return load_run(folder)
+    elif (folder / "config.json").is_file() and resumable_config(folder) == config:
+        resume_run(folder, figures=False)
+        return load_run(folder)
+    run_and_write(config, folder, force=True, figures=False)
+    return load_run(folder)
 
 
-RESOLUTION_ULPS = 100
-"""A change smaller than this many float64 ulps of the quantity itself is rounding, not a
-measurement (the attention weights, about 1/L, stop resolving their Phase-1 change near
-m = 10^4): such a seed's value is left out of the fit rather than fitted as a fake power."""
+def log_slack(fit) -> float:
+    """The exponent one logarithmic factor alone would show over the fit's own widths: the
+    least-squares slope of log(log m) on log m (about 1/ln m at the middle width)."""
+    widths = np.asarray(fit.widths, float)
+    if widths.size < 2 or widths.min() <= math.e:
+        return 0.0
+    return float(np.polyfit(np.log(widths), np.log(np.log(widths)), 1)[0])
 
 
-def _largest_change(series: dict, names: tuple[str, ...], at: int) -> float | None:
-    """max |x(t_at) - x(0)| over the columns `names` the run has, or None when every change is
-    below the float64 resolution of its column (`RESOLUTION_ULPS`)."""
-    changes = []
-    for name in (n for n in names if n in series):
-        before, after = float(series[name][0]), float(series[name][at])
-        floor = RESOLUTION_ULPS * np.finfo(np.float64).eps * max(abs(before), abs(after))
-        if abs(after - before) > floor:
-            changes.append(abs(after - before))
-    return float(max(changes)) if changes else None
+def rate_verdict(fit, kind: str) -> tuple[str, str]:
+    """(verdict, how) for one fitted rate. The paper's O~ and Theta~ hide polylogarithmic factors,
+    so an exponent within one log factor (`log_slack`) of the prediction is consistent with it.
+    An order passes when its interval, widened by that slack, holds the prediction and the
+    prefactor varies by at most `PREFACTOR_TOLERANCE`; an upper bound passes unless the interval's
+    low end lies above the bound by more than the slack. `how` says whether the strict interval
+    sufficed ("strict") or the log factor was needed ("within one log factor")."""
+    if not fit.fitted or fit.low is None or fit.predicted is None:
+        return "not applicable", ""
+    slack, predicted = log_slack(fit), fit.predicted
+    if kind == "upper bound":
+        if fit.low <= predicted:
+            return "pass", "strict"
+        return ("pass", "within one log factor") if fit.low <= predicted + slack else ("fail", "")
+    stable = fit.prefactor_ratio is not None and fit.prefactor_ratio <= PREFACTOR_TOLERANCE
+    if fit.low <= predicted <= fit.high:
+        return ("pass", "strict") if stable else ("fail", "prefactor varies")
+    if fit.low - slack <= predicted <= fit.high + slack:
+        return ("pass", "within one log factor") if stable else ("fail", "prefactor varies")
+    return "fail", ""
 
 
-def _largest_deviation(series: dict, names: tuple[str, ...], value: float) -> float | None:
-    """max |x(0) - value| over the columns `names` the run has."""
-    present = [n for n in names if n in series]
-    return float(max(abs(series[n][0] - value) for n in present)) if present else None
+def width_scaling(base: Config, axis: str, values: list[int], out: Path,
+                  progress: Callable[[str], None] | None = None) -> dict:
+    """Run `base` at each width into `out/runs/`, measure every quantity and check per seed,
+    and fit every claim's rates."""
+    from coocflow.phases.exponents import fit_exponent
+    from coocflow.phases.verify import seed_data, verify_run, width_summary
 
-
-def width_scaling(base: Config, axis: str, values: list[int], progress: Callable[[str], None] | None = None) -> dict:
-    """Run `base` (an ensemble, the ODE flow) at each width and fit the exponents."""
-    from coocflow.runner import train
-
-    table = []
+    rows, widths = [], []
     for value in values:
         config = base.replace(width_overrides(axis, value, base))
         if progress:
-            progress(f"{axis}={value}: m={config.model.m}, m1={config.model.m1}, {len(config.seed_list)} seeds")
-        for row in measure(train(config)):
-            table.append({"value": value, "m": config.model.m, "m1": config.model.m1, **row})
-    from coocflow.phases.exponents import fit_exponent, verdict
+            progress(f"{axis}={value}: m={config.model.m}, m1={config.model.m1}, {config.model.space} space, "
+                     f"{len(config.seed_list)} seeds")
+        folder = Path(out) / "runs" / f"{axis}-{value}"
+        run = _width_run(config, folder)
+        verification = verify_run(run)
+        widths.append({"value": value, "space": config.model.space, "folder": str(folder),
+                       **width_summary(verification, config.model.m, config.model.m1)})
+        for seed, data in seed_data(run):
+            rows.append({"value": value, "m": config.model.m, "m1": config.model.m1, "seed": seed, **measure(data)})
 
-    theory = base.init.scheme == "theory"
-    fits = {}
-    for quantity in QUANTITIES:
-        medians, per_seed = [], []
-        for value in values:
-            found = [r[quantity] for r in table if r["value"] == value and r[quantity] is not None]
-            medians.append(np.median(found) if found else np.nan)
-            per_seed.append([r[quantity] if r[quantity] is not None else np.nan for r in table if r["value"] == value])
-        bound = quantity in UPPER_BOUNDS
-        predicted = (UPPER_BOUNDS if bound else PREDICTED).get(quantity, {}).get(axis) if theory else None
-        interval = fit_exponent(np.asarray(values, float), per_seed, predicted=predicted, name=quantity)
-        if bound and predicted is not None and interval.fitted and interval.low == interval.low:
-            outcome = "pass" if interval.low <= predicted else "fail"
-        else:
-            outcome = verdict(interval)
-        fits[quantity] = {**fit_power_law(np.asarray(values, float), np.asarray(medians, float)),
-                          "medians": [None if not np.isfinite(v) else float(v) for v in medians],
-                          "predicted_exponent": predicted, "kind": "upper bound" if bound else "order",
-                          "fit": interval.to_dict(), "verdict": outcome, "sentence": interval.sentence()}
-    return {"axis": axis, "values": list(values), "seeds": list(base.seed_list), "rows": table, "fits": fits,
+    predictions_apply = base.init.scheme == "theory" and axis == "both"
+    x = np.asarray(values, float)
+    quantities = {}
+    for name, q in QUANTITIES.items():
+        per_width = [[r[name] for r in rows if r["value"] == v and r[name] is not None] for v in values]
+        medians = [float(np.median(found)) if found else None for found in per_width]
+        quantities[name] = {"label": q.label, "medians": medians,
+                            "fit": fit_exponent(x, [f or [np.nan] for f in per_width], name=name).to_dict()}
+    rates = []
+    for claim in CLAIMS:
+        for rate in claim.rates:
+            per_width = [[r[rate.quantity] if r[rate.quantity] is not None else np.nan
+                          for r in rows if r["value"] == v] for v in values]
+            predicted = rate.predicted if predictions_apply else None
+            fit = fit_exponent(x, per_width, predicted=predicted, name=rate.quantity)
+            raw, how = rate_verdict(fit, rate.kind) if predictions_apply else ("not applicable", "")
+            met = {p["id"]: (False if any(_met(w, p["id"]) is False for w in widths) else True)
+                   for p in widths[0]["premises"]} if widths else {}
+            rates.append({"claim": claim.id, "quantity": rate.quantity, "label": QUANTITIES[rate.quantity].label,
+                          "predicted": rate.predicted if predictions_apply else None, "kind": rate.kind,
+                          "fit": fit.to_dict(), "sentence": fit.sentence(), "how": how, "log_slack": log_slack(fit),
+                          "verdict": judge(None if raw == "not applicable" else raw == "pass", claim.premises, met)})
+    return {"axis": axis, "values": list(values), "seeds": list(base.seed_list), "widths": widths, "rows": rows,
+            "quantities": quantities, "rates": rates, "predictions_apply": predictions_apply,
             "config": base.to_dict()}
 
 
+def _met(width: dict, premise: str) -> bool | None:
+    return next((p["met"] for p in width["premises"] if p["id"] == premise), None)
+
+
+def base_width(report: dict, base: Config) -> dict:
+    """The width whose one-width checks stand for the claims: the base configuration's own width
+    when the sweep has it, else the largest width in weight space, else the largest."""
+    widths = report["widths"]
+    own = [w for w in widths if w["m"] == base.model.m and w["m1"] == base.model.m1]
+    weights = [w for w in widths if w["space"] == "weights"]
+    return (own or weights[-1:] or widths[-1:])[0]
+
+
+def scaling_markdown(report: dict, base: Config) -> str:
+    """scaling.md: the design, the premises per width, the claims table and every fitted rate."""
+    from coocflow.phases.claims import claims_markdown, summary_line
+    from coocflow.phases.premises import premises_markdown, Premise
+
+    width = next(w for w in report["widths"] if w["value"] == report["base_width"])
+    lines = [f"# Width scaling: {base.name} over {report['axis']} = {', '.join(map(str, report['values']))}", "",
+             f"Seeds per width: {len(report['seeds'])} ({', '.join(map(str, report['seeds']))}). Each width is a run "
+             f"folder under `runs/`; widths up to m = {WEIGHT_SPACE_MAX_WIDTH} ran in weight space (neurons measured), "
+             "larger ones in the Gram space. Exponents are least-squares slopes of the per-width mean of log|value| "
+             "with 95% seed-bootstrap intervals (`coocflow/phases/exponents.py`).", "",
+             "| width | m | m1 | space | premises not met |", "| --- | --- | --- | --- | --- |"]
+    for w in report["widths"]:
+        unmet = [p["id"] for p in w["premises"] if p["met"] is False]
+        lines.append(f"| {w['value']} | {w['m']} | {w['m1']} | {w['space']} | {', '.join(unmet) or 'none'} |")
+    lines += ["", f"## Premises at m = {width['m']} (the width of the one-width checks)", "",
+              premises_markdown([Premise(**p) for p in width["premises"]]).rstrip(), "",
+              "## Claims", "", summary_line(report["claims"]) + ".", "", claims_markdown(report["claims"]).rstrip(), "",
+              "## Every fitted rate", "", "| claim | quantity | exponent (95% CI) | claim says | verdict | medians per width |",
+              "| --- | --- | --- | --- | --- | --- |"]
+    for rate in report["rates"]:
+        fit = rate["fit"]
+        exponent = "-" if fit["exponent"] is None else (
+            f"{fit['exponent']:+.2f} ({fit['low']:+.2f} to {fit['high']:+.2f})" if fit["low"] is not None
+            else f"{fit['exponent']:+.2f}")
+        says = "-" if rate["predicted"] is None else (
+            f"<= {rate['predicted']:+g}" if rate["kind"] == "upper bound" else f"{rate['predicted']:+g}")
+        medians = ", ".join("-" if v is None else f"{v:.3g}" for v in report["quantities"][rate["quantity"]]["medians"])
+        lines.append(f"| {rate['claim']} | {rate['label']} | {exponent} | {says} | {rate['verdict']} | {medians} |")
+    return "\n".join(lines) + "\n"
+
+
 def figure(report: dict, path: Path) -> None:
+    """One panel per claimed rate's quantity: seeds, medians, the fit and the prediction."""
     import matplotlib
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    labels = {"T1": "T1 (all training samples correct)", "u_norm2_at_T1": "||u||^2 at T1",
-              "phase1_score_drift": "max |A(T1) - A(0)| (target scores)",
-              "final_score_change": "mean |A(end) - A(0)| (target scores)", "dG1_at_0": "dG(mu_1)/dt at t = 0",
-              "G1_at_T1": "G(mu_1) at T1", "u_norm2_at_end": "||u||^2 at the end",
-              "inverse_loss_slope": "slope of 1/loss, late Phase 2", "score_rate_over_loss": "dA[mu1,mu2]/dt / loss, end",
-              "score_rate_at_0": "|dA[mu1,mu2]/dt| at t = 0", "attention_deviation_at_0": "max |p - 1/L| at t = 0",
-              "attention_change_at_T1": "max |p(T1) - p(0)|", "value_gram_change_at_T1": "max |V(T1) - V(0)|",
-              "key_query_change_at_T1": "max |K, Q(T1) - K, Q(0)|"}
-    columns = 4
-    rows = -(-len(labels) // columns)
-    fig, axes = plt.subplots(rows, columns, figsize=(5.3 * columns, 4.0 * rows), constrained_layout=True)
+    shown = list(dict.fromkeys(r["quantity"] for r in report["rates"]))
+    predicted = {r["quantity"]: r["predicted"] for r in report["rates"] if r["predicted"] is not None}
+    columns = 6
+    rows = -(-len(shown) // columns)
+    fig, axes = plt.subplots(rows, columns, figsize=(3.6 * columns, 3.0 * rows), constrained_layout=True)
     axes = np.atleast_1d(axes).ravel()
     values = np.asarray(report["values"], float)
-    for ax, (quantity, label) in zip(axes, labels.items()):
-        points = [(r["value"], r[quantity]) for r in report["rows"] if r[quantity] is not None]
+    for ax, name in zip(axes, shown):
+        points = [(r["value"], abs(r[name])) for r in report["rows"] if r[name] is not None and r[name] != 0]
         if points:
             x, y = np.array(points, dtype=float).T
-            ax.scatter(x, y, s=12, alpha=0.5, color="tab:blue", label="seeds")
-        fit = report["fits"][quantity]
-        medians = np.array([np.nan if v is None else v for v in fit["medians"]], float)
-        ax.plot(values, medians, "o", color="black", label="median")
+            ax.scatter(x, y, s=8, alpha=0.5, color="tab:blue")
+        entry = report["quantities"][name]
+        medians = np.array([np.nan if v is None else abs(v) for v in entry["medians"]], float)
+        ax.plot(values, medians, "o", color="black", ms=3)
+        fit = entry["fit"]
         if fit["exponent"] is not None:
-            ax.plot(values, fit["prefactor"] * values ** fit["exponent"], "k-",
-                    label=f"fit: exponent {fit['exponent']:.2f}")
-        if fit["predicted_exponent"] is not None and np.isfinite(medians).any():
+            ax.plot(values, fit["prefactor"] * (values / fit["reference_width"]) ** fit["exponent"], "k-", lw=1,
+                    label=f"fit {fit['exponent']:+.2f}")
+        if name in predicted and np.isfinite(medians).any():
             anchor = np.flatnonzero(np.isfinite(medians))[0]
-            ax.plot(values, medians[anchor] * (values / values[anchor]) ** fit["predicted_exponent"], "r--",
-                    label=f"predicted: exponent {fit['predicted_exponent']:g}")
-        ax.set(xscale="log", yscale="log", xlabel=f"width ({report['axis']})", ylabel=label)
-        ax.legend(fontsize=7)
+            ax.plot(values, medians[anchor] * (values / values[anchor]) ** predicted[name], "r--", lw=1,
+                    label=f"claim {predicted[name]:+g}")
+        ax.set(xscale="log", yscale="log", title=entry["label"])
+        ax.title.set_fontsize(7)
+        ax.tick_params(labelsize=6)
+        ax.legend(fontsize=6)
         ax.grid(alpha=0.3, which="both", lw=0.4)
-    fig.suptitle(f"width scaling over {report['axis']} = {report['values']}, {len(report['seeds'])} seeds each", fontsize=10)
-    fig.savefig(path, dpi=120)
+    for ax in axes[len(shown):]:
+        ax.set_visible(False)
+    fig.suptitle(f"width scaling over {report['axis']} = {report['values']}, {len(report['seeds'])} seeds each",
+                 fontsize=9)
+    fig.savefig(path, dpi=110)
     plt.close(fig)

@@ -12,6 +12,7 @@ from pathlib import Path
 import numpy as np
 
 from coocflow.phases.appendix_c import KINDS, max_error, saved_state_agreement
+from coocflow.phases.claims import CLAIMS, claims_markdown, claims_table, judge, premises_of_check, summary_line
 from coocflow.phases.checks import CHECKS, CheckResult, SeedData, late_phase2, run_checks
 from coocflow.phases.premises import Premise, evaluate_premises, premises_markdown, premises_summary
 from coocflow.phases.scales import scales_of, seed_states
@@ -21,7 +22,7 @@ from coocflow.storage.run_folder import score_matrix_of
 
 APPENDIX_C_TOLERANCE = 1e-8
 APPENDIX_C_CHECK = "appendix_c_closed_forms"
-IDENTITIES = ("eq5_exact",)
+IDENTITIES = tuple(name for claim in CLAIMS for name in claim.identities)
 """Checks that are identities of the implementation (they hold for any weights), not claims of
 the paper: shown apart from the claims, with the Appendix C closed forms."""
 THEOREM_PREMISES = ("P1", "P2", "P3", "P4", "P5", "P6", "P7", "P8")
@@ -53,15 +54,12 @@ class Verification:
         return not any(p.met is False for p in self.premises if p.id in THEOREM_PREMISES)
 
     def verdict(self, name: str, passed: bool | None) -> str:
-        """One of `VERDICTS` for a check's result: a claim violated outside its premises is not
-        a finding against the paper; identities hold for any weights, so premises do not matter."""
-        if passed is None:
-            return "not applicable"
-        if passed:
-            return "pass"
-        if name in IDENTITIES or name == APPENDIX_C_CHECK or self.premises_met:
-            return "fail"
-        return "fail outside premises"
+        """One of `VERDICTS` for a check's result: a claim violated where a premise its proof uses
+        is not met (`phases.claims.premises_of_check`) is not a finding against the paper;
+        identities hold for any weights, so premises do not matter."""
+        if name in IDENTITIES or name == APPENDIX_C_CHECK:
+            return judge(passed, (), {})
+        return judge(passed, premises_of_check(name), {p.id: p.met for p in self.premises})
 
     def pass_rates(self) -> dict[str, dict]:
         """For every check, the per-seed ones and `appendix_c_closed_forms` (one verdict for
@@ -146,6 +144,13 @@ def verify_run(run: LoadedRun) -> Verification:
     return Verification(seeds, per_seed, bounds, appendix, evaluate_premises(run))
 
 
+def width_summary(v: Verification, m: int | None = None, m1: int | None = None) -> dict:
+    """What the claims table reads of one width's verification: its premises, every check's
+    verdict counts over seeds, and the first seed's results."""
+    return {"m": m, "m1": m1, "premises": [p.to_dict() for p in v.premises], "premises_met": v.premises_met,
+            "checks": v.pass_rates(), "first_seed": {r.name: r.to_dict() for r in v.per_seed[0]} if v.per_seed else {}}
+
+
 def verdict_text(rate: dict) -> str:
     """A check's verdict over its seeds, in words: the single verdict for one seed, else counts."""
     counts = {"pass": rate["passed"], "FAIL": rate["failed"],
@@ -157,12 +162,17 @@ def verdict_text(rate: dict) -> str:
 
 def markdown(v: Verification, title: str) -> str:
     rates = v.pass_rates()
+    table = claims_table(width_summary(v))
     lines = [f"# Verification: {title}", "", f"Seeds: {', '.join(map(str, v.seeds))}.", ""]
     if v.premises:
         lines += ["## Premises of the theorems", "", premises_summary(v.premises) + ".", "",
                   premises_markdown(v.premises).rstrip(), ""]
-    lines += ["## Claims", "", "Each row is one claim of the paper; thresholds turn order-of-magnitude statements into "
-              "numbers (see `coocflow/phases/checks.py`).", "",
+    lines += ["## Claims", "", "One row per claim of docs/claims.md: the premises its proof uses, the checks that "
+              "test it at this width (verdict counts over seeds, the first seed's numbers) and its verdict. Rates in m "
+              "need a width sweep: `coocflow verify TARGET --scaling both`.", "",
+              claims_markdown(table).rstrip(), "", summary_line(table) + ".", "",
+              "## Checks", "", "Every check on its own; thresholds turn order-of-magnitude statements into numbers "
+              "(see `coocflow/phases/checks.py`).", "",
               "| check | claim | threshold | verdict | measured (first seed) |", "| --- | --- | --- | --- | --- |"]
     identity_rows = []
     for i, name in enumerate(CHECKS):

@@ -129,6 +129,17 @@ def mlp_of(state: dict[str, np.ndarray]) -> np.ndarray:
     return (state["W"].T @ state["a"]) @ state["W_V"]
 
 
+def grams_of(state: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
+    """A, K, Q (= the Gram-state key P), V (d x d), G (d,) and s = ||u||^2 of one seed's loaded
+    state (either kind), in NumPy."""
+    if "A" in state:
+        return {"A": np.asarray(state["A"]), "K": np.asarray(state["K"]), "Q": np.asarray(state["P"]),
+                "V": np.asarray(state["V"]), "G": np.asarray(state["G"]), "s": float(np.ravel(state["s"])[0])}
+    W_Q, W_K, W_V = (np.asarray(state[k]) for k in ("W_Q", "W_K", "W_V"))
+    u = np.asarray(state["W"]).T @ np.asarray(state["a"])
+    return {"A": W_K.T @ W_Q, "K": W_K.T @ W_K, "Q": W_Q.T @ W_Q, "V": W_V.T @ W_V, "G": u @ W_V, "s": float(u @ u)}
+
+
 def attention_of(state: dict[str, np.ndarray], tokens: np.ndarray) -> np.ndarray:
     """p[..., h, l]: the weight the query at position l gives the key at position h, a softmax
     over h of A[x_h, x_l] / sqrt(m) (model.transformer.attention), for one seed's loaded state and
