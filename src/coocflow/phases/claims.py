@@ -238,7 +238,8 @@ def rate_text(rate: dict) -> str:
         predicted += f" (within one log factor, +-{rate['log_slack']:.2f})"
     elif rate.get("how") == "prefactor varies":
         predicted += f" (prefactor varies {fit['prefactor_ratio']:.1f}x)"
-    return f"{rate['quantity']}: exponent {fit['exponent']:+.2f}{interval}{predicted}"
+    left_out = f"; m = {', '.join(map(str, rate['left_out']))} left out (premises not met)" if rate.get("left_out") else ""
+    return f"{rate['quantity']}: exponent {fit['exponent']:+.2f}{interval}{predicted}{left_out}"
 
 
 def verdict_counts(table: list[dict]) -> dict[str, int]:

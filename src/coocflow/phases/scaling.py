@@ -8,7 +8,8 @@ affordable, so the neuron-level quantities are measured there; above it, in the 
 
 Per seed every `QUANTITIES` entry, a small named function of the seed's series and saved states
 (`phases.checks.SeedData`), is measured; the premises and the one-width checks are evaluated per
-width. Each claim's rates (`phases.claims`) are then fitted (`phases.exponents`): an order passes
+width. Each claim's rates (`phases.claims`) are then fitted (`phases.exponents`) over the widths
+where the premises the claim uses are met (all widths when fewer than two are): an order passes
 when its predicted exponent lies in the interval and the prefactor (value x m^-predicted) varies
 by at most 3x over the widths; an upper bound passes unless the interval lies wholly above it.
 Predictions hold for the theory's initialization (Condition 1, c0 and c1 fixed) with m and m1
@@ -512,17 +513,21 @@ def width_scaling(base: Config, axis: str, values: list[int], out: Path,
                             "fit": fit_exponent(x, [f or [np.nan] for f in per_width], name=name).to_dict()}
     rates = []
     for claim in CLAIMS:
+        in_regime = [v for v, w in zip(values, widths) if all(_met(w, p) is not False for p in claim.premises)]
+        fitted = in_regime if len(in_regime) >= 2 else list(values)
+        left_out = [v for v in values if v not in fitted]
+        met = {p["id"]: not any(_met(w, p["id"]) is False for w in widths if w["value"] in fitted)
+               for p in widths[0]["premises"]} if widths else {}
         for rate in claim.rates:
             per_width = [[r[rate.quantity] if r[rate.quantity] is not None else np.nan
-                          for r in rows if r["value"] == v] for v in values]
+                          for r in rows if r["value"] == v] for v in fitted]
             predicted = rate.predicted if predictions_apply else None
-            fit = fit_exponent(x, per_width, predicted=predicted, name=rate.quantity)
+            fit = fit_exponent(np.asarray(fitted, float), per_width, predicted=predicted, name=rate.quantity)
             raw, how = rate_verdict(fit, rate.kind) if predictions_apply else ("not applicable", "")
-            met = {p["id"]: (False if any(_met(w, p["id"]) is False for w in widths) else True)
-                   for p in widths[0]["premises"]} if widths else {}
             rates.append({"claim": claim.id, "quantity": rate.quantity, "label": QUANTITIES[rate.quantity].label,
                           "predicted": rate.predicted if predictions_apply else None, "kind": rate.kind,
                           "fit": fit.to_dict(), "sentence": fit.sentence(), "how": how, "log_slack": log_slack(fit),
+                          "left_out": left_out,
                           "verdict": judge(None if raw == "not applicable" else raw == "pass", claim.premises, met)})
     return {"axis": axis, "values": list(values), "seeds": list(base.seed_list), "widths": widths, "rows": rows,
             "quantities": quantities, "rates": rates, "predictions_apply": predictions_apply,

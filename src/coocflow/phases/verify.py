@@ -75,6 +75,11 @@ class Verification:
                            "unchecked": verdicts.count("not applicable"), "of": len(verdicts)}
         return rates
 
+    def claims(self) -> list[dict]:
+        """One row per claim of docs/claims.md (`phases.claims.claims_table`): premises, the checks'
+        verdicts on this run, and the claim's verdict (rates in m need `verify --scaling`)."""
+        return claims_table(width_summary(self))
+
     def findings(self) -> list[str]:
         """The checks that failed on some seed with their premises met: findings against the
         paper (or the implementation, for an identity). `verify --strict` exits on these."""
@@ -94,6 +99,7 @@ class Verification:
             "premises": [p.to_dict() for p in self.premises],
             "premises_summary": premises_summary(self.premises) if self.premises else None,
             "pass_rates": self.pass_rates(),
+            "claims": self.claims(),
             "per_seed": [{"seed": seed, "boundaries": bounds, "checks": [r.to_dict() for r in results]}
                          for seed, bounds, results in zip(self.seeds, self.boundaries, self.per_seed)],
             "identities": list(IDENTITIES) + [APPENDIX_C_CHECK],
@@ -162,7 +168,7 @@ def verdict_text(rate: dict) -> str:
 
 def markdown(v: Verification, title: str) -> str:
     rates = v.pass_rates()
-    table = claims_table(width_summary(v))
+    table = v.claims()
     lines = [f"# Verification: {title}", "", f"Seeds: {', '.join(map(str, v.seeds))}.", ""]
     if v.premises:
         lines += ["## Premises of the theorems", "", premises_summary(v.premises) + ".", "",

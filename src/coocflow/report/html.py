@@ -326,8 +326,15 @@ def _verification_html(folder: Path) -> str:
     head = ""
     if premise_rows:
         head = (f"<h3>Premises of the theorems</h3><p>{html.escape(str(record.get('premises_summary') or ''))}</p>"
-                + _table(premise_rows, ["premise", "statement", "measured", "needs", "met"]) + "<h3>Checks</h3>")
-    return head + _table(rows, ["check", "claim", "threshold", "verdict", "measured (first seed)"]) + note
+                + _table(premise_rows, ["premise", "statement", "measured", "needs", "met"]))
+    claim_rows = [{"claim": f"{c['id']} ({c['where']}): {c['statement']}", "premises": c["premises"],
+                   "evidence": "; ".join(f"{e['name']} ({e['verdict']})" for e in c["evidence"]),
+                   "verdict": c["verdict"]} for c in record.get("claims") or []]
+    if claim_rows:
+        head += ("<h3>Claims</h3><p>One row per claim of docs/claims.md; rates in m need "
+                 "<code>coocflow verify --scaling both</code>.</p>"
+                 + _table(claim_rows, ["claim", "premises", "evidence", "verdict"]))
+    return head + "<h3>Checks</h3>" + _table(rows, ["check", "claim", "threshold", "verdict", "measured (first seed)"]) + note
 
 
 PAGE = """<!DOCTYPE html>
