@@ -167,6 +167,9 @@ def _register_all() -> None:
               lambda model, pr: jnp.mean((margins(model, pr.train) > 0).astype(dtype_of(model))))
     _register("min_margin", "accuracy", "smallest training margin min_i y_i F_i",
               lambda model, pr: jnp.min(margins(model, pr.train)))
+    _register("min_margin_I2_I3", "accuracy", "smallest margin y_i F_i over the groups I2 and I3 (Cor. E.20)",
+              lambda model, pr: jnp.min(jnp.where((pr.train.groups == 1) | (pr.train.groups == 2),
+                                                  margins(model, pr.train), jnp.inf)))
     _register("mean_margin", "accuracy", "mean training margin",
               lambda model, pr: jnp.mean(margins(model, pr.train)))
     _register("test_loss", "loss", "mean logistic loss on the i.i.d. test set",
@@ -216,7 +219,7 @@ def _register_all() -> None:
 
 
 RATE_OF = ("loss", "G_mu1", "G_mu2", "G_mu3", "A_mu1_mu2", "A_mu2_mu1", "A_mu3_mu1", "A_mu3_mu2",
-           "V_mu1_mu2", "V_mu1_mu3", "V_mu2_mu3", "u_norm2")
+           "V_mu1_mu1", "V_mu2_mu2", "V_mu3_mu3", "V_mu1_mu2", "V_mu1_mu3", "V_mu2_mu3", "u_norm2")
 """Observables whose time derivative along the flow is recorded as `d_<name>_dt`."""
 
 

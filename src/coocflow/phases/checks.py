@@ -16,6 +16,7 @@ from typing import Any, Callable
 import numpy as np
 
 from coocflow.phases.boundaries import phase_boundaries
+from coocflow.phases.premises import logits_at
 from coocflow.phases.scales import Scales
 
 DRIFT_TOLERANCE = 0.1
@@ -374,6 +375,332 @@ def eq5(d: SeedData) -> tuple:
 def run_checks(data: SeedData) -> list[CheckResult]:
     return [fn(data) for fn in CHECKS.values()]
 
+
+
+ROUNDING_ULPS = 100
+"""A difference between successive saved values smaller than this many float64 ulps of the value
+is rounding, not motion."""
+UNDERFLOW = 1e-300
+"""Loss values below this (or not finite) have underflowed; rate constants leave them out."""
+R_FORMULA_TOLERANCE = 0.25
+"""Lemma 4.5's proof says R contracts to R*; ours: R(end) and R* agree to 25% relative."""
+NO_SCALES = (None, "", None, "needs the configuration's scales (U0, m1), which this seed's data does not carry")
+
+
+def _in_band(value: float) -> bool:
+    """A Theta(1) quantity: within [1/HIDDEN_CONSTANT, HIDDEN_CONSTANT]."""
+    return bool(1 / HIDDEN_CONSTANT <= value <= HIDDEN_CONSTANT)
+
+
+def _from_t1(d: SeedData) -> np.ndarray:
+    """T1 and the Phase-2 observations after it: the window of claims that start at T1."""
+    return d.t >= d.bounds["T1"]
+
+
+NO_PHASE2 = (None, "observations after T1", False, "No observation after T1: Phase 2 is not observed.")
+
+
+@check("corE.20_I2_I3_correct_time",
+       "Corollary E.20: the groups I2 and I3 are correctly classified (min y_i F_i >= C) from T' = O(1/m) on, "
+       "by T1", needs_t1=True, needs=("min_margin_I2_I3",))
+def i2_i3_correct_time(d: SeedData) -> tuple:
+    """Cor. E.20 with typo 2 fixed (y_i F_i, not F_i): T' is the first observed time with
+    min_{I2 u I3} y_i F_i > C, C = 0 operationally. The corollary has T' = O(1/m); the theory's
+    initialization has U0 = c1^2 m ~ m, so T' U0 is the fitted constant, reported (its power of m
+    is a width sweep's). The verdict is T' <= T1, which T1's definition (every margin positive)
+    implies whenever T1 is observed: the check states T' and where it falls in Phase 1."""
+    margin = d.series["min_margin_I2_I3"]
+    hits = np.flatnonzero(margin > 0)
+    t1 = d.bounds["T1"]
+    if not hits.size:
+        return (None, "T' <= T1", False, "The I2 and I3 samples are never all correct.")
+    t_prime = float(d.t[hits[0]])
+    measured = {"T_prime": t_prime, "T1": t1, "T_prime_over_T1": t_prime / t1 if t1 > 0 else None}
+    if d.scales is not None:
+        measured["fitted_constant"] = t_prime * d.scales.U0
+    constant = (f"; T' U0 = {measured['fitted_constant']:.3g} (O(1/m), U0 = {d.scales.U0:.3g} ~ m)"
+                if d.scales is not None else "")
+    return (measured, "T' <= T1 (C = 0)", t_prime <= t1,
+            f"Every I2 and I3 sample is correct from T' = {t_prime:.3g}, T1 = {t1:.3g}{constant}.")
+
+
+@check("propE.21_I2_I3_balance",
+       "Proposition E.21: on [0, T1], |S_2 - S_3| / n <= O(Fmax0)", needs_t1=True)
+def i2_i3_balance(d: SeedData) -> tuple:
+    """Prop. E.21: the I2 and I3 gradient weights stay balanced through Phase 1, |S_2 - S_3| / n
+    at most a constant times Fmax0 = max_i |F_i(0)| (read off the initial state). Measured: the
+    largest |S_2 - S_3| / n over the observed times in [0, T1]; fitted constant: that / Fmax0."""
+    init = d.states.get("init")
+    if init is None:
+        return (None, "", None, "needs the initial state, for Fmax0 = max_i |F_i(0)|")
+    fmax0 = float(np.max(np.abs(logits_at(init))))
+    window = d.t <= d.bounds["T1"]
+    gap = float(np.max(np.abs(d.series["S_I2"] - d.series["S_I3"])[window]) / d.n)
+    constant = gap / max(fmax0, 1e-300)
+    return ({"max_gap_over_n": gap, "Fmax0": fmax0, "fitted_constant": constant},
+            f"max |S_2 - S_3| / n <= {HIDDEN_CONSTANT:g} Fmax0", constant <= HIDDEN_CONSTANT,
+            f"Over [0, T1], |S_2 - S_3| / n peaks at {gap:.3g}, {constant:.3g} x Fmax0 = {fmax0:.3g}.")
+
+
+def _ordered_sums(d: SeedData, mask: np.ndarray) -> np.ndarray:
+    """Def. F.1 (f) at each masked time: S_4 <= min(S_2, S_3) <= max(S_2, S_3) <= S_1 <= S_2+S_3+S_4
+    and 1/2 <= S_2/S_3 <= 2."""
+    s1, s2, s3, s4 = (d.series[f"S_I{k}"][mask] for k in (1, 2, 3, 4))
+    low, high = np.minimum(s2, s3), np.maximum(s2, s3)
+    return (s4 <= low) & (high <= s1) & (s1 <= s2 + s3 + s4) & (2 * s2 >= s3) & (s2 <= 2 * s3)
+
+
+@check("defF.1_invariants_series",
+       "Definition F.1: on [T1, T2], (c) ||u||^2 <= O(U0); (f) S_4 <= min(S_2,S_3) <= max(S_2,S_3) <= S_1 <= "
+       "S_2+S_3+S_4, 1/2 <= S_2/S_3 <= 2; (g) y_i F_i > 0; (h) |G(mu_k)| <= O(log m), k <= 3", needs_t1=True)
+def phase2_invariants(d: SeedData) -> tuple:
+    """The items of Def. F.1 the series show, over the Phase-2 observations (t > T1): (c) the
+    fitted constant max ||u||^2 / U0; (f) the fraction of times with the ordering of the group
+    sums; (g) the smallest margin (C = 0 operationally); (h) the fitted constant
+    max_k |G(mu_k)| / log m."""
+    if d.scales is None:
+        return NO_SCALES
+    mask = d.phase2()
+    if not mask.any():
+        return NO_PHASE2
+    u_max = float(np.max(d.series["u_norm2"][mask]) / d.scales.U0)
+    ordered = float(np.mean(_ordered_sums(d, mask)))
+    margin = float(np.min(d.series["min_margin"][mask]))
+    g_max = float(max(np.max(np.abs(d.series[f"G_mu{k}"][mask])) for k in (1, 2, 3)) / np.log(d.m))
+    ok = u_max <= HIDDEN_CONSTANT and ordered >= MONOTONE_FRACTION and margin > 0 and g_max <= HIDDEN_CONSTANT
+    return ({"c_max_u_norm2_over_U0": u_max, "f_ordered_fraction": ordered, "g_min_margin": margin,
+             "h_max_G_over_log_m": g_max},
+            f"(c), (h) fitted constants <= {HIDDEN_CONSTANT:g}; (f) at >= {MONOTONE_FRACTION:.0%} of Phase-2 times; "
+            "(g) min margin > 0", ok,
+            f"Over Phase 2: max ||u||^2 = {u_max:.3g} U0; the group sums are ordered at {ordered:.1%} of times; "
+            f"the smallest margin is {margin:.3g}; max |G(mu_k)| = {g_max:.3g} log m.")
+
+
+@check("lemmaF.3_balance_at_T1",
+       "Lemma F.3: at T1, 1/2 < S_2/S_3 < 2 and sum_i g_i / n = Theta(1)", needs_t1=True)
+def balance_at_t1(d: SeedData) -> tuple:
+    """Lemma F.3's series part: Def. F.1 holds strictly at T1, with the I2/I3 ratio S_2/S_3 inside
+    (1/2, 2) and the mean gradient weight Sg/n = (S_1+S_2+S_3+S_4)/n of order one."""
+    t1 = d.bounds["T1"]
+    s = np.array([d.at(f"S_I{k}", t1) for k in (1, 2, 3, 4)])
+    with np.errstate(divide="ignore", invalid="ignore"):
+        ratio, mean_weight = float(s[1] / s[2]), float(s.sum() / d.n)
+    ok = 0.5 < ratio < 2 and _in_band(mean_weight)
+    return ({"S2_over_S3": ratio, "Sg_over_n": mean_weight},
+            f"1/2 < S_2/S_3 < 2; Sg/n in [{1 / HIDDEN_CONSTANT:g}, {HIDDEN_CONSTANT:g}]", ok,
+            f"At T1 = {t1:.3g}: S_2/S_3 = {ratio:.4g}, Sg/n = {mean_weight:.3g}.")
+
+
+@check("lemmaF.4_u_norm_grows",
+       "Lemma F.4: on [T1, T2], d||u||^2/dt > 0 and ||u||^2 = Omega(U0)", needs_t1=True, needs=("d_u_norm2_dt",))
+def u_norm_grows(d: SeedData) -> tuple:
+    """Lemma F.4 with eq. (5): ||u||^2 grows in Phase 2 (its exact rate is positive at >=
+    MONOTONE_FRACTION of the Phase-2 times) and stays Omega(U0) (min ||u||^2 / U0 >= 1/HIDDEN_CONSTANT)."""
+    if d.scales is None:
+        return NO_SCALES
+    mask = d.phase2()
+    if not mask.any():
+        return NO_PHASE2
+    growing = float(np.mean(d.series["d_u_norm2_dt"][mask] > 0))
+    smallest = float(np.min(d.series["u_norm2"][mask]) / d.scales.U0)
+    ok = growing >= MONOTONE_FRACTION and smallest >= 1 / HIDDEN_CONSTANT
+    return ({"growing_fraction": growing, "min_u_norm2_over_U0": smallest},
+            f"d||u||^2/dt > 0 at >= {MONOTONE_FRACTION:.0%} of Phase-2 times; min ||u||^2 >= U0/{HIDDEN_CONSTANT:g}", ok,
+            f"Over Phase 2, ||u||^2 grows at {growing:.1%} of times and stays >= {smallest:.3g} U0.")
+
+
+G_RATIOS = {"G1/G2": ("G_mu1", 1, "G_mu2", 1), "G1/(-G3)": ("G_mu1", 1, "G_mu3", -1), "G2/(-G3)": ("G_mu2", 1, "G_mu3", -1)}
+
+
+@check("corF.7_G_ratios",
+       "Corollary F.7: on [T1, T2], G(mu_1)/G(mu_2), G(mu_1)/(-G(mu_3)), G(mu_2)/(-G(mu_3)) = Theta(1)", needs_t1=True)
+def g_ratios(d: SeedData) -> tuple:
+    """Cor. F.7: the three alignment ratios stay of order one through Phase 2: every Phase-2
+    value within [1/HIDDEN_CONSTANT, HIDDEN_CONSTANT]; their ranges are reported."""
+    mask = d.phase2()
+    if not mask.any():
+        return NO_PHASE2
+    ranges = {}
+    for label, (top, top_sign, bottom, bottom_sign) in G_RATIOS.items():
+        ratio = (top_sign * d.series[top][mask]) / (bottom_sign * d.series[bottom][mask])
+        ranges[label] = [float(np.min(ratio)), float(np.max(ratio))]
+    ok = all(_in_band(low) and _in_band(high) for low, high in ranges.values())
+    return (ranges, f"each ratio within [{1 / HIDDEN_CONSTANT:g}, {HIDDEN_CONSTANT:g}] over Phase 2", ok,
+            "Over Phase 2: " + ", ".join(f"{k} in [{lo:.3g}, {hi:.3g}]" for k, (lo, hi) in ranges.items()) + ".")
+
+
+@check("thmF.8_rate_constant",
+       "Theorem F.8: in Phase 2, dLh/dt = -Theta(U0) Lh^2, i.e. -dLh/dt / (||u||^2 Lh^2) = Theta(1)",
+       needs_t1=True, needs=("d_loss_dt",))
+def loss_rate_constant(d: SeedData) -> tuple:
+    """Thm F.8's differential form with the exact rate: kappa = -dLh/dt / (||u||^2 Lh^2) over late
+    Phase 2 (`late_phase2`), a Theta(1) constant (||u||^2 = Theta(U0), Lemma F.4). Loss values
+    that underflowed (below UNDERFLOW or not finite) are left out and counted."""
+    window = late_phase2(d)
+    loss = d.series["loss"][window]
+    usable = np.isfinite(loss) & (loss >= UNDERFLOW)
+    left_out = int(np.sum(~usable))
+    if not usable.any():
+        return ({"left_out": left_out}, "", False, "No late-Phase-2 observation with a loss that has not underflowed.")
+    kappa = -d.series["d_loss_dt"][window][usable] / (d.series["u_norm2"][window][usable] * loss[usable] ** 2)
+    low, high, middle = float(np.min(kappa)), float(np.max(kappa)), float(np.median(kappa))
+    return ({"min": low, "max": high, "median": middle, "points": int(usable.sum()), "left_out": left_out},
+            f"kappa within [{1 / HIDDEN_CONSTANT:g}, {HIDDEN_CONSTANT:g}] over late Phase 2",
+            _in_band(low) and _in_band(high),
+            f"Over late Phase 2 (t >= {d.t[window][0]:.3g}) kappa = -dLh/dt / (||u||^2 Lh^2) ranges over "
+            f"[{low:.3g}, {high:.3g}], median {middle:.3g} ({left_out} underflowed values left out).")
+
+
+@check("corF.9_u_norm_stable",
+       "Corollary F.9: on [T1, T2], |u2(t) - u2(T1)| <= O(m1 log m log t / U0) and u2 = Theta(U0)", needs_t1=True)
+def u_norm_stable(d: SeedData) -> tuple:
+    """Cor. F.9 at the last observed time: the Phase-2 change of ||u||^2 over m1 log(m) log(t) / U0
+    (log t read as log max(t, e)) is the fitted constant; ||u(end)||^2 / U0 is Theta(1)."""
+    if d.scales is None:
+        return NO_SCALES
+    t1, end = d.bounds["T1"], d.bounds["end"]
+    change = abs(d.series["u_norm2"][-1] - d.at("u_norm2", t1))
+    scale = d.scales.m1 * np.log(d.m) * np.log(max(end, np.e)) / d.scales.U0
+    constant, final = float(change / scale), float(d.series["u_norm2"][-1] / d.scales.U0)
+    ok = constant <= HIDDEN_CONSTANT and _in_band(final)
+    return ({"change": float(change), "bound_expression": float(scale), "fitted_constant": constant,
+             "u_norm2_end_over_U0": final},
+            f"fitted constant <= {HIDDEN_CONSTANT:g}; u2(end)/U0 in [{1 / HIDDEN_CONSTANT:g}, {HIDDEN_CONSTANT:g}]", ok,
+            f"From T1 to t = {end:.3g}, ||u||^2 changes by {change:.3g}, {constant:.3g} x m1 log(m) log(t)/U0 "
+            f"= {scale:.3g}; ||u(end)||^2 = {final:.4g} U0.")
+
+
+VALUE_SIGNS = {"d_V_mu1_mu2_dt": 1, "d_V_mu1_mu1_dt": 1, "d_V_mu2_mu2_dt": 1, "d_V_mu1_mu3_dt": -1, "d_V_mu2_mu3_dt": -1}
+
+
+@check("cor4.6_value_signs",
+       "Corollary 4.6: on [T1, T2], dV_12, dV_11, dV_22 > 0 and dV_13, dV_23 < 0", needs_t1=True, needs=("d_V_mu1_mu1_dt",))
+def value_signs(d: SeedData) -> tuple:
+    """Cor. 4.6 = F.13: the exact rates of the value Gram entries have the stated signs at >=
+    MONOTONE_FRACTION of the Phase-2 times. dV_33 > 0 follows from L. F.11 (2 G(mu_3) P(mu_3),
+    both negative) and is reported, not required."""
+    fractions = _sign_fractions(d, VALUE_SIGNS)
+    derived = _sign_fractions(d, {"d_V_mu3_mu3_dt": 1})
+    ok = min(fractions.values()) >= MONOTONE_FRACTION
+    return ({**fractions, "derived": derived}, f"right sign at >= {MONOTONE_FRACTION:.0%} of Phase-2 times", ok,
+            f"The five value Gram rates have the stated sign at {min(fractions.values()):.1%} of Phase-2 times or more; "
+            f"dV_33 > 0 at {derived['d_V_mu3_mu3_dt']:.1%}.")
+
+
+ATTENTION_MOVES = {"p_q1_k2": 1, "p_q2_k1": 1, "p_q1_k3": -1, "p_q2_k3": -1}
+
+
+def _resolved_steps(values: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Successive differences of a saved series and which of them exceed ROUNDING_ULPS ulps of the value."""
+    steps = np.diff(values)
+    return steps, np.abs(steps) >= ROUNDING_ULPS * np.spacing(np.abs(values[1:]))
+
+
+@check("corF.17_attention_moves",
+       "Corollary F.17: on [T1, T2], p_{q<-mu,k<-nu} (mu != nu in {mu_1, mu_2}) rises, p_{q<-mu,k<-mu_3} falls, "
+       "and max |p(t) - p(0)| < 1/L^2", needs_t1=True)
+def attention_moves(d: SeedData) -> tuple:
+    """Cor. F.17 on the four mean target attentions: over the steps between successive
+    observations from T1 on, the fraction that move the stated way among the steps that move at
+    all (a step below ROUNDING_ULPS ulps is rounding: neither up nor down, and left out); at least
+    MONOTONE_FRACTION passes. A series with no resolved step cannot be judged (not applicable). The
+    change bound 1/L^2 (Def. F.1 (b)) is explicit: max over the four of |p(end) - p(0)| < 1/L^2."""
+    mask = _from_t1(d)
+    fractions, unresolved = {}, {}
+    for name, sign in ATTENTION_MOVES.items():
+        steps, resolved = _resolved_steps(d.series[name][mask])
+        unresolved[name] = int(np.sum(~resolved))
+        fractions[name] = float(np.mean(np.sign(steps[resolved]) == sign)) if resolved.any() else None
+    change = float(max(abs(d.series[name][-1] - d.series[name][0]) for name in ATTENTION_MOVES))
+    bound = 1 / d.L**2
+    judged = [f for f in fractions.values() if f is not None]
+    if change >= bound or any(f < MONOTONE_FRACTION for f in judged):
+        ok = False
+    else:
+        ok = True if len(judged) == len(fractions) else None
+    steps = int(mask.sum()) - 1
+    return ({"fractions": fractions, "unresolved_steps": unresolved, "steps": steps, "max_change": change,
+             "bound": bound},
+            f"right direction at >= {MONOTONE_FRACTION:.0%} of resolved Phase-2 steps; "
+            f"max |p(end) - p(0)| < 1/L^2 = {bound:.3g}",
+            ok,
+            "Over Phase 2 (" + ", ".join(f"{k}: {'unresolved' if v is None else f'{v:.1%}'} of "
+                                         f"{steps - unresolved[k]} resolved steps" for k, v in fractions.items())
+            + f") the attentions move as stated; max |p(end) - p(0)| = {change:.3g} < 1/L^2 = {bound:.3g}"
+            + ("." if change < bound else " fails."))
+
+
+@check("thmF.20_margins_nondecreasing",
+       "Theorem F.20: on [T1, T2] the margins do not decrease, y_i F_i(t) >= y_i F_i(T1), and Lh reaches 1/poly(m)",
+       needs_t1=True)
+def margins_nondecreasing(d: SeedData) -> tuple:
+    """Thm F.20's series part: the smallest margin never decreases from T1 on (every successive
+    difference >= -ROUNDING_ULPS ulps of the value), and the final loss is at most 1/m."""
+    margin = d.series["min_margin"][_from_t1(d)]
+    steps = np.diff(margin)
+    drops = steps < -ROUNDING_ULPS * np.spacing(np.abs(margin[1:]))
+    largest_drop = float(max(-np.min(steps), 0.0)) if steps.size else 0.0
+    final = float(d.series["loss"][-1])
+    ok = not drops.any() and final <= 1 / d.m
+    return ({"drops": int(drops.sum()), "largest_drop": largest_drop, "final_loss": final, "loss_bound": 1 / d.m},
+            f"no drop of min margin beyond {ROUNDING_ULPS} ulps from T1 on; final loss <= 1/m = {1 / d.m:.3g}", ok,
+            f"From T1 on the smallest margin drops at {int(drops.sum())} of {steps.size} steps "
+            f"(largest drop {largest_drop:.3g}); the final loss is {final:.3g}.")
+
+
+@check("thm3.2_G_order_one",
+       "Theorem 3.2 (typo 1 fixed): on (T1, T2), G(mu_1), G(mu_2), -G(mu_3) >= Omega(1)", needs_t1=True)
+def g_order_one(d: SeedData) -> tuple:
+    """Thm 3.2 item 3 with typo 1 fixed: the alignments G(mu_1), G(mu_2) and -G(mu_3) stay
+    Omega(1) through Phase 2. The Omega(1) reference is each one's value at T1 (Thm 3.1 makes those
+    Omega(1)): passes when each is positive at T1 and its Phase-2 minimum is >= its T1 value /
+    HIDDEN_CONSTANT."""
+    mask = d.phase2()
+    if not mask.any():
+        return NO_PHASE2
+    t1 = d.bounds["T1"]
+    signed = {"G1": ("G_mu1", 1), "G2": ("G_mu2", 1), "-G3": ("G_mu3", -1)}
+    at_t1 = {k: sign * d.at(name, t1) for k, (name, sign) in signed.items()}
+    smallest = {k: float(np.min(sign * d.series[name][mask])) for k, (name, sign) in signed.items()}
+    ok = all(at_t1[k] > 0 and smallest[k] >= at_t1[k] / HIDDEN_CONSTANT for k in signed)
+    return ({"at_T1": at_t1, "phase2_min": smallest},
+            f"each positive at T1 and its Phase-2 minimum >= its T1 value / {HIDDEN_CONSTANT:g}", ok,
+            "Phase-2 minimum (value at T1): " + ", ".join(f"{k} {smallest[k]:.3g} ({at_t1[k]:.3g})" for k in signed) + ".")
+
+
+def r_star(state: dict[str, np.ndarray]) -> float:
+    """Lemma 4.5's proof: the fixed point R* = -b/(2a) + sqrt(b^2/(4a^2) - c/a) of R, with
+    a = H_1 + H_2, b = H_3 + H_4 - H_1, c = -(H_2 + H_3 + 2 H_1), H_k the sum over I_k of
+    g'_i = -g_i (1 - g_i), g_i = sigmoid(-y_i F_i) at `state` (NaN where a = 0 or the root is complex)."""
+    margin = np.asarray(state["labels"]) * logits_at(state)
+    g = 1 / (1 + np.exp(margin))
+    slope = -g * (1 - g)
+    groups = np.asarray(state["groups"])
+    h1, h2, h3, h4 = (float(np.sum(slope[groups == k])) for k in range(4))
+    a, b, c = h1 + h2, h3 + h4 - h1, -(h2 + h3 + 2 * h1)
+    if a == 0:
+        return float("nan")
+    discriminant = b**2 / (4 * a**2) - c / a
+    return float(-b / (2 * a) + np.sqrt(discriminant)) if discriminant >= 0 else float("nan")
+
+
+@check("lemma4.5_R_formula",
+       "Lemma 4.5 (proof): R = (S_2+S_3+S_4-S_1)/(S_1-S_2) contracts to R* = -b/(2a) + sqrt(b^2/(4a^2) - c/a) in (1, 2)")
+def r_formula(d: SeedData) -> tuple:
+    """Lemma 4.5's proof: R(t) contracts to the root R* of a R^2 + b R + c = 0 built from the
+    loss curvatures g' of the four groups (`r_star`). At the final state: R(end) in (1, 2) and
+    |R(end) - R*| / R* <= R_FORMULA_TOLERANCE (our constant: the proof drops the random tokens'
+    and the attention's share of the margins' rates, so R* is close to, not equal to, R)."""
+    final = d.states.get("final")
+    if final is None:
+        return (None, "", None, "needs the final state (per-sample g)")
+    target = r_star(final)
+    value = float(d.series["R"][-1])
+    gap = abs(value - target) / target if np.isfinite(target) and target != 0 else float("nan")
+    ok = bool(1 < value < 2 and gap <= R_FORMULA_TOLERANCE)
+    return ({"R_end": value, "R_star": target, "relative_difference": gap},
+            f"1 < R(end) < 2 and |R - R*|/R* <= {R_FORMULA_TOLERANCE:g}", ok,
+            f"At the end R = {value:.4g} and R* = {target:.4g} (relative difference {gap:.3g}).")
 
 def _register_state_checks() -> None:
     """The checks that read whole saved states live in their own modules and register here."""
