@@ -103,6 +103,9 @@ def test_a_small_sweep_measures_fits_and_judges(sweep):
     assert [r["id"] for r in table] == [c.id for c in CLAIMS]
     assert all(r["verdict"] in ("pass", "fail", "fail outside premises", "not applicable") for r in table)
     assert any(e["kind"] == "rate" for e in table[0]["evidence"])
+    constants = [r for r in report["rates"] if r["source"] == "fitted constant"]
+    assert any(r["quantity"] == "propE.12_neuron_gram_change:fitted_constant" and r["claim"] == "E12" for r in constants)
+    assert all(r["kind"] == "upper bound" and r["predicted"] == 0.0 for r in constants)
 
 
 def test_a_second_sweep_reuses_its_width_runs(sweep):

@@ -29,7 +29,7 @@ import numpy as np
 
 from coocflow.config import Config
 from coocflow.phases.checks import SeedData
-from coocflow.phases.claims import CLAIMS, judge
+from coocflow.phases.claims import CLAIMS, Rate, judge
 from coocflow.storage.run_folder import attention_of, grams_of
 
 AXES = ("m", "m1", "both")
@@ -395,6 +395,26 @@ def test_loss_at_t_star(d):
     return None if at is None else float(d.series["test_loss"][at])
 
 
+def fitted_constants(results) -> dict[str, float]:
+    """`check:key` for every number a seed's checks report under a key naming a constant
+    ("constant", "fitted_constant_random", ...): the hidden constants of the paper's bounds at this
+    width. A width sweep holds each to exponent <= 0: a constant must not grow with m (beyond the
+    one log factor O~ allows)."""
+    out = {}
+
+    def walk(prefix: str, value) -> None:
+        if isinstance(value, dict):
+            for key, inner in value.items():
+                walk(f"{prefix}.{key}" if prefix else str(key), inner)
+        elif isinstance(value, (int, float)) and not isinstance(value, bool) and "constant" in prefix.rsplit(".", 1)[-1]:
+            if math.isfinite(value) and value > 0:
+                out[f"{result.name}:{prefix}"] = float(value)
+
+    for result in results:
+        walk("", result.measured)
+    return out
+
+
 def measure(data: SeedData) -> dict[str, float | None]:
     """Every quantity of one seed; None where it cannot be measured (no T1, no neurons, an
     unresolved change, a column the run lacks)."""
@@ -500,8 +520,9 @@ def width_scaling(base: Config, axis: str, values: list[int], out: Path,
         verification = verify_run(run)
         widths.append({"value": value, "space": config.model.space, "folder": str(folder),
                        **width_summary(verification, config.model.m, config.model.m1)})
-        for seed, data in seed_data(run):
-            rows.append({"value": value, "m": config.model.m, "m1": config.model.m1, "seed": seed, **measure(data)})
+        for (seed, data), results in zip(seed_data(run), verification.per_seed):
+            rows.append({"value": value, "m": config.model.m, "m1": config.model.m1, "seed": seed, **measure(data),
+                         **fitted_constants(results)})
 
     predictions_apply = base.init.scheme == "theory" and axis == "both"
     x = np.asarray(values, float)
@@ -518,13 +539,20 @@ def width_scaling(base: Config, axis: str, values: list[int], out: Path,
         left_out = [v for v in values if v not in fitted]
         met = {p["id"]: not any(_met(w, p["id"]) is False for w in widths if w["value"] in fitted)
                for p in widths[0]["premises"]} if widths else {}
-        for rate in claim.rates:
-            per_width = [[r[rate.quantity] if r[rate.quantity] is not None else np.nan
+        constants = [Rate(key, 0.0, "upper bound") for name in claim.checks
+                     for key in sorted({k for r in rows for k in r if k.startswith(f"{name}:")})]
+        for rate in (*claim.rates, *constants):
+            per_width = [[r.get(rate.quantity) if r.get(rate.quantity) is not None else np.nan
                           for r in rows if r["value"] == v] for v in fitted]
             predicted = rate.predicted if predictions_apply else None
             fit = fit_exponent(np.asarray(fitted, float), per_width, predicted=predicted, name=rate.quantity)
             raw, how = rate_verdict(fit, rate.kind) if predictions_apply else ("not applicable", "")
-            rates.append({"claim": claim.id, "quantity": rate.quantity, "label": QUANTITIES[rate.quantity].label,
+            label = QUANTITIES[rate.quantity].label if rate.quantity in QUANTITIES else f"fitted constant {rate.quantity}"
+            rates.append({"claim": claim.id, "quantity": rate.quantity, "label": label,
+                          "source": "quantity" if rate.quantity in QUANTITIES else "fitted constant",
+                          "medians": [float(np.median(found)) if found else None for found in
+                                      ([r[rate.quantity] for r in rows if r["value"] == v and r.get(rate.quantity) is not None]
+                                       for v in values)],
                           "predicted": rate.predicted if predictions_apply else None, "kind": rate.kind,
                           "fit": fit.to_dict(), "sentence": fit.sentence(), "how": how, "log_slack": log_slack(fit),
                           "left_out": left_out,
@@ -574,7 +602,7 @@ def scaling_markdown(report: dict, base: Config) -> str:
             else f"{fit['exponent']:+.2f}")
         says = "-" if rate["predicted"] is None else (
             f"<= {rate['predicted']:+g}" if rate["kind"] == "upper bound" else f"{rate['predicted']:+g}")
-        medians = ", ".join("-" if v is None else f"{v:.3g}" for v in report["quantities"][rate["quantity"]]["medians"])
+        medians = ", ".join("-" if v is None else f"{v:.3g}" for v in rate["medians"])
         lines.append(f"| {rate['claim']} | {rate['label']} | {exponent} | {says} | {rate['verdict']} | {medians} |")
     return "\n".join(lines) + "\n"
 
@@ -586,7 +614,7 @@ def figure(report: dict, path: Path) -> None:
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    shown = list(dict.fromkeys(r["quantity"] for r in report["rates"]))
+    shown = list(dict.fromkeys(r["quantity"] for r in report["rates"] if r["source"] == "quantity"))
     predicted = {r["quantity"]: r["predicted"] for r in report["rates"] if r["predicted"] is not None}
     columns = 6
     rows = -(-len(shown) // columns)
