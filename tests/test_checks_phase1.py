@@ -159,8 +159,8 @@ def test_eq_e18_holds_at_every_saved_state_and_catches_a_wrong_factor(weights, g
     for data in (weights, grams):
         result = CHECKS["eqE.18_exact"](data)
         assert result.passed is True and set(result.measured) == {"init", "T1", "final", "max"}, result.sentence
-    exact = checks_phase1.token_drive
-    monkeypatch.setattr(checks_phase1, "token_drive", lambda state: exact(state) * (1 + 1e-6))
+    exact = checks_phase1.token_P
+    monkeypatch.setattr(checks_phase1, "token_P", lambda state: exact(state) * (1 + 1e-6))
     assert CHECKS["eqE.18_exact"](weights).passed is False
 
 

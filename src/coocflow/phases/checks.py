@@ -18,6 +18,7 @@ import numpy as np
 from coocflow.phases.boundaries import phase_boundaries
 from coocflow.phases.premises import logits_at
 from coocflow.phases.scales import Scales
+from coocflow.phases.state_values import loss_weights
 
 DRIFT_TOLERANCE = 0.1
 """Theorem 3.1: attention variables 'near initialization' means relative drift <= 10%."""
@@ -672,8 +673,7 @@ def r_star(state: dict[str, np.ndarray]) -> float:
     """Lemma 4.5's proof: the fixed point R* = -b/(2a) + sqrt(b^2/(4a^2) - c/a) of R, with
     a = H_1 + H_2, b = H_3 + H_4 - H_1, c = -(H_2 + H_3 + 2 H_1), H_k the sum over I_k of
     g'_i = -g_i (1 - g_i), g_i = sigmoid(-y_i F_i) at `state` (NaN where a = 0 or the root is complex)."""
-    margin = np.asarray(state["labels"]) * logits_at(state)
-    g = 1 / (1 + np.exp(margin))
+    g = loss_weights(state)
     slope = -g * (1 - g)
     groups = np.asarray(state["groups"])
     h1, h2, h3, h4 = (float(np.sum(slope[groups == k])) for k in range(4))

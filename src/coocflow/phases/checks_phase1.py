@@ -1,16 +1,14 @@
 """Checks of the claims about t = 0 and Phase 1 that need whole matrices or single neurons
 (docs/claims.md rows D1-E26), read from a seed's saved states (initial and T1).
 
-Shared quantities, computed from one saved state (either space) by the small functions below:
-the per-sample loss weights g_i, P(mu) over the vocabulary, the flow's velocity (one jitted JAX
-function per shape), the neurons' rates d(a_j w_j^T W_V mu)/dt and dG(mu)/dt. G and the
+Quantities of one saved state (either space) come from `phases.state_values` (loss weights g_i,
+P(mu), the flow's velocity); the neurons' rates d(a_j w_j^T W_V mu)/dt and dG(mu)/dt are below. G and the
 neurons' values depend on W and W_V only, which train under every `train.trainable` set, so
 their rates do not depend on whether attention trains.
 """
 
 from __future__ import annotations
 
-import functools
 import math
 
 import numpy as np
@@ -24,6 +22,14 @@ from coocflow.phases.premises import (
     has_weights,
     init_events,
     logits_at,
+)
+from coocflow.phases.state_values import (
+    grams_of,
+    neuron_count,
+    state_time,
+    token_P,
+    velocity_at,
+    vocabulary_size,
 )
 from coocflow.storage.run_folder import attention_of, mlp_of, score_matrix_of
 
@@ -45,77 +51,14 @@ def _available(d: SeedData, *names: str) -> list[dict] | None:
     return None if d.scales is None or any(s is None for s in states) else states
 
 
-def _t1_of(d: SeedData) -> float:
-    """T1: the time of the saved T1 state (the first observed time with every sample correct)."""
-    return float(np.ravel(d.states["T1"]["t"])[0]) if "t" in d.states["T1"] else float(d.bounds["T1"])
-
-
-def vocabulary_size(state: dict) -> int:
-    return int(np.shape(state["A"])[0]) if "A" in state else int(np.shape(state["W_V"])[1])
-
-
-def neuron_count(state: dict) -> int:
-    return int(np.ravel(state["m1"])[0]) if "m1" in state else int(np.shape(state["a"])[0])
-
-
-def u_norm2(state: dict) -> float:
-    """||u||^2, u = W^T a (the Gram state's s)."""
-    if "s" in state:
-        return float(np.ravel(state["s"])[0])
-    u = state["W"].T @ state["a"]
-    return float(u @ u)
-
-
-def grams(state: dict) -> dict[str, np.ndarray]:
-    """K = W_K^T W_K, Q = W_Q^T W_Q, V = W_V^T W_V (d x d) of either kind of state."""
-    if not has_weights(state):
-        return {"K": np.asarray(state["K"]), "Q": np.asarray(state["P"]), "V": np.asarray(state["V"])}
-    return {name: state[key].T @ state[key] for name, key in (("K", "W_K"), ("Q", "W_Q"), ("V", "W_V"))}
-
-
-def loss_weights(state: dict) -> np.ndarray:
-    """g_i = 1/(1 + exp(y_i F_i)) per training sample."""
-    margins = np.asarray(state["labels"]) * logits_at(state)
-    return np.exp(-np.logaddexp(0.0, margins))
-
-
-def token_drive(state: dict) -> np.ndarray:
-    """P(mu) = (1/n) sum_{i: mu in X_i} g_i y_i sum_l p^(i)_{q<-l, k<-mu} for every token mu (d,)."""
-    tokens = np.asarray(state["tokens"])
-    weighted = loss_weights(state) * np.asarray(state["labels"])
-    key_mass = weighted[:, None] * attention_of(state, tokens).sum(axis=2)  # (n, h): sum over queries l
-    return np.bincount(tokens.ravel(), weights=key_mass.ravel(), minlength=vocabulary_size(state)) / len(tokens)
-
-
-@functools.cache
-def _flow_velocity():
-    """The flow's right-hand side (weights or Grams) as one jitted function, which compiles once per
-    shape; built on first use, so that importing the checks needs no JAX."""
-    import equinox as eqx
-
-    from coocflow.model.state import split, velocity
-
-    def field(model, data):
-        moving, fixed = split(model)
-        return velocity(moving, fixed, data)
-
-    return eqx.filter_jit(field)
-
-
-def velocity_of(state: dict) -> dict[str, np.ndarray]:
-    """d/dt of each moving array of a saved state (W_Q, W_K, W_V, W; or A, P, K, V, G, s) along the flow."""
-    from coocflow.runner import state_from_arrays
-
-    model, data = state_from_arrays(state)
-    field = _flow_velocity()(model, data)
-    names = ("A", "P", "K", "V", "G", "s") if "A" in state else ("W_Q", "W_K", "W_V", "W")
-    return {name: np.asarray(getattr(field, name)) for name in names}
+def _t1_time(d: SeedData) -> float:
+    return state_time(d.states["T1"], d.bounds["T1"])
 
 
 def mlp_rate(state: dict, field: dict | None = None) -> np.ndarray:
     """dG(mu)/dt over the vocabulary from the velocity: G = W_V^T u, u = W^T a, so
     dG = dW_V^T u + W_V^T dW^T a (a fixed); a Gram state's velocity holds dG itself."""
-    field = velocity_of(state) if field is None else field
+    field = velocity_at(state) if field is None else field
     if "G" in field:
         return field["G"]
     u = state["W"].T @ state["a"]
@@ -124,7 +67,7 @@ def mlp_rate(state: dict, field: dict | None = None) -> np.ndarray:
 
 def neuron_rates(state: dict, field: dict | None = None) -> np.ndarray:
     """r[j, mu] = d(a_j w_j^T W_V mu)/dt = a_j (dw_j^T W_V mu + w_j^T dW_V mu), shape (m1, d)."""
-    field = velocity_of(state) if field is None else field
+    field = velocity_at(state) if field is None else field
     return state["a"][:, None] * (field["W"] @ state["W_V"] + state["W"] @ field["W_V"])
 
 
@@ -137,8 +80,8 @@ def neuron_sample_values(state: dict) -> np.ndarray:
 def eq_e18_rhs(state: dict) -> np.ndarray:
     """u2 P(mu) + (m1/n) sum_i g_i y_i sum_l sum_h p_l[h] V[x_h, mu] over the vocabulary; the
     second term is m1 (V^T P)(mu), P collecting the same per-key sums by token."""
-    drive = token_drive(state)
-    return u_norm2(state) * drive + neuron_count(state) * (grams(state)["V"].T @ drive)
+    drive = token_P(state)
+    return grams_of(state)["s"] * drive + neuron_count(state) * (grams_of(state)["V"].T @ drive)
 
 
 def _theta(values) -> bool:
@@ -219,7 +162,7 @@ def neuron_alignment_rate(d: SeedData) -> tuple:
     if found is None:
         return NEEDS_STATES
     state, sc = found[0], d.scales
-    field = velocity_of(state)
+    field = velocity_at(state)
     summed = mlp_rate(state, field)[[MU1, MU2]] / sc.W0
     measured = {"dG_mu1_dt_over_W0": float(summed[0]), "dG_mu2_dt_over_W0": float(summed[1])}
     summary = f"dG(mu_1)/dt(0) = {_fmt(summed[0])} W0, dG(mu_2)/dt(0) = {_fmt(summed[1])} W0 (derived ~ 1/6)"
@@ -276,7 +219,7 @@ def neuron_value_change(d: SeedData) -> tuple:
     measured = {"max_change": change, "bound": bound, "ratio": change / bound,
                 "four_R_over_L_over_bound": 4 / (sc.m1 * sc.L) / bound}
     return (measured, f"max|D0(w_j^T W_V X_i p_l)| < s0 s1 sqrt(m/L) = {_fmt(bound)}", change < bound,
-            f"By T1 = {_fmt(_t1_of(d))} the neurons' sample values moved by up to {_fmt(change)}, "
+            f"By T1 = {_fmt(_t1_time(d))} the neurons' sample values moved by up to {_fmt(change)}, "
             f"{_fmt(change / bound)} x s0 s1 sqrt(m/L) (the lemma's own 4R/L term is {_fmt(measured['four_R_over_L_over_bound'])} x it).")
 
 
@@ -294,7 +237,7 @@ def neuron_gram_change(d: SeedData) -> tuple:
     start, at_t1 = found
     if not has_weights(start):
         return NEEDS_NEURONS
-    sc, t1 = d.scales, _t1_of(d)
+    sc, t1 = d.scales, _t1_time(d)
     change = at_t1["W"] @ at_t1["W"].T - start["W"] @ start["W"].T
     off = ~np.eye(sc.m1, dtype=bool)
     rate_bound = 2 * sc.L * (sc.s0 * sc.s1 * math.sqrt(sc.m / sc.L * math.log(sc.m1 * sc.n * sc.L / DELTA))
@@ -326,7 +269,7 @@ def neuron_rate_vs_p(d: SeedData) -> tuple:
     times = {"0": found[0]} | ({"T1": d.states["T1"]} if d.states.get("T1") is not None else {})
     ratios, error_shares, ok = [], [], True
     for state in times.values():
-        drive = token_drive(state)
+        drive = token_P(state)
         rates = neuron_rates(state)
         counts = np.bincount(np.asarray(state["tokens"]).ravel(), minlength=vocabulary_size(state))
         for mu in (MU1, MU2):
@@ -385,7 +328,7 @@ def key_value_products(d: SeedData) -> tuple:
     G, tokens = mlp_of(state), np.asarray(state["tokens"])
     nu, other = tokens[:, :, None], tokens[:, None, :]
     diagonal, cross = 0.0, 0.0
-    for gram in (grams(state)[k] for k in ("K", "Q")):
+    for gram in (grams_of(state)[k] for k in ("K", "Q")):
         diagonal = max(diagonal, float(np.max(np.abs(np.diag(gram)))) * float(np.max(np.abs(G))))
         cross = max(cross, float(np.max(np.abs(gram[nu, other] * G[nu])[nu != other], initial=0.0)))
     log_factor = math.sqrt(math.log(2 * sc.d / DELTA))
@@ -414,8 +357,8 @@ def t1_box(d: SeedData) -> tuple:
     if found is None:
         return NEEDS_STATES
     start, at_t1 = found
-    sc, t1 = d.scales, _t1_of(d)
-    key_change = max(float(np.max(np.abs(grams(at_t1)[k] - grams(start)[k]))) for k in ("K", "Q"))
+    sc, t1 = d.scales, _t1_time(d)
+    key_change = max(float(np.max(np.abs(grams_of(at_t1)[k] - grams_of(start)[k]))) for k in ("K", "Q"))
     measured = {"C_T1": t1 * sc.U0,
                 "fitted_constant_scores": float(np.max(np.abs(score_matrix_of(at_t1) - score_matrix_of(start)))) * sc.m**1.5,
                 "fitted_constant_key_query": key_change / (sc.v0 / math.sqrt(sc.m))}

@@ -12,14 +12,20 @@ from __future__ import annotations
 
 import math
 
-import equinox as eqx
-import jax
 import numpy as np
 
-from coocflow.model.state import attention_of, is_gram, join, mlp_of, split, velocity
 from coocflow.phases.checks import HIDDEN_CONSTANT, SeedData, check
-from coocflow.phases.premises import logits_at
-from coocflow.runner import state_from_arrays
+from coocflow.phases.state_values import (
+    grams_of,
+    log_loss_weights,
+    loss_weights,
+    pair_counts,
+    rates_at,
+    sample_margins,
+    state_time,
+    token_counts,
+    token_P,
+)
 from coocflow.storage.run_folder import attention_of as attention_at
 
 MU1, MU2, MU3, FIRST_RANDOM = 0, 1, 2, 3
@@ -32,89 +38,6 @@ S2_S3_BAND = (0.5, 2.0)
 
 
 # ---- shared helpers: one seed's saved state -> the claims' quantities -------------------------
-
-def grams_of(state: dict[str, np.ndarray]) -> dict[str, np.ndarray | float]:
-    """A = W_K^T W_Q, K = W_K^T W_K, Q = W_Q^T W_Q, V = W_V^T W_V (d x d), G = W_V^T u (d,) and
-    u2 = ||u||^2 of a saved state of either space."""
-    if "A" in state:
-        return {"A": np.asarray(state["A"]), "K": np.asarray(state["K"]), "Q": np.asarray(state["P"]),
-                "V": np.asarray(state["V"]), "G": np.asarray(state["G"]), "u2": float(np.ravel(state["s"])[0])}
-    W_Q, W_K, W_V = (np.asarray(state[k]) for k in ("W_Q", "W_K", "W_V"))
-    u = np.asarray(state["W"]).T @ np.asarray(state["a"])
-    return {"A": W_K.T @ W_Q, "K": W_K.T @ W_K, "Q": W_Q.T @ W_Q, "V": W_V.T @ W_V, "G": u @ W_V,
-            "u2": float(u @ u)}
-
-
-def vocabulary_size(state: dict[str, np.ndarray]) -> int:
-    """d, the number of tokens."""
-    return int(np.shape(state["A"] if "A" in state else state["W_Q"])[-1])
-
-
-def token_counts(state: dict[str, np.ndarray], d: int) -> np.ndarray:
-    """c_a: the number of training samples that hold token a, shape (d,)."""
-    tokens = np.asarray(state["tokens"])
-    holds = np.zeros((tokens.shape[0], d), dtype=bool)
-    holds[np.arange(tokens.shape[0])[:, None], tokens] = True
-    return holds.sum(axis=0)
-
-
-def pair_counts(counts: np.ndarray) -> np.ndarray:
-    """c_a + c_b for every token pair, (d, d)."""
-    return counts[:, None] + counts[None, :]
-
-
-def sample_margins(state: dict[str, np.ndarray]) -> np.ndarray:
-    """y_i F_i per training sample."""
-    return np.asarray(state["labels"]) * logits_at(state)
-
-
-def log_loss_weights(state: dict[str, np.ndarray]) -> np.ndarray:
-    """log g_i, g_i = 1/(1 + exp(y_i F_i)), exact for large margins."""
-    return -np.logaddexp(0.0, sample_margins(state))
-
-
-def loss_weights(state: dict[str, np.ndarray]) -> np.ndarray:
-    """g_i = 1/(1 + exp(y_i F_i))."""
-    return np.exp(log_loss_weights(state))
-
-
-def token_P(state: dict[str, np.ndarray]) -> np.ndarray:
-    """P(mu) = (1/n) sum_{i: mu in X_i} g_i y_i sum_l p^(i)_{q<-l, k<-mu} for every token mu, (d,):
-    the attention all queries of sample i give the key positions holding mu, weighted by g_i y_i."""
-    tokens, labels = np.asarray(state["tokens"]), np.asarray(state["labels"])
-    key_weight = attention_at(state, tokens).sum(axis=2)  # (n, L): sum over queries l of p[i, h, l]
-    per_position = (loss_weights(state) * labels)[:, None] * key_weight
-    P = np.zeros(vocabulary_size(state))
-    np.add.at(P, tokens, per_position)
-    return P / tokens.shape[0]
-
-
-def state_time(state: dict[str, np.ndarray], fallback: float | None) -> float:
-    """The time a saved state was taken at (the T1 state carries `t`)."""
-    return float(np.ravel(state["t"])[0]) if "t" in state else float(fallback)
-
-
-@eqx.filter_jit
-def _flow_rates(moving, fixed, data):
-    field = velocity(moving, fixed, data)
-
-    def observed(params):
-        state = join(params, fixed)
-        V = state.V if is_gram(state) else state.W_V.T @ state.W_V
-        return V, mlp_of(state), attention_of(state, data.tokens)
-
-    _, (dV, dG, dp) = jax.jvp(observed, (moving,), (field,))
-    return dV, dG, dp
-
-
-def rates_at(state: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
-    """dV/dt (d, d), dG/dt (d,) and dp/dt (n, L, L) along the flow at a saved state: the JVP of V,
-    G and the training attention along the velocity (`model.state.velocity`, all weights trained)."""
-    model, data = state_from_arrays(state)
-    moving, fixed = split(model)
-    dV, dG, dp = _flow_rates(moving, fixed, data)
-    return {"dV": np.asarray(dV), "dG": np.asarray(dG), "dp": np.asarray(dp)}
-
 
 def random_token_output(state: dict[str, np.ndarray]) -> np.ndarray:
     """The random-token part of F_i, sum_l sum_{h: x_h random} G(x_h) p[i, h, l], per sample."""
@@ -133,7 +56,7 @@ def invariants_at(state: dict[str, np.ndarray], init: dict[str, np.ndarray], sc)
     now, start = grams_of(state), grams_of(init)
     tokens = np.asarray(state["tokens"])
     rates = rates_at(state)
-    G, u2 = now["G"], now["u2"]
+    G, u2 = now["G"], now["s"]
     mean_g = float(np.mean(loss_weights(state)))
     moved_kq = max(np.max(np.abs(now["K"] - start["K"])), np.max(np.abs(now["Q"] - start["Q"])))
     moved_p = np.max(np.abs(attention_at(state, tokens) - attention_at(init, tokens)))
@@ -313,7 +236,7 @@ def state_at_t1(d: SeedData) -> tuple:
     G = now["G"]
     measured = {"min_margin": float(np.min(sample_margins(t1_state))), "G_mu1": float(G[MU1]),
                 "G_mu2": float(G[MU2]), "minus_G_mu3": float(-G[MU3]),
-                "random_G_constant": float(np.max(np.abs(G[FIRST_RANDOM:]))) / sc.G0, "u2_over_U0": now["u2"] / sc.U0,
+                "random_G_constant": float(np.max(np.abs(G[FIRST_RANDOM:]))) / sc.G0, "u2_over_U0": now["s"] / sc.U0,
                 "random_G_times_n": float(np.max(np.abs(G[FIRST_RANDOM:]))) * sc.n}
     order_one = ("min_margin", "G_mu1", "G_mu2", "minus_G_mu3", "u2_over_U0")
     ok = all(_theta(measured[k]) for k in order_one) and measured["random_G_constant"] <= HIDDEN_CONSTANT

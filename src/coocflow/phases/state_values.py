@@ -1,0 +1,117 @@
+"""What the checks compute from one seed's saved state (either space, run-folder keys): per-sample
+margins and loss weights, the drive P(mu) of each token, token counts, and the flow's velocity
+and rates there. NumPy, except the velocity, one jitted JAX function per shape built on first use
+(importing the checks needs no JAX)."""
+
+from __future__ import annotations
+
+import functools
+
+import numpy as np
+
+from coocflow.phases.premises import logits_at
+from coocflow.storage.run_folder import attention_of, grams_of
+
+__all__ = ["grams_of", "vocabulary_size", "neuron_count", "sample_margins", "log_loss_weights", "loss_weights",
+           "token_P", "token_counts", "pair_counts", "state_time", "velocity_at", "rates_at"]
+
+
+def vocabulary_size(state: dict) -> int:
+    """d, the number of tokens."""
+    return int(np.shape(state["A"] if "A" in state else state["W_Q"])[-1])
+
+
+def neuron_count(state: dict) -> int:
+    """m1, the number of MLP neurons."""
+    return int(np.ravel(state["m1"])[0]) if "m1" in state else int(np.shape(state["a"])[0])
+
+
+def sample_margins(state: dict) -> np.ndarray:
+    """y_i F_i per training sample."""
+    return np.asarray(state["labels"]) * logits_at(state)
+
+
+def log_loss_weights(state: dict) -> np.ndarray:
+    """log g_i, g_i = 1/(1 + exp(y_i F_i)), exact for large margins."""
+    return -np.logaddexp(0.0, sample_margins(state))
+
+
+def loss_weights(state: dict) -> np.ndarray:
+    """g_i = 1/(1 + exp(y_i F_i)), minus the derivative of the logistic loss."""
+    return np.exp(log_loss_weights(state))
+
+
+def token_P(state: dict) -> np.ndarray:
+    """P(mu) = (1/n) sum_{i: mu in X_i} g_i y_i sum_l p^(i)_{q<-l, k<-mu} for every token mu, (d,):
+    the attention all queries of sample i give the key positions holding mu, weighted by g_i y_i."""
+    tokens, labels = np.asarray(state["tokens"]), np.asarray(state["labels"])
+    key_weight = attention_of(state, tokens).sum(axis=2)  # (n, L): sum over queries l of p[i, h, l]
+    per_position = (loss_weights(state) * labels)[:, None] * key_weight
+    return np.bincount(tokens.ravel(), weights=per_position.ravel(), minlength=vocabulary_size(state)) / len(tokens)
+
+
+def token_counts(state: dict, d: int) -> np.ndarray:
+    """c_a: the number of training samples that hold token a, shape (d,)."""
+    tokens = np.asarray(state["tokens"])
+    holds = np.zeros((tokens.shape[0], d), dtype=bool)
+    holds[np.arange(tokens.shape[0])[:, None], tokens] = True
+    return holds.sum(axis=0)
+
+
+def pair_counts(counts: np.ndarray) -> np.ndarray:
+    """c_a + c_b for every token pair, (d, d)."""
+    return counts[:, None] + counts[None, :]
+
+
+def state_time(state: dict, fallback: float | None) -> float:
+    """The time a saved state was taken at (the T1 state carries `t`)."""
+    return float(np.ravel(state["t"])[0]) if "t" in state else float(fallback)
+
+
+@functools.cache
+def _programs():
+    """The velocity and the rates of V, G and the attention along it, jitted (all weights train)."""
+    import equinox as eqx
+    import jax
+
+    from coocflow.model.state import attention_of as model_attention
+    from coocflow.model.state import is_gram, join, mlp_of, split, velocity
+
+    @eqx.filter_jit
+    def field(model, data):
+        moving, fixed = split(model)
+        return velocity(moving, fixed, data)
+
+    @eqx.filter_jit
+    def rates(model, data):
+        moving, fixed = split(model)
+
+        def observed(params):
+            state = join(params, fixed)
+            V = state.V if is_gram(state) else state.W_V.T @ state.W_V
+            return V, mlp_of(state), model_attention(state, data.tokens)
+
+        _, (dV, dG, dp) = jax.jvp(observed, (moving,), (velocity(moving, fixed, data),))
+        return dV, dG, dp
+
+    return field, rates
+
+
+def velocity_at(state: dict) -> dict[str, np.ndarray]:
+    """d/dt of each moving array of a saved state (W_Q, W_K, W_V, W; or A, P, K, V, G, s) along the flow."""
+    from coocflow.runner import state_from_arrays
+
+    model, data = state_from_arrays(state)
+    field = _programs()[0](model, data)
+    names = ("A", "P", "K", "V", "G", "s") if "A" in state else ("W_Q", "W_K", "W_V", "W")
+    return {name: np.asarray(getattr(field, name)) for name in names}
+
+
+def rates_at(state: dict) -> dict[str, np.ndarray]:
+    """dV/dt (d, d), dG/dt (d,) and dp/dt (n, L, L) along the flow at a saved state: the JVP of V,
+    G and the training attention along the velocity (`model.state.velocity`)."""
+    from coocflow.runner import state_from_arrays
+
+    model, data = state_from_arrays(state)
+    dV, dG, dp = _programs()[1](model, data)
+    return {"dV": np.asarray(dV), "dG": np.asarray(dG), "dp": np.asarray(dp)}
