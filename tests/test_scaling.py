@@ -121,3 +121,17 @@ def test_kaiming_sweeps_report_exponents_without_verdicts(tmp_path):
     report = width_scaling(config, "both", [8, 16], tmp_path)
     assert report["quantities"]["T1"]["fit"]["exponent"] is not None
     assert all(r["predicted"] is None and r["verdict"] == "not applicable" for r in report["rates"])
+
+
+def test_claims_side_by_side(sweep):
+    from coocflow.phases.claims import side_by_side_markdown
+
+    _, _, report = sweep
+    table = claims_table(report["widths"][-1], report["rates"])
+    text = side_by_side_markdown({"swept": table, "one width": claims_table(report["widths"][0])})
+    lines = text.strip().splitlines()
+    assert len(lines) == len(CLAIMS) + 2 and lines[0] == "| claim | `swept` | `one width` |"
+    assert lines[2].startswith("| D1 (L. D.1, D.3) | ")
+    verdicts = {row["id"]: row["verdict"] for row in table}
+    for line, claim in zip(lines[2:], CLAIMS):
+        assert verdicts[claim.id] in line.split(" | ")[1]

@@ -262,3 +262,36 @@ def summary_line(table: list[dict]) -> str:
     counts = verdict_counts(table)
     return (f"claims: {counts['pass']} pass, {counts['fail']} fail, {counts['fail outside premises']} fail outside "
             f"premises, {counts['not applicable']} not applicable (of {len(table)})")
+
+
+def _short(evidence: dict) -> str:
+    """A few characters of one piece of evidence: a rate's exponent and interval, or a check's name."""
+    if evidence["kind"] == "rate":
+        text = evidence["text"].split(": exponent ", 1)
+        return f"{evidence['name']} {text[1].split(';')[0]}" if len(text) == 2 else evidence["text"]
+    return evidence["name"]
+
+
+def side_by_side_markdown(tables: dict[str, list[dict]]) -> str:
+    """One row per claim, one column per run (e.g. {"theory": scaling.json's claims, "paper":
+    verify.json's claims}): the verdict, then the evidence that did not pass (or, when all passed,
+    the claim's first rate)."""
+    names = list(tables)
+    lines = ["| claim | " + " | ".join(f"`{n}`" for n in names) + " |", "| --- |" + " --- |" * len(names)]
+    rows = {name: {row["id"]: row for row in table} for name, table in tables.items()}
+    for claim in CLAIMS:
+        cells = []
+        for name in names:
+            row = rows[name].get(claim.id)
+            if row is None:
+                cells.append("-")
+                continue
+            shown = [e for e in row["evidence"] if e["verdict"] not in ("pass", "not applicable")]
+            if not shown:
+                shown = [e for e in row["evidence"] if e["kind"] == "rate" and e["verdict"] == "pass"][:1]
+            detail = "; ".join(f"{_short(e)}" + ("" if e["verdict"] == row["verdict"] else f" ({e['verdict']})")
+                               for e in shown[:3])
+            cells.append(f"**{row['verdict']}**" + (f": {detail}" if detail else "") if row["verdict"] == "fail"
+                         else row["verdict"] + (f": {detail}" if detail else ""))
+        lines.append(f"| {claim.id} ({claim.where}) | " + " | ".join(c.replace("|", "\\|") for c in cells) + " |")
+    return "\n".join(lines) + "\n"
