@@ -135,3 +135,27 @@ def test_claims_side_by_side(sweep):
     verdicts = {row["id"]: row["verdict"] for row in table}
     for line, claim in zip(lines[2:], CLAIMS):
         assert verdicts[claim.id] in line.split(" | ")[1]
+
+
+def test_the_command_reuses_the_sweep_and_prints_the_claims(sweep):
+    """`coocflow verify --scaling` over the fixture's folder: its width runs are reused, and the
+    claims table, scaling.md and the figure are written; --strict exits 2 exactly when a claim fails."""
+    import json
+    import subprocess
+    import sys
+
+    _, out, _ = sweep
+    manifest = out / "runs" / "both-512" / "manifest.json"
+    before = manifest.stat().st_mtime_ns
+    cli = Path(sys.executable).parent / "coocflow"
+    args = [str(cli), "verify", "theory", "--scaling", "both", "--values", "256,512", "--seeds", "2",
+            "--set", "data.n=24", "--set", "data.d=40", "--set", "train.t_end=20", "--set", "observe.points=60",
+            "--set", "observe.chunks=1", "--out", str(out), "--strict"]
+    done = subprocess.run(args, capture_output=True, text=True, env={**__import__("os").environ, "COLUMNS": "160"})
+    report = json.loads((out / "scaling.json").read_text())
+    failed = [row["id"] for row in report["claims"] if row["verdict"] == "fail"]
+    assert done.returncode == (2 if failed else 0), done.stderr
+    assert "claims:" in done.stdout and "premises at m=512" in done.stdout and "running both=256" in done.stdout
+    assert (out / "scaling.md").read_text().count("\n| ") > len(CLAIMS) and (out / "scaling.png").stat().st_size > 20000
+    assert report["base_width"] == 512 and len(report["claims"]) == len(CLAIMS)
+    assert manifest.stat().st_mtime_ns == before

@@ -549,7 +549,11 @@ def _print_claims(table: list[dict], title: str) -> None:
     own line (a check's seed counts, or its numbers when it did not pass; a rate's exponent)."""
     from rich.markup import escape
 
-    claims = Table("claim", "premises", "evidence", "verdict", title=title, show_lines=True)
+    from rich.table import Column
+
+    claims = Table(Column("claim", max_width=16), Column("premises", max_width=14),
+                   Column("evidence", ratio=1, overflow="fold"), Column("verdict", max_width=10),
+                   title=title, show_lines=True, expand=True)
     for row in table:
         lines = []
         for e in row["evidence"]:
