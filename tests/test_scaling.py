@@ -64,14 +64,26 @@ def test_rate_verdicts_on_synthetic_power_laws(kind):
     assert rate_verdict(faster_than_claimed, kind)[0] == ("fail" if kind == "order" else "pass")
 
 
-def test_one_log_factor_is_allowed_and_said():
+def test_up_to_two_log_factors_are_allowed_and_said():
     values, widths = _synthetic(-1.0, log_power=1.0, noise=0.01)
     fit = fit_exponent(widths, values, predicted=-1.0)
     assert not (fit.low <= -1.0 <= fit.high)  # the log factor moves the exponent out of the strict interval
     assert 0 < fit.exponent + 1.0 <= log_slack(fit)
-    assert rate_verdict(fit, "order") == ("pass", "within one log factor")
-    values, widths = _synthetic(-1.0, log_power=3.0, noise=0.01)
+    assert rate_verdict(fit, "order") == ("pass", "within 1 log factor")
+    values, widths = _synthetic(-1.0, log_power=2.0, noise=0.01)
+    fit = fit_exponent(widths, values, predicted=-1.0)
+    assert rate_verdict(fit, "order") == ("fail", "prefactor varies")  # log^2 m varies 4x over these widths
+    assert rate_verdict(fit, "order", (widths, values)) == ("pass", "within 2 log factors")
+    assert rate_verdict(fit_exponent(widths, values, predicted=-1.0), "upper bound") == ("pass", "within 2 log factors")
+    values, widths = _synthetic(-1.0, log_power=3.5, noise=0.01)
     assert rate_verdict(fit_exponent(widths, values, predicted=-1.0), "order")[0] == "fail"
+
+
+def test_a_decay_is_any_negative_power():
+    values, widths = _synthetic(-0.3)
+    assert rate_verdict(fit_exponent(widths, values, predicted=0.0), "decays") == ("pass", "strict")
+    values, widths = _synthetic(0.05)
+    assert rate_verdict(fit_exponent(widths, values, predicted=0.0), "decays") == ("fail", "")
 
 
 def test_width_overrides_use_weight_space_where_affordable():

@@ -16,6 +16,8 @@ import numpy as np
 
 from coocflow.phases.checks import HIDDEN_CONSTANT, SeedData, check
 from coocflow.phases.state_values import (
+    RESOLUTION_ULPS,
+    resolved_changes,
     grams_of,
     log_loss_weights,
     loss_weights,
@@ -185,7 +187,7 @@ def attention_change(d: SeedData) -> tuple:
         return missing
     sc, init, t1_state = d.scales, d.states["init"], d.states["T1"]
     tokens = np.asarray(init["tokens"])
-    moved = np.abs(attention_at(t1_state, tokens) - attention_at(init, tokens))
+    moved = resolved_changes(attention_at(init, tokens), attention_at(t1_state, tokens))
     random = tokens >= FIRST_RANDOM
     both_random = random[:, :, None] & random[:, None, :]
     other_bound = (1 / (sc.L * sc.m**2)) * (1 / sc.L + 1 / math.sqrt(sc.m))
@@ -195,9 +197,11 @@ def attention_change(d: SeedData) -> tuple:
     other_constant = _max_over(moved, ~both_random) / other_bound
     e3_ratio = float(moved.max()) / stated
     ok = random_constant <= HIDDEN_CONSTANT and other_constant <= HIDDEN_CONSTANT and e3_ratio <= 1
-    return ({"random_constant": random_constant, "other_constant": other_constant, "E3_ratio": e3_ratio,
-             "max_change": float(moved.max())},
-            f"fitted constants <= {H}; max |D0 p| / (1/(sqrt(m) L) + L/m) <= 1", ok,
+    constants = {name: value for name, value in (("random_constant", random_constant), ("other_constant", other_constant))
+                 if value > 0}
+    return ({**constants, "E3_ratio": e3_ratio, "max_change": float(moved.max())},
+            f"fitted constants <= {H}; max |D0 p| / (1/(sqrt(m) L) + L/m) <= 1 (changes within "
+            f"{RESOLUTION_ULPS} ulps are rounding: 0)", ok,
             f"At T1, |D0 p| between random tokens is {random_constant:.3g} x its E.24 bound and elsewhere "
             f"{other_constant:.3g} x; the largest change {moved.max():.3g} is {e3_ratio:.3g} x E.3's "
             f"1/(sqrt(m) L) + L/m = {stated:.3g}.")

@@ -29,8 +29,9 @@ VERDICT_ORDER = ("fail", "fail outside premises", "pass", "not applicable")
 @dataclass(frozen=True)
 class Rate:
     """An order in m a width sweep should show: `quantity` (phases.scaling.QUANTITIES) ~ m^predicted,
-    either as an order (Theta: the exponent's 95% interval holds `predicted`, the prefactor stable)
-    or as an upper bound (O: the interval's low end is at most `predicted`)."""
+    as an order (Theta: the exponent's 95% interval holds `predicted`, the prefactor stable), an
+    upper bound (O: the interval's low end is at most `predicted`) or a decay (1/poly(m): the
+    interval lies below 0; `predicted` is 0)."""
 
     quantity: str
     predicted: float
@@ -100,7 +101,7 @@ CLAIMS: tuple[Claim, ...] = (
     Claim("E25", "L. E.25", "by T1 the key and query Grams move by O~(t m^-1 (c_a + c_b)/n)", DYNAMICS,
           ("lemmaE.25_key_query_change",), (_up("key_query_change_at_T1", -2.0),)),
     Claim("E26", "Thm E.26", "the T1 box holds until C_T1/U0: T1 = Theta~(1/m), neurons' values move by O(1/m1)",
-          DYNAMICS, ("thmE.26_T1_box",), (Rate("T1", -1.0), _up("neuron_value_change_at_T1", -1.0))),
+          DYNAMICS, ("thmE.26_T1_box",), (Rate("T1", -1.0), _up("neuron_value_change_at_T1_times_m1", 0.0))),
     Claim("E27", "Thm E.27", "at T1 every margin, G1, G2, -G3 are Theta(1), random G(mu) O~(G0), u2 = Theta(U0)",
           DYNAMICS, ("thmE.27_at_T1",), (Rate("u_norm2_at_T1", 1.0), Rate("G1_at_T1", 0.0),
                                          Rate("min_margin_at_T1", 0.0), _up("G_rand_at_T1", 0.0))),
@@ -155,7 +156,7 @@ CLAIMS: tuple[Claim, ...] = (
     Claim("T3.3", "Thm 3.3", "at T* the loss and test loss are <= 1/poly(m); C12, C21, -C31, -C32 = Theta(Cs), "
           "random-token changes O~(Cr)", DYNAMICS,
           ("thm3.3_final_loss", "thm3.3_score_pattern", "thm3.3_target_change_vs_Cs"),
-          (Rate("score_change_at_T_star", -1.5), _up("test_loss_at_T_star", -1.0))),
+          (Rate("score_change_at_T_star", -1.5), Rate("test_loss_at_T_star", 0.0, "decays"))),
 )
 BY_ID = {claim.id: claim for claim in CLAIMS}
 
@@ -233,9 +234,10 @@ def rate_text(rate: dict) -> str:
         return f"{rate['quantity']}: not measured ({'; '.join(fit['notes']) or 'no values'})"
     interval = f" (95% CI {fit['low']:+.2f} to {fit['high']:+.2f})" if fit["low"] is not None else ""
     predicted = "" if rate["predicted"] is None else (
-        f"; {'bound' if rate['kind'] == 'upper bound' else 'predicted'} {rate['predicted']:+g}")
-    if rate.get("how") == "within one log factor":
-        predicted += f" (within one log factor, +-{rate['log_slack']:.2f})"
+        f"; {'bound' if rate['kind'] == 'upper bound' else 'predicted'} {rate['predicted']:+g}" if rate["kind"] != "decays"
+        else "; must decay (1/poly(m))")
+    if rate.get("how", "").startswith("within"):
+        predicted += f" ({rate['how']} of {rate['log_slack']:.2f} each)"
     elif rate.get("how") == "prefactor varies":
         predicted += f" (prefactor varies {fit['prefactor_ratio']:.1f}x)"
     left_out = f"; m = {', '.join(map(str, rate['left_out']))} left out (premises not met)" if rate.get("left_out") else ""

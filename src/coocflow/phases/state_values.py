@@ -12,8 +12,22 @@ import numpy as np
 from coocflow.phases.premises import logits_at
 from coocflow.storage.run_folder import attention_of, grams_of
 
-__all__ = ["grams_of", "vocabulary_size", "neuron_count", "sample_margins", "log_loss_weights", "loss_weights",
+RESOLUTION_ULPS = 100
+"""A change smaller than this many float64 ulps of the quantity itself is rounding, not a
+measurement (the attention weights, about 1/L, stop resolving their Phase-1 change near
+m = 10^4)."""
+
+__all__ = ["RESOLUTION_ULPS", "resolved_changes", "grams_of", "vocabulary_size", "neuron_count", "sample_margins", "log_loss_weights", "loss_weights",
            "token_P", "token_counts", "pair_counts", "state_time", "velocity_at", "rates_at"]
+
+
+def resolved_changes(before, after) -> np.ndarray:
+    """|after - before| entrywise, with 0 where the change is within `RESOLUTION_ULPS` ulps of the
+    entry itself (rounding) or not finite."""
+    before, after = np.asarray(before, float), np.asarray(after, float)
+    change = np.abs(after - before)
+    floor = RESOLUTION_ULPS * np.finfo(np.float64).eps * np.maximum(np.abs(before), np.abs(after))
+    return np.where((change > floor) & np.isfinite(change), change, 0.0)
 
 
 def vocabulary_size(state: dict) -> int:
