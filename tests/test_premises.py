@@ -19,6 +19,7 @@ from coocflow.phases.premises import (
     premises_markdown,
     premises_summary,
 )
+from coocflow.phases.scales import scales_of
 from coocflow.storage.run_folder import load_run
 
 MEETS_ALL = {
@@ -64,6 +65,8 @@ def test_paper_like_kaiming_ensemble_breaks_p1_p2_p3_p5_p7(kaiming_ensemble):
     assert "of 20 random slots" in premises["P5"].value  # d - 3 = 13 < 20 slots: repeats are forced
     assert premises["P6"].met
     assert premises["P8"].met and "eta U0/6 = 0.0444" in premises["P8"].value  # 0.1 (8/3)/6
+    sc = scales_of(kaiming_ensemble.config)
+    assert f"eta W0/6 = {0.1 * sc.W0 / 6:.3g}" in premises["P8"].value
     assert premises["P9"].met is not None
     summary = premises_summary(list(premises.values()))
     assert summary.startswith("4 of 9 premises met; not met: P1 (") and "P7 (Fmax0 = " in summary
@@ -105,8 +108,8 @@ def test_discrete_methods_and_large_steps_break_p8(meets_all):
         return _by_id(evaluate_premises(dataclasses.replace(meets_all, config=config)))["P8"]
 
     small, large, adam = p8(method="gd", lr=1e-4), p8(method="gd", lr=1e-3), p8(method="adam")
-    assert small.met and "eta U0/6 = 0.0683" in small.value  # U0 = c1^2 m = 4096
-    assert not large.met and large.note == "eta U0/6 = 0.683 > 0.1"
+    assert small.met and "eta W0/6 = 0.0683" in small.value  # W0 = U0 + m1 v0 ~ U0 = c1^2 m = 4096 (c0 tiny)
+    assert not large.met and large.note == "eta W0/6 = 0.683 > 0.1"
     assert not adam.met and "not a discretization" in adam.note
 
 
@@ -118,7 +121,7 @@ def test_gram_space_run_is_unknown_only_where_weights_are_needed(tmp_path_factor
     assert "D1 <w_j1,w_j2>" in grams[-1].note and "D6" in grams[-1].note
     for ours, theirs in zip(weights[:-1], grams[:-1]):
         assert ours.met == theirs.met and ours.id == theirs.id
-    assert [p.id for p in weights if p.met is False] == ["P1", "P3", "P5", "P8"]  # eta U0/6 = 0.1 x 8/6
+    assert [p.id for p in weights if p.met is False] == ["P1", "P3", "P5", "P8"]  # eta W0/6 ~ eta U0/6 = 0.1 x 8/6
     assert weights[6].value == grams[6].value  # same Fmax0 from A, G as from the weights
 
 

@@ -28,7 +28,9 @@ MAX_RHO = 1 / 8
 FMAX0_LIMIT = 0.01
 """P7: L. D.8's Fmax0 <= 0.01."""
 GD_STEP_LIMIT = 0.1
-"""P8: eta U0 / 6 <= this counts as "<< 1" for gradient descent."""
+"""P8: eta W0 / 6 <= this counts as "<< 1" for gradient descent. G moves at
+dG/dt = -(s + m1 V) dL/dG (Appendix C), so its stiffness is u2 + m1 v0 = W0 at t = 0 (dG(mu_1)/dt(0)
+~ W0/6, Lemma 4.1), not U0 alone."""
 
 
 @dataclass
@@ -193,18 +195,18 @@ def _p7_small_output(state: dict, sc: Scales, delta: float) -> _SeedVerdict:
 
 
 def _p8_flow(config: dict, sc: Scales) -> Premise:
-    """P8: gradient flow; GD counts when eta U0/6 << 1 (derived)."""
+    """P8: gradient flow; GD counts when eta W0/6 << 1 (derived: `GD_STEP_LIMIT`)."""
     method, lr = config["train"]["method"], config["train"]["lr"]
-    statement = "gradient flow (GD only with eta U0/6 << 1)"
-    threshold = f"train.method = flow, or gd with eta U0/6 <= {GD_STEP_LIMIT:g}"
+    statement = "gradient flow (GD only with eta W0/6 << 1)"
+    threshold = f"train.method = flow, or gd with eta W0/6 <= {GD_STEP_LIMIT:g}"
     if method == "flow":
         return Premise("P8", statement, "flow", threshold, True)
-    step = lr * sc.U0 / 6
-    value = f"{method}, eta U0/6 = {_fmt(step)} (eta W0/6 = {_fmt(lr * sc.W0 / 6)}), U0 = {_fmt(sc.U0)}"
+    step = lr * sc.W0 / 6
+    value = f"{method}, eta W0/6 = {_fmt(step)} (eta U0/6 = {_fmt(lr * sc.U0 / 6)}), W0 = {_fmt(sc.W0)}"
     if method != "gd":
         return Premise("P8", statement, value, threshold, False, f"{method} is not a discretization of the flow")
     met = step <= GD_STEP_LIMIT
-    return Premise("P8", statement, value, threshold, met, "" if met else f"eta U0/6 = {_fmt(step)} > {GD_STEP_LIMIT:g}")
+    return Premise("P8", statement, value, threshold, met, "" if met else f"eta W0/6 = {_fmt(step)} > {GD_STEP_LIMIT:g}")
 
 
 def init_events(state: dict, sc: Scales, delta: float) -> dict[str, float | None]:
