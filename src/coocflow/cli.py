@@ -460,7 +460,8 @@ def verify(
     scaling: Optional[str] = typer.Option(None, "--scaling", metavar="AXIS",
                                           help="fit how T1 and the scores scale with width: m, m1 or both"),
     values: Optional[str] = typer.Option(None, "--values", metavar="W,W,...",
-                                         help="widths for --scaling, comma-separated (default 32,64,128,256)"),
+                                         help="widths for --scaling, comma-separated (default: the experiment's, "
+                                              "else 32,64,128,256)"),
     strict: bool = typer.Option(False, "--strict",
                                 help="exit non-zero when any check fails where its premises are met"),
 ) -> None:
@@ -469,7 +470,7 @@ def verify(
     Examples: coocflow verify runs/paper | coocflow verify tiny --seeds 4 | coocflow verify paper --scaling m
     """
     if scaling is not None:
-        _verify_scaling(target, set_, seed, seeds, out, force, scaling, values or "32,64,128,256", strict)
+        _verify_scaling(target, set_, seed, seeds, out, force, scaling, values, strict)
         return
     _refuse_unused("verify without --scaling", (("--values", values),))
     from coocflow.phases.verify import verify_run, write_verification
@@ -591,6 +592,14 @@ def _verify_scaling(target, set_, seed, seeds, out, force, axis, values, strict)
 
     if axis not in AXES:
         raise CoocflowError(f"--scaling {axis}: choose one of {', '.join(AXES)}")
+    from coocflow.experiments import EXPERIMENTS
+
+    experiment = EXPERIMENTS.get(str(target))
+    if values is None:
+        values = ",".join(map(str, experiment.scaling_widths if experiment and experiment.scaling_widths
+                              else (32, 64, 128, 256)))
+    if seeds is None:
+        seeds = experiment.scaling_seeds if experiment else 4
     try:
         widths = [int(v) for v in values.split(",") if v.strip()]
     except ValueError:
@@ -598,7 +607,7 @@ def _verify_scaling(target, set_, seed, seeds, out, force, axis, values, strict)
     if len(widths) < 2 or min(widths) < 1:
         raise CoocflowError(f"--values {values!r}: need at least two positive widths to fit an exponent")
     overrides = ["train.method=flow"] + list(set_)
-    config = resolve_config(target, overrides, seed, seeds if seeds is not None else 4)
+    config = resolve_config(target, overrides, seed, seeds)
     if out is None:
         out = default_out(config.name, prefix=f"scaling-{axis}-")
     if out.exists() and not (out / "runs").is_dir():
