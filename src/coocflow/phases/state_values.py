@@ -83,8 +83,9 @@ def state_time(state: dict, fallback: float | None) -> float:
 
 
 @functools.cache
-def _programs():
-    """The velocity and the rates of V, G and the attention along it, jitted (all weights train)."""
+def _program():
+    """The velocity and the rates of V, G and the attention along it, in one jitted function (all
+    weights train): one trace per shape serves both `velocity_at` and `rates_at`."""
     import equinox as eqx
     import jax
 
@@ -92,31 +93,31 @@ def _programs():
     from coocflow.model.state import is_gram, join, mlp_of, split, velocity
 
     @eqx.filter_jit
-    def field(model, data):
+    def field_and_rates(model, data):
         moving, fixed = split(model)
-        return velocity(moving, fixed, data)
-
-    @eqx.filter_jit
-    def rates(model, data):
-        moving, fixed = split(model)
+        field = velocity(moving, fixed, data)
 
         def observed(params):
             state = join(params, fixed)
             V = state.V if is_gram(state) else state.W_V.T @ state.W_V
             return V, mlp_of(state), model_attention(state, data.tokens)
 
-        _, (dV, dG, dp) = jax.jvp(observed, (moving,), (velocity(moving, fixed, data),))
-        return dV, dG, dp
+        _, (dV, dG, dp) = jax.jvp(observed, (moving,), (field,))
+        return field, dV, dG, dp
 
-    return field, rates
+    return field_and_rates
+
+
+def _evaluate(state: dict):
+    from coocflow.runner import state_from_arrays
+
+    model, data = state_from_arrays(state)
+    return _program()(model, data)
 
 
 def velocity_at(state: dict) -> dict[str, np.ndarray]:
     """d/dt of each moving array of a saved state (W_Q, W_K, W_V, W; or A, P, K, V, G, s) along the flow."""
-    from coocflow.runner import state_from_arrays
-
-    model, data = state_from_arrays(state)
-    field = _programs()[0](model, data)
+    field = _evaluate(state)[0]
     names = ("A", "P", "K", "V", "G", "s") if "A" in state else ("W_Q", "W_K", "W_V", "W")
     return {name: np.asarray(getattr(field, name)) for name in names}
 
@@ -124,8 +125,5 @@ def velocity_at(state: dict) -> dict[str, np.ndarray]:
 def rates_at(state: dict) -> dict[str, np.ndarray]:
     """dV/dt (d, d), dG/dt (d,) and dp/dt (n, L, L) along the flow at a saved state: the JVP of V,
     G and the training attention along the velocity (`model.state.velocity`)."""
-    from coocflow.runner import state_from_arrays
-
-    model, data = state_from_arrays(state)
-    dV, dG, dp = _programs()[1](model, data)
+    _, dV, dG, dp = _evaluate(state)
     return {"dV": np.asarray(dV), "dG": np.asarray(dG), "dp": np.asarray(dp)}
