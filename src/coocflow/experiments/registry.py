@@ -69,7 +69,7 @@ EXPERIMENTS: dict[str, Experiment] = {
             "The theory's regime, every premise of docs/claims.md met: distinct random tokens with n L <= d "
             "(n=96, L=3, d=67), Gaussian Condition 1 init with a near-zero output at t = 0 (c0=0.002, c1=1), "
             "m=4096 >> m1=4 and L^2, the gradient flow to t = 100 from t = 1e-6, in the Gram space (any width).",
-            THEORY, scaling_widths=(64, 128, 256, 512, 1024, 2048, 4096, 16384, 65536, 100000), scaling_seeds=8,
+            THEORY, scaling_widths=(64, 128, 256, 512, 1024, 2048, 4096, 16384, 65536, 100000, 1000000), scaling_seeds=8,
         ),
         Experiment(
             "generalization",
