@@ -104,7 +104,7 @@ CLAIMS: tuple[Claim, ...] = (
           DYNAMICS, ("thmE.26_T1_box",), (Rate("T1", -1.0), _up("neuron_value_change_at_T1_times_m1", 0.0))),
     Claim("E27", "Thm E.27", "at T1 every margin, G1, G2, -G3 are Theta(1), random G(mu) O~(G0), u2 = Theta(U0)",
           DYNAMICS, ("thmE.27_at_T1",), (Rate("u_norm2_at_T1", 1.0), Rate("G1_at_T1", 0.0),
-                                         Rate("min_margin_at_T1", 0.0), _up("G_rand_at_T1", 0.0))),
+                                         Rate("min_margin_at_2T1", 0.0), _up("G_rand_at_T1", 0.0))),
     Claim("T3.1", "Thm 3.1 = E.28", "by T1 = O~(1/m) every sample is correct with G1, G2 >= Omega(1), G3 <= -Omega(1), "
           "the loss still Theta(1), and V, <w, w> move O~(1/m), A O~(m^-1.5), K, Q O~(m^-2)", DYNAMICS,
           ("thm3.1_alignment", "thm3.1_all_correct", "thm3.1_near_init", "thm3.1_loss_order_one"),
