@@ -31,7 +31,12 @@ def pages(tmp_path_factory):
                     '"observe.chunks" = 2\n[grid]\n"model.m" = [4, 8]\n')
     done = CliRunner().invoke(app, ["sweep", str(spec), "--out", str(root / "sweep"), "--workers", "1"])
     assert done.exit_code == 0, done.output
-    return {"run": write_report(run_folder), "sweep": write_report(root / "sweep")}
+    from coocflow.phases.scaling import width_scaling, write_scaling
+
+    scaling = resolve_config("tiny", ["train.steps=60", "observe.points=12", "observe.chunks=1", "init.scheme=theory"],
+                             n_seeds=2)
+    written = write_scaling(root / "scaling", width_scaling(scaling, "both", [4, 8], root / "scaling"), scaling)
+    return {"run": write_report(run_folder), "sweep": write_report(root / "sweep"), "scaling": written[-1]}
 
 
 def test_run_report_is_self_contained_and_escapes_names(pages):
@@ -47,8 +52,14 @@ def test_sweep_report_has_the_aggregate_and_the_jobs(pages):
     assert "T1 against model.m" in text and "model.m=4" in text and "2 done, 0 failed, 0 pending" in text
 
 
+def test_scaling_report_has_the_claims_and_the_rates(pages):
+    text = pages["scaling"].read_text()
+    assert "<h2>Claims</h2>" in text and "T3.3 (Thm 3.3)" in text and "claims: " in text
+    assert text.count('<div class="figure" id="rate') >= 40
+
+
 def test_reports_render_in_headless_chromium(pages):
-    """Both pages open in Chromium with no console errors, every figure holds data, and a
+    """Every page opens in Chromium with no console errors, every figure holds data, and a
     screenshot of each lands in test-artifacts/."""
     chromium, driver_path = shutil.which("chromium"), shutil.which("chromedriver")
     if not (chromium and driver_path):

@@ -585,9 +585,8 @@ def _verdict_text(rate: dict) -> str:
 
 def _verify_scaling(target, set_, seed, seeds, out, force, axis, values, strict) -> None:
     from coocflow.api import resolve_config
-    from coocflow.phases.claims import claims_table, summary_line
-    from coocflow.phases.scaling import AXES, base_width, figure, scaling_markdown, width_scaling
-    from coocflow.storage import atomic_write_json, atomic_write_text
+    from coocflow.phases.claims import summary_line
+    from coocflow.phases.scaling import AXES, base_width, width_scaling, write_scaling
     from coocflow.storage.paths import default_out, refuse_existing_out
 
     if axis not in AXES:
@@ -616,15 +615,9 @@ def _verify_scaling(target, set_, seed, seeds, out, force, axis, values, strict)
         shutil.rmtree(out)
     out.mkdir(parents=True, exist_ok=True)
     report = width_scaling(config, axis, widths, out, progress=lambda text: console.print(f"  running {text}"))
+    written = write_scaling(out, report, config)
     base = base_width(report, config)
-    table = claims_table(base, report["rates"])
-    report["base_width"] = base["value"]
-    report["claims"] = table
-    atomic_write_json(out / "scaling.json", report)
-    atomic_write_text(out / "scaling.md", scaling_markdown(report, config))
-    tmp = out / ".scaling.png.tmp.png"
-    figure(report, tmp)
-    tmp.replace(out / "scaling.png")
+    table = report["claims"]
     _print_premises(base["premises"], f"premises at m={base['m']}, m1={base['m1']} (the one-width checks' width)")
     for width in report["widths"]:
         unmet = [p["id"] for p in width["premises"] if p["met"] is False]
@@ -633,7 +626,7 @@ def _verify_scaling(target, set_, seed, seeds, out, force, axis, values, strict)
     _print_claims(table, f"claims: checks at m={base['m']}, rates over {axis} = {', '.join(map(str, widths))}, "
                          f"{len(config.seed_list)} seeds per width")
     console.print(summary_line(table))
-    console.print(f"written: {out / 'scaling.json'}, {out / 'scaling.md'}, {out / 'scaling.png'}; runs under {out / 'runs'}")
+    console.print(f"written: {', '.join(str(path) for path in written)}; runs under {out / 'runs'}")
     findings = [row["id"] for row in table if row["verdict"] == "fail"]
     if strict and findings:
         raise CoocflowError(f"verify --strict: {len(findings)} claims failed with their premises met: {', '.join(findings)}")

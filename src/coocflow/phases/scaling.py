@@ -597,6 +597,25 @@ def base_width(report: dict, base: Config) -> dict:
     return (own or weights[-1:] or widths[-1:])[0]
 
 
+def write_scaling(out: Path, report: dict, base: Config) -> list[Path]:
+    """Complete `report` with the claims table at the base width (`base_width`) and write
+    scaling.json, scaling.md, scaling.png and report.html into `out`, each atomically."""
+    from coocflow.phases.claims import claims_table
+    from coocflow.report.html import write_report
+    from coocflow.storage import atomic_write_json, atomic_write_text
+
+    width = base_width(report, base)
+    report["base_width"] = width["value"]
+    report["claims"] = claims_table(width, report["rates"])
+    out = Path(out)
+    atomic_write_json(out / "scaling.json", report)
+    atomic_write_text(out / "scaling.md", scaling_markdown(report, base))
+    tmp = out / ".scaling.png.tmp.png"
+    figure(report, tmp)
+    tmp.replace(out / "scaling.png")
+    return [out / "scaling.json", out / "scaling.md", out / "scaling.png", write_report(out)]
+
+
 def scaling_markdown(report: dict, base: Config) -> str:
     """scaling.md: the design, the premises per width, the claims table and every fitted rate."""
     from coocflow.phases.claims import claims_markdown, summary_line
@@ -651,7 +670,12 @@ def figure(report: dict, path: Path) -> None:
             x, y = np.array(points, dtype=float).T
             ax.scatter(x, y, s=8, alpha=0.5, color="tab:blue")
         entry = report["quantities"][name]
-        medians = np.array([np.nan if v is None else abs(v) for v in entry["medians"]], float)
+        medians = np.array([np.nan if not v else abs(v) for v in entry["medians"]], float)
+        if not points and not np.isfinite(medians).any():
+            ax.text(0.5, 0.5, "not measured", ha="center", va="center", transform=ax.transAxes, fontsize=7)
+            ax.set(xscale="log", title=entry["label"])
+            ax.title.set_fontsize(7)
+            continue
         ax.plot(values, medians, "o", color="black", ms=3)
         fit = entry["fit"]
         if fit["exponent"] is not None:

@@ -481,8 +481,63 @@ def sweep_report(folder: Path) -> str:
     return _page(f"coocflow sweep report: {record['name']}", sections, ids)
 
 
+def _rate_figure(report: dict, rate: dict) -> dict:
+    """One claimed rate: every seed's value against width (log-log), the per-width medians, the
+    fitted power law and the claim's prediction anchored at the first median."""
+    name = rate["quantity"]
+    points = [(row["value"], abs(row[name])) for row in report["rows"] if row.get(name)]
+    traces = []
+    if points:
+        x, y = zip(*points)
+        traces.append({"x": list(x), "y": list(y), "mode": "markers", "type": "scatter", "name": "seeds",
+                       "marker": {"size": 5, "opacity": 0.5, "color": PALETTE[0]}})
+    values = report["values"]
+    medians = [None if v is None else abs(v) for v in rate["medians"]]
+    traces.append({"x": values, "y": medians, "mode": "markers", "type": "scatter", "name": "median",
+                   "marker": {"size": 8, "color": "black"}})
+    fit = rate["fit"]
+    if fit["exponent"] is not None:
+        widths = fit["widths"]
+        traces.append({"x": widths, "y": [fit["prefactor"] * (w / fit["reference_width"]) ** fit["exponent"] for w in widths],
+                       "mode": "lines", "type": "scatter", "name": f"fit {fit['exponent']:+.2f}", "line": {"color": "black"}})
+    anchor = next((i for i, v in enumerate(medians) if v), None)
+    if rate["predicted"] is not None and rate["kind"] != "decays" and anchor is not None:
+        traces.append({"x": values, "y": [medians[anchor] * (w / values[anchor]) ** rate["predicted"] for w in values],
+                       "mode": "lines", "type": "scatter", "name": f"claim {rate['predicted']:+g}",
+                       "line": {"color": PALETTE[3], "dash": "dash"}})
+    title = f"{rate['claim']}: {rate['label']} ({rate['verdict']})"
+    return {"data": traces, "layout": {"title": {"text": title, "font": {"size": 12}}, "height": 340,
+                                       "margin": {"l": 60, "r": 20, "t": 50, "b": 45},
+                                       "xaxis": {"type": "log", "title": {"text": f"width ({report['axis']})"}},
+                                       "yaxis": {"type": "log"}, "legend": {"font": {"size": 9}}}}
+
+
+def scaling_report(folder: Path) -> str:
+    """The page of a width sweep (`coocflow verify --scaling`): design, premises per width, the
+    claims table with each claim's evidence, and every claimed rate as an interactive log-log plot."""
+    from coocflow.phases.claims import summary_line
+
+    report = json.loads((folder / "scaling.json").read_text())
+    widths = [{"width": w["value"], "m": w["m"], "m1": w["m1"], "space": w["space"],
+               "premises not met": ", ".join(p["id"] for p in w["premises"] if p["met"] is False) or "none"}
+              for w in report["widths"]]
+    claims = [{"claim": f"{c['id']} ({c['where']}): {c['statement']}", "premises": c["premises"],
+               "evidence": " | ".join(f"{e['name']} ({e['verdict']}): {e['text']}" for e in c["evidence"]),
+               "verdict": c["verdict"]} for c in report.get("claims", [])]
+    shown = [r for r in report["rates"] if r["source"] == "quantity"]
+    divs, figures = _figure_divs([_rate_figure(report, r) for r in shown], "rate")
+    sections = [f"<p class=\"meta\">{html.escape(folder.name)}: {len(report['seeds'])} seeds per width; widths "
+                f"{html.escape(', '.join(map(str, report['values'])))} over {html.escape(report['axis'])}; the "
+                f"one-width checks at width {report.get('base_width')}.</p>",
+                "<h2>Widths</h2>", _table(widths, ["width", "m", "m1", "space", "premises not met"]),
+                "<h2>Claims</h2>", f"<p>{html.escape(summary_line(report.get('claims', [])))}.</p>",
+                _table(claims, ["claim", "premises", "evidence", "verdict"]),
+                "<h2>Claimed rates</h2>", divs]
+    return _page(f"width scaling: {report['config']['name']}", sections, figures)
+
+
 def write_report(folder: Path, out: Path | None = None) -> Path:
-    """Write `report.html` for a run, sweep or comparison folder (atomically) and return its path."""
+    """Write `report.html` for a run, sweep, width-sweep or comparison folder (atomically) and return its path."""
     folder = Path(folder)
     if (folder / "compare.json").is_file():
         from coocflow.report.compare_page import comparison_report
@@ -490,12 +545,14 @@ def write_report(folder: Path, out: Path | None = None) -> Path:
         page = comparison_report(folder)
     elif (folder / "sweep.json").is_file():
         page = sweep_report(folder)
+    elif (folder / "scaling.json").is_file():
+        page = scaling_report(folder)
     elif (folder / "manifest.json").is_file() and (folder / "metrics.parquet").is_file():
         page = run_report(folder)
     else:
         raise RunFolderError(f"{folder}: neither a run folder (manifest.json, metrics.parquet), a sweep folder "
-                             "(sweep.json) nor a comparison folder (compare.json); pass a folder written by "
-                             "`coocflow run`, `coocflow sweep` or `coocflow compare`")
+                             "(sweep.json), a width sweep (scaling.json) nor a comparison folder (compare.json); pass "
+                             "a folder written by `coocflow run`, `coocflow sweep`, `verify --scaling` or `coocflow compare`")
     out = Path(out) if out else folder / "report.html"
     atomic_write_text(out, page)
     return out
