@@ -171,3 +171,10 @@ def test_the_command_reuses_the_sweep_and_prints_the_claims(sweep):
     assert (out / "scaling.md").read_text().count("\n| ") > len(CLAIMS) and (out / "scaling.png").stat().st_size > 20000
     assert report["base_width"] == 512 and len(report["claims"]) == len(CLAIMS)
     assert manifest.stat().st_mtime_ns == before
+    shown = subprocess.run([str(cli), "show", str(out)], capture_output=True, text=True)
+    assert shown.returncode == 2 and "a width sweep, not a run folder" in shown.stderr and "coocflow report" in shown.stderr
+    assert (out / "report.html").stat().st_size > 100000
+    from coocflow.storage.listing import describe_folder
+
+    entry = describe_folder(out)
+    assert entry.kind == "scaling" and entry.status == f"{sum(c['verdict'] == 'pass' for c in report['claims'])}/41 claims pass"

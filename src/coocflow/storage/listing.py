@@ -80,6 +80,16 @@ def describe_folder(folder: Path) -> Entry | None:
         mtime = (folder / "compare.json").stat().st_mtime
         return Entry(folder.name, "compare", "complete", f"{len(record.get('folders') or [])} runs", "-", "-",
                      _age(now - mtime), mtime)
+    if (folder / "scaling.json").is_file():
+        record = _json(folder / "scaling.json")
+        mtime = (folder / "scaling.json").stat().st_mtime
+        claims = record.get("claims") or []
+        status = (f"{sum(c.get('verdict') == 'pass' for c in claims)}/{len(claims)} claims pass" if claims
+                  else "complete")
+        widths = record.get("values") or []
+        return Entry(folder.name, "scaling", status,
+                     f"{len(widths)} widths {record.get('axis')} = {widths[0] if widths else ''}..{widths[-1] if widths else ''}"
+                     f" x {len(record.get('seeds') or [])} seeds", "-", "-", _age(now - mtime), mtime)
     if not (folder / "config.json").is_file():
         return None
     config = _json(folder / "config.json")

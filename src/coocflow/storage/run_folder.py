@@ -212,6 +212,9 @@ def load_run(path: Path) -> LoadedRun:
             where = f"with a checkpoint at observation {meta['next_obs']} of {meta['n_obs']}"
         raise RunFolderError(f"{path}: a run in progress or interrupted ({where}); "
                              f"continue it with `coocflow run --resume {path}`")
+    if missing and (path / "scaling.json").is_file():
+        raise RunFolderError(f"{path}: a width sweep, not a run folder; its widths are the run folders in "
+                             f"{path / 'runs'}, its results scaling.md and report.html (`coocflow report {path}`)")
     if missing:
         raise RunFolderError(f"{path}: not a complete run folder (missing {', '.join(missing)})")
     manifest = read_json_object(path / "manifest.json")
