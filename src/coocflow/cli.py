@@ -458,16 +458,16 @@ def verify(
     out: Optional[Path] = typer.Option(None, "--out", metavar="DIR", help="run folder to write when running first"),
     force: bool = typer.Option(False, "--force", help="replace --out if it exists"),
     scaling: Optional[str] = typer.Option(None, "--scaling", metavar="AXIS",
-                                          help="fit how T1 and the scores scale with width: m, m1 or both"),
+                                          help="fit every claimed rate over a width sweep: m, m1 or both (m and m1 together)"),
     values: Optional[str] = typer.Option(None, "--values", metavar="W,W,...",
                                          help="widths for --scaling, comma-separated (default: the experiment's, "
                                               "else 32,64,128,256)"),
     strict: bool = typer.Option(False, "--strict",
                                 help="exit non-zero when any check fails where its premises are met"),
 ) -> None:
-    """Check every claim of the paper on a run: numbers, thresholds, verdicts (verify.json/.md/.png).
+    """Check every claim of the paper on a run: premises, claims, identities (verify.json/.md/.png).
 
-    Examples: coocflow verify runs/paper | coocflow verify tiny --seeds 4 | coocflow verify paper --scaling m
+    Examples: coocflow verify runs/paper | coocflow verify tiny --seeds 4 | coocflow verify theory --scaling both
     """
     if scaling is not None:
         _verify_scaling(target, set_, seed, seeds, out, force, scaling, values, strict)
