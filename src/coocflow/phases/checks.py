@@ -389,9 +389,10 @@ R_FORMULA_TOLERANCE = 0.25
 NO_SCALES = (None, "", None, "needs the configuration's scales (U0, m1), which this seed's data does not carry")
 
 
-def _in_band(value: float) -> bool:
-    """A Theta(1) quantity: within [1/HIDDEN_CONSTANT, HIDDEN_CONSTANT]."""
-    return bool(1 / HIDDEN_CONSTANT <= value <= HIDDEN_CONSTANT)
+def in_band(values) -> bool:
+    """A Theta(1) quantity (or every one of several): within [1/HIDDEN_CONSTANT, HIDDEN_CONSTANT]."""
+    values = np.asarray(values)
+    return bool(np.all((values >= 1 / HIDDEN_CONSTANT) & (values <= HIDDEN_CONSTANT)))
 
 
 def _from_t1(d: SeedData) -> np.ndarray:
@@ -487,7 +488,7 @@ def balance_at_t1(d: SeedData) -> tuple:
     s = np.array([d.at(f"S_I{k}", t1) for k in (1, 2, 3, 4)])
     with np.errstate(divide="ignore", invalid="ignore"):
         ratio, mean_weight = float(s[1] / s[2]), float(s.sum() / d.n)
-    ok = 0.5 < ratio < 2 and _in_band(mean_weight)
+    ok = 0.5 < ratio < 2 and in_band(mean_weight)
     return ({"S2_over_S3": ratio, "Sg_over_n": mean_weight},
             f"1/2 < S_2/S_3 < 2; Sg/n in [{1 / HIDDEN_CONSTANT:g}, {HIDDEN_CONSTANT:g}]", ok,
             f"At T1 = {t1:.3g}: S_2/S_3 = {ratio:.4g}, Sg/n = {mean_weight:.3g}.")
@@ -526,7 +527,7 @@ def g_ratios(d: SeedData) -> tuple:
     for label, (top, top_sign, bottom, bottom_sign) in G_RATIOS.items():
         ratio = (top_sign * d.series[top][mask]) / (bottom_sign * d.series[bottom][mask])
         ranges[label] = [float(np.min(ratio)), float(np.max(ratio))]
-    ok = all(_in_band(low) and _in_band(high) for low, high in ranges.values())
+    ok = all(in_band(low) and in_band(high) for low, high in ranges.values())
     return (ranges, f"each ratio within [{1 / HIDDEN_CONSTANT:g}, {HIDDEN_CONSTANT:g}] over Phase 2", ok,
             "Over Phase 2: " + ", ".join(f"{k} in [{lo:.3g}, {hi:.3g}]" for k, (lo, hi) in ranges.items()) + ".")
 
@@ -572,7 +573,7 @@ def u_norm_stable(d: SeedData) -> tuple:
     change = abs(d.series["u_norm2"][-1] - d.at("u_norm2", t1))
     scale = d.scales.m1 * np.log(d.m) * np.log(max(end, np.e)) / d.scales.U0
     constant, final = float(change / scale), float(d.series["u_norm2"][-1] / d.scales.U0)
-    ok = constant <= HIDDEN_CONSTANT and _in_band(final)
+    ok = constant <= HIDDEN_CONSTANT and in_band(final)
     return ({"change": float(change), "bound_expression": float(scale), "fitted_constant": constant,
              "u_norm2_end_over_U0": final},
             f"fitted constant <= {HIDDEN_CONSTANT:g}; u2(end)/U0 in [{1 / HIDDEN_CONSTANT:g}, {HIDDEN_CONSTANT:g}]", ok,

@@ -13,7 +13,7 @@ import math
 
 import numpy as np
 
-from coocflow.phases.checks import HIDDEN_CONSTANT, SeedData, check
+from coocflow.phases.checks import HIDDEN_CONSTANT, SeedData, check, in_band
 from coocflow.phases.premises import (
     FIRST_RANDOM,
     MU1,
@@ -83,10 +83,6 @@ def eq_e18_rhs(state: dict) -> np.ndarray:
     drive = token_P(state)
     return grams_of(state)["s"] * drive + neuron_count(state) * (grams_of(state)["V"].T @ drive)
 
-
-def _theta(values) -> bool:
-    values = np.asarray(values)
-    return bool(np.all((values >= 1 / HIDDEN_CONSTANT) & (values <= HIDDEN_CONSTANT)))
 
 
 @check("lemmaD.1_init_concentration",
@@ -170,7 +166,7 @@ def neuron_alignment_rate(d: SeedData) -> tuple:
         return (measured, "", None, f"{summary}; the per-neuron rates need the neurons of W (weight space).")
     rates = neuron_rates(state, field)[:, [MU1, MU2]] / (sc.W0 / sc.m1)
     measured.update(min_rate_over_W0_per_m1=float(rates.min()), max_rate_over_W0_per_m1=float(rates.max()))
-    return (measured, f"every r_j / (W0/m1) in [{1 / HIDDEN_CONSTANT:g}, {HIDDEN_CONSTANT:g}]", _theta(rates),
+    return (measured, f"every r_j / (W0/m1) in [{1 / HIDDEN_CONSTANT:g}, {HIDDEN_CONSTANT:g}]", in_band(rates),
             f"At t = 0 the {sc.m1} neurons' rates for mu_1, mu_2 lie in [{_fmt(rates.min())}, {_fmt(rates.max())}] "
             f"x W0/m1; {summary}.")
 

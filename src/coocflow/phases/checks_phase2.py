@@ -14,7 +14,8 @@ import math
 
 import numpy as np
 
-from coocflow.phases.checks import HIDDEN_CONSTANT, SeedData, check
+from coocflow.phases.checks import HIDDEN_CONSTANT, SeedData, check, in_band
+from coocflow.phases.premises import FIRST_RANDOM, MU1, MU2, MU3
 from coocflow.phases.state_values import (
     RESOLUTION_ULPS,
     resolved_changes,
@@ -30,7 +31,6 @@ from coocflow.phases.state_values import (
 )
 from coocflow.storage.run_folder import attention_of as attention_at
 
-MU1, MU2, MU3, FIRST_RANDOM = 0, 1, 2, 3
 IDENTITY_TOLERANCE = 1e-8
 """Lemma F.11's dV_ab/dt = G(b) P(a) + G(a) P(b) is exact: JVP and closed form agree to 1e-8 relative."""
 ROUNDING_TOLERANCE = 1e-9
@@ -92,10 +92,6 @@ def loss_integral_after_t1(d: SeedData) -> float:
     return loss_integral(d, state_time(d.states["T1"], d.bounds["T1"]))
 
 
-def _theta(value: float) -> bool:
-    """A Theta(1) claim: within [1/HIDDEN_CONSTANT, HIDDEN_CONSTANT]."""
-    return bool(1 / HIDDEN_CONSTANT <= value <= HIDDEN_CONSTANT)
-
 
 def _ratio(numerator, denominator) -> float:
     """numerator / denominator as a float, inf (or NaN for 0/0) instead of an error when the
@@ -145,7 +141,7 @@ def value_change(d: SeedData) -> tuple:
     diagonal = np.diag(V1) / sc.v0
     measured = {"change_constant": change, "off_diagonal_constant": off_diagonal,
                 "diagonal_over_v0_min": float(diagonal.min()), "diagonal_over_v0_max": float(diagonal.max()), "T1": t1}
-    ok = change <= HIDDEN_CONSTANT and off_diagonal <= HIDDEN_CONSTANT and _theta(diagonal.min()) and _theta(diagonal.max())
+    ok = change <= HIDDEN_CONSTANT and off_diagonal <= HIDDEN_CONSTANT and in_band(diagonal.min()) and in_band(diagonal.max())
     return (measured, f"|D0 V_ab| / (T1 (c_a+c_b)/n) <= {H}; max |V_ab| / (v0/sqrt m) <= {H}; V_aa/v0 in {BAND}", ok,
             f"At T1 = {t1:.3g}: |D0 V_ab| is at most {change:.3g} x T1 (c_a+c_b)/n, |V_ab| (a != b) at most "
             f"{off_diagonal:.3g} x v0/sqrt m, and V_aa/v0 lies in [{diagonal.min():.3g}, {diagonal.max():.3g}].")
@@ -248,7 +244,7 @@ def state_at_t1(d: SeedData) -> tuple:
                 "random_G_constant": float(np.max(np.abs(G[FIRST_RANDOM:]))) / sc.G0, "u2_over_U0": now["s"] / sc.U0,
                 "random_G_times_n": float(np.max(np.abs(G[FIRST_RANDOM:]))) * sc.n}
     order_one = ("min_margin", "G_mu1", "G_mu2", "minus_G_mu3", "u2_over_U0")
-    ok = all(_theta(measured[k]) for k in order_one) and measured["random_G_constant"] <= HIDDEN_CONSTANT
+    ok = all(in_band(measured[k]) for k in order_one) and measured["random_G_constant"] <= HIDDEN_CONSTANT
     return (measured, f"margin (at 2 T1), G1, G2, -G3, u2/U0 in {BAND}; max random |G| / G0 <= {H}", ok,
             f"At 2 T1 = {later:.3g}: min y_i F_i = {measured['min_margin']:.3g} ({measured['min_margin_at_T1']:.3g} at T1); "
             f"at T1: G1 = {G[MU1]:.3g}, G2 = {G[MU2]:.3g}, G3 = {G[MU3]:.3g}, u2/U0 = {measured['u2_over_U0']:.3g}, "
@@ -309,7 +305,7 @@ def invariants_strict_at_t1(d: SeedData) -> tuple:
     measured = {"d_constant": values["d_over_Sg_n"] / (sc.s0**2 / sc.s1**2), "e_constant": values["e_ratio"] / sc.m**-1.5,
                 "S2_over_S3": _ratio(S[1], S[2]), "Sg_over_n": float(sum(S)) / sc.n}
     ok = (measured["d_constant"] <= HIDDEN_CONSTANT and measured["e_constant"] <= HIDDEN_CONSTANT
-          and S2_S3_BAND[0] < measured["S2_over_S3"] < S2_S3_BAND[1] and _theta(measured["Sg_over_n"]))
+          and S2_S3_BAND[0] < measured["S2_over_S3"] < S2_S3_BAND[1] and in_band(measured["Sg_over_n"]))
     return (measured, f"(d), (e) fitted constants <= {H}; 1/2 < S2/S3 < 2; Sg/n in {BAND}", ok,
             f"At T1: (d) is {measured['d_constant']:.3g} x s0^2/s1^2, (e) {measured['e_constant']:.3g} x m^-1.5 "
             f"(both relative to Sg/n), S2/S3 = {measured['S2_over_S3']:.3g}, Sg/n = {measured['Sg_over_n']:.3g}.")
@@ -404,7 +400,7 @@ def random_score_change(d: SeedData) -> tuple:
     random_constant = float(np.max(np.abs(change[_random_entries(change.shape[0])]))) / sc.Cr
     with_targets = max(np.max(np.abs(change[:FIRST_RANDOM, FIRST_RANDOM:])),
                        np.max(np.abs(change[FIRST_RANDOM:, :FIRST_RANDOM]))) / sc.Cr
-    ok = signs and _theta(target_constant) and random_constant <= HIDDEN_CONSTANT
+    ok = signs and in_band(target_constant) and random_constant <= HIDDEN_CONSTANT
     integral = loss_integral_after_t1(d)
     return ({"changes": targets, "target_constant": target_constant, "random_constant": random_constant,
              "random_with_target_constant": float(with_targets), "U0_loss_integral": integral},
@@ -466,7 +462,7 @@ def target_change_vs_cs(d: SeedData) -> tuple:
     sizes = np.abs(list(targets.values())) / sc.Cs
     random_constant = float(np.max(np.abs(change[_random_entries(change.shape[0])]))) / sc.Cr
     test_loss = float(d.series["test_loss"][-1]) if "test_loss" in d.series else float("nan")
-    ok = bool(signs and _theta(sizes.min()) and _theta(sizes.max()) and random_constant <= HIDDEN_CONSTANT
+    ok = bool(signs and in_band(sizes.min()) and in_band(sizes.max()) and random_constant <= HIDDEN_CONSTANT
               and test_loss <= 1 / sc.m)
     measured = {"C": targets, "min_over_Cs": float(sizes.min()), "max_over_Cs": float(sizes.max()),
                 "random_constant": random_constant, "test_loss": test_loss, "U0_loss_integral": loss_integral(d, 0.0)}

@@ -261,10 +261,6 @@ def g_rand_at_t1(d):
 
 
 # Phase 2 -------------------------------------------------------------------------------------
-def _phase2(d: SeedData) -> np.ndarray:
-    return d.phase2()
-
-
 @quantity("u_norm2_at_end", "||u||^2 at the end")
 def u_norm2_at_end(d):
     return float(d.series["u_norm2"][-1])
@@ -292,7 +288,7 @@ def inverse_loss_slope(d):
 def rate_constant(d):
     late = d.t >= LATE_FRACTION * d.t[-1]
     loss = d.series["loss"]
-    keep = late & _phase2(d) & (loss > 1e-300)
+    keep = late & d.phase2() & (loss > 1e-300)
     if not keep.any():
         return None
     return float(np.median(-d.series["d_loss_dt"][keep] / (d.series["u_norm2"][keep] * loss[keep] ** 2)))
@@ -300,7 +296,7 @@ def rate_constant(d):
 
 @quantity("balance_max_phase2", "max |S2 - S3|/min(S2, S3) over Phase 2")
 def balance_max_phase2(d):
-    mask = _phase2(d)
+    mask = d.phase2()
     return float(np.max(d.series["bal_S2_S3"][mask])) if mask.any() else None
 
 
@@ -441,15 +437,6 @@ def width_overrides(axis: str, value: int, base: Config) -> dict:
     if base.model.space == "gram" and m <= WEIGHT_SPACE_MAX_WIDTH:
         widths["model.space"] = "weights"
     return widths
-
-
-def fit_power_law(x: np.ndarray, y: np.ndarray) -> dict:
-    """Least-squares slope and intercept of log y against log x (positive, finite points only)."""
-    keep = (x > 0) & (y > 0) & np.isfinite(y)
-    if keep.sum() < 2:
-        return {"exponent": None, "prefactor": None, "points": int(keep.sum())}
-    slope, intercept = np.polyfit(np.log(x[keep]), np.log(y[keep]), 1)
-    return {"exponent": float(slope), "prefactor": float(np.exp(intercept)), "points": int(keep.sum())}
 
 
 def _width_run(config: Config, folder: Path):
