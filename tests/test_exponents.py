@@ -6,7 +6,7 @@ import re
 import numpy as np
 import pytest
 
-from coocflow.phases.exponents import fit_exponent, verdict
+from coocflow.phases.exponents import fit_exponent
 
 WIDTHS = np.logspace(np.log10(64), 5, 6)
 SEEDS = 8
@@ -40,7 +40,6 @@ def test_wrong_prediction_is_excluded_and_fails(exponent):
                            seed=int(rng.integers(2**31)))
         assert fit.contains_prediction is False
         assert fit.prefactor_ratio > 5.0
-        assert verdict(fit) == "fail"
 
 
 @pytest.mark.parametrize("exponent", EXPONENTS)
@@ -50,7 +49,6 @@ def test_noise_free_interval_is_exact(exponent):
     assert fit.high - fit.low < 1e-12
     assert fit.contains_prediction is True
     assert fit.prefactor_ratio == pytest.approx(1.0)
-    assert verdict(fit) == "pass"
     assert fit_exponent(WIDTHS, synthetic(np.random.default_rng(0), exponent, 0.0),
                         predicted=exponent + 0.5).contains_prediction is False
 
@@ -66,7 +64,6 @@ def test_low_noise_point_estimate_and_prefactor(exponent):
     assert fit.prefactor_ratio < 1.2
     assert fit.residual_spread < 0.05
     assert fit.seed_spread == pytest.approx(0.05, rel=0.3)
-    assert verdict(fit) == "pass"
 
 
 def test_prefactor_ratio_separates_right_and_wrong_predictions():
@@ -75,9 +72,6 @@ def test_prefactor_ratio_separates_right_and_wrong_predictions():
     wrong = fit_exponent(WIDTHS, values, predicted=-1.5)
     assert right.prefactor_ratio < 2.0
     assert wrong.prefactor_ratio > 20.0
-    assert verdict(right) == "pass"
-    assert verdict(wrong) == "fail"
-    assert verdict(right, prefactor_tolerance=1.0) == "fail"
 
 
 def test_nan_seeds_and_missing_width_are_handled():
@@ -121,10 +115,9 @@ def test_two_widths_are_flagged_and_one_width_is_not_applicable():
     assert two.fitted and two.few_widths and two.low is not None
     assert "only 2 widths" in two.sentence()
     one = fit_exponent(WIDTHS[:1], values[:1], predicted=1.0)
-    assert not one.fitted and verdict(one) == "not applicable"
+    assert not one.fitted
     assert "no exponent" in one.sentence()
     nothing = fit_exponent(WIDTHS, np.full((WIDTHS.size, SEEDS), np.nan), predicted=1.0)
-    assert verdict(nothing) == "not applicable"
     assert json.loads(json.dumps(nothing.to_dict()))["exponent"] is None
 
 
@@ -132,13 +125,11 @@ def test_single_seed_everywhere_has_no_interval():
     values = synthetic(np.random.default_rng(8), -1.0, 0.2)[:, :1]
     fit = fit_exponent(WIDTHS, values, predicted=-1.0)
     assert fit.fitted and fit.low is None and fit.contains_prediction is None
-    assert verdict(fit) == "not applicable"
 
 
 def test_without_prediction():
     fit = fit_exponent(WIDTHS, synthetic(np.random.default_rng(9), 0.0, 0.2))
     assert fit.predicted is None and fit.prefactor_ratio is None and fit.contains_prediction is None
-    assert verdict(fit) == "not applicable"
     assert "predicted" not in fit.sentence()
 
 

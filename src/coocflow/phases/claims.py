@@ -8,11 +8,19 @@ misses its prediction while every premise the claim uses is met (a finding again
 `pass` when some evidence passes and none fails, `not applicable` when nothing could be measured
 (no T1, a Gram-space run for a neuron-level row, no width sweep for a rate). Identities of the
 implementation (E18, the identity parts of F4 and F11) use no premise.
+
+Only some checks decide a claim (`phases.checks.EVIDENCE_CLASSES`): its statement checks (the
+paper's claim as stated) and identities (an identity row is the claim). A refinement (a sharper
+statement derived here) has a verdict of its own, shown, that never fails the claim; a diagnostic
+(holds by construction, or a constant the paper hides) has none.
 """
 
 from __future__ import annotations
 
 from dataclasses import asdict, dataclass
+
+from coocflow.phases.checks import EVIDENCE, EVIDENCE_CLASSES
+from coocflow.phases.rate_test import BOUND_TOLERANCE, ORDER_TOLERANCE, RateTest
 
 INIT = ("P1", "P2")
 """Concentration at initialization (L. D.1): wide enough (Cond. 1) and Gaussian with the stated scales."""
@@ -22,20 +30,35 @@ AT_ZERO = ("P1", "P2", "P3", "P4", "P5", "P6", "P7")
 """Rates at t = 0 (Lemmas 4.1, E.6, 4.2): the data model and the small initial output, no flow yet."""
 DYNAMICS = ("P1", "P2", "P3", "P4", "P5", "P6", "P7", "P8")
 """Every statement about the trajectory: Condition 1, Assumption 2.3, Definition 2.1, L. D.8 and the flow."""
-VERDICT_ORDER = ("fail", "fail outside premises", "pass", "not applicable")
+VERDICT_ORDER = ("fail", "fail outside premises", "inconclusive", "pass", "not applicable")
 """A claim's verdict is the first of these that any of its pieces of evidence has."""
+NO_VERDICT = "no verdict"
+"""A diagnostic check's entry in the evidence: reported, never judged."""
+DECIDING_CLASSES = ("statement", "identity")
+"""The check classes whose verdicts make a claim's (with its rates)."""
 
 
 @dataclass(frozen=True)
 class Rate:
-    """An order in m a width sweep should show: `quantity` (phases.scaling.QUANTITIES) ~ m^predicted,
-    as an order (Theta: the exponent's 95% interval holds `predicted`, the prefactor stable), an
-    upper bound (O: the interval's low end is at most `predicted`) or a decay (1/poly(m): the
-    interval lies below 0; `predicted` is 0)."""
+    """An order in m a width sweep should show, pre-registered: `quantity` (phases.scaling.QUANTITIES)
+    ~ m^predicted (m1)^m1_power as `kind` (Theta "order", O "upper bound", Omega "lower bound", or
+    1/poly(m) "decays"), judged by `rate_test.judge_rate` within `tol`, allowing `log_power` factors
+    of log m where the statement carries a tilde or an explicit log. `evidence` is "statement" (the
+    paper's rate) or "refinement" (an exponent derived here: its own verdict, never the claim's).
+    Every field is fixed before any sweep runs; tests/test_rate_table.py pins the whole table."""
 
     quantity: str
     predicted: float
     kind: str = "order"
+    tol: float = ORDER_TOLERANCE
+    log_power: int = 0
+    m1_power: float = 0.0
+    evidence: str = "statement"
+
+    def test(self, m1_slope: float = 0.0) -> RateTest:
+        """The `RateTest` for a sweep in which log m1 moves by `m1_slope` per unit of log m."""
+        return RateTest(self.predicted + self.m1_power * m1_slope, self.kind,
+                        0.0 if self.kind == "decays" else self.tol, self.log_power)
 
     def to_dict(self) -> dict:
         return asdict(self)
@@ -56,30 +79,36 @@ class Claim:
         return {**asdict(self), "rates": [r.to_dict() for r in self.rates]}
 
 
-def _up(quantity: str, predicted: float) -> Rate:
-    return Rate(quantity, predicted, "upper bound")
+def _up(quantity: str, predicted: float, log_power: int = 0, **fields) -> Rate:
+    """An O(m^predicted) bound; O~ carries `log_power` = 1."""
+    return Rate(quantity, predicted, "upper bound", BOUND_TOLERANCE, log_power, **fields)
+
+
+def _order(quantity: str, predicted: float, log_power: int = 0, **fields) -> Rate:
+    """A Theta(m^predicted) order; Theta~ carries `log_power` = 1."""
+    return Rate(quantity, predicted, "order", ORDER_TOLERANCE, log_power, **fields)
 
 
 CLAIMS: tuple[Claim, ...] = (
     Claim("D1", "L. D.1, D.3", "at t = 0 the Grams concentrate: |A|, off-diagonal K, Q, V <= v0 eps_m; diagonals "
           "v0 (1 +- eps_m); neuron inner products and norms likewise", INIT,
           ("lemmaD.1_init_concentration",),
-          (_up("score_max_at_0", -0.5), _up("value_offdiag_at_0", -0.5), Rate("value_diag_at_0", 0.0))),
+          (_up("score_max_at_0", -0.5), _up("value_offdiag_at_0", -0.5), _order("value_diag_at_0", 0.0))),
     Claim("D2", "Cor. D.2", "at t = 0 attention is uniform up to O~(1/(Lm))", INIT_DATA,
-          ("corD.2_uniform_attention",), (_up("attention_deviation_at_0", -1.0),)),
+          ("corD.2_uniform_attention",), (_up("attention_deviation_at_0", -1.0, 1),)),
     Claim("D4", "L. D.4, Cor. D.5, L. D.7, Prop. E.8", "at t = 0 |G(mu)| <= O~(G0), ||W_V X_i p_l||^2 = (v0/L)(1 +- eps), "
-          "|w_j^T V_i p_l| <= s0 s1 sqrt((m/L) log)", INIT_DATA, ("lemmaD.4_init_outputs",), (_up("G_max_at_0", 0.0),)),
+          "|w_j^T V_i p_l| <= s0 s1 sqrt((m/L) log)", INIT_DATA, ("lemmaD.4_init_outputs",), (_up("G_max_at_0", 0.0, 1),)),
     Claim("E3", "Prop. E.3", "by T1 attention moves by at most O(1/(sqrt(m) L) + L/m)", DYNAMICS,
           ("corE.24_attention_change",), (_up("attention_change_at_T1", -0.5),)),
     Claim("E4", "L. 4.1 = E.4", "at t = 0 each neuron's alignment with mu1, mu2 grows at Theta(W0/m1); dG(mu1)/dt ~ W0/6",
-          AT_ZERO, ("lemma4.1_neuron_alignment_rate",), (Rate("dG1_at_0", 1.0),)),
+          AT_ZERO, ("lemma4.1_neuron_alignment_rate",), (_order("dG1_at_0", 1.0),)),
     Claim("E6", "L. E.6, Thm E.15, L. E.17", "neurons align with random tokens at O(W0/(m1 n) + v0 sqrt(L/m)) and with "
           "mu3 at O~(s1^2 m)", AT_ZERO, ("lemmaE.6_other_neuron_rates",)),
     Claim("E7", "L. E.7", "by T1 |D0 w_j^T V_i p_l| < s0 s1 sqrt(m/L)", DYNAMICS, ("lemmaE.7_neuron_value_change",)),
     Claim("E9", "L. E.9", "by T1 the value Grams move by O(t (c_a + c_b)/n); |V_ab| <= O~(v0/sqrt m), V_aa = Theta(v0)",
           DYNAMICS, ("lemmaE.9_value_change",), (_up("value_gram_change_at_T1", -1.0),)),
     Claim("E12", "Prop. E.12, Cor. E.13", "by T1 the neuron inner products move by O~(t L s0 s1 sqrt(m/L))",
-          DYNAMICS, ("propE.12_neuron_gram_change",), (_up("neuron_gram_change_at_T1", -1.5),)),
+          DYNAMICS, ("propE.12_neuron_gram_change",), (_up("neuron_gram_change_at_T1", -1.0, 1, m1_power=-0.5, evidence="refinement"),)),
     Claim("E14", "Thm E.14, Cor. E.10, L. E.11", "on [0, T1] each neuron's alignment with mu1, mu2 grows at "
           "P(mu) Theta(W0/m1) plus a small error", DYNAMICS, ("thmE.14_neuron_rate_vs_P",)),
     Claim("E16", "L. 4.2 = E.16", "at t = 0 the common token's rate is small: dG3/dG1 ~ -(3/2) mean F(0) + O~(m^-0.5)",
@@ -87,76 +116,76 @@ CLAIMS: tuple[Claim, ...] = (
     Claim("E18", "Def. E.18, eq. (4)", "identity: dG(mu)/dt = u2 P(mu) + (m1/n) sum_i g_i y_i sum_l (V_i p_l)^T W_V mu",
           (), ("eqE.18_exact",), identities=("eqE.18_exact",)),
     Claim("E19", "L. 4.3 = Thm E.19", "on [T0.5, T1], max(dG1, dG2) < -dG3 < dG1 + dG2, with T0.5 = O(1/m) and "
-          "dG = Omega(W0)", DYNAMICS, ("lemma4.3_sandwich",), (Rate("T0.5", -1.0), Rate("dG1_at_0", 1.0))),
+          "dG = Omega(W0)", DYNAMICS, ("lemma4.3_sandwich",), (_up("T0.5", -1.0), _order("dG1_at_0", 1.0))),
     Claim("E20", "Cor. E.20", "the I2 and I3 samples are correct by T' = O(1/m)", DYNAMICS,
-          ("corE.20_I2_I3_correct_time",), (Rate("T_prime", -1.0),)),
+          ("corE.20_I2_I3_correct_time",), (_up("T_prime", -1.0),)),
     Claim("E21", "Prop. E.21", "on [0, T1] |S2 - S3|/n <= O(Fmax0)", DYNAMICS, ("propE.21_I2_I3_balance",),
           (_up("I2_I3_gap_phase1", 0.0),)),
     Claim("E22", "Prop. E.22", "at t = 0 |K[mu,mu] G(nu)| <= O~(v0 G0), |K[nu,x] G(nu)| <= O~(v0 G0/sqrt m)", INIT_DATA,
           ("propE.22_key_value_products",)),
     Claim("E23", "L. E.23", "on [0, T1] |dA| <= m^-0.5 ((c_mu + c_nu)/n) O~(1/L + m^-0.5), |D0 A| <= t x that",
-          DYNAMICS, ("lemmaE.23_score_change",), (_up("score_rate_at_0", -0.5), _up("score_change_at_T1", -1.5))),
+          DYNAMICS, ("lemmaE.23_score_change",), (_up("score_rate_at_0", -0.5, 1), _up("score_change_at_T1", -1.5, 1))),
     Claim("E24", "Cor. E.24", "by T1 attention moves by O~((1/(L m^2))(1/L + m^-0.5)) (1/L + 1/n smaller for random pairs)",
-          DYNAMICS, ("corE.24_attention_change",), (_up("attention_change_at_T1", -2.0),)),
+          DYNAMICS, ("corE.24_attention_change",), (_up("attention_change_at_T1", -2.0, 1),)),
     Claim("E25", "L. E.25", "by T1 the key and query Grams move by O~(t m^-1 (c_a + c_b)/n)", DYNAMICS,
-          ("lemmaE.25_key_query_change",), (_up("key_query_change_at_T1", -2.0),)),
+          ("lemmaE.25_key_query_change",), (_up("key_query_change_at_T1", -2.0, 1),)),
     Claim("E26", "Thm E.26", "the T1 box holds until C_T1/U0: T1 = Theta~(1/m), neurons' values move by O(1/m1)",
-          DYNAMICS, ("thmE.26_T1_box",), (Rate("T1", -1.0), _up("neuron_value_change_at_T1_times_m1", 0.0))),
+          DYNAMICS, ("thmE.26_T1_box",), (_order("T1", -1.0, 1), _up("neuron_value_change_at_T1_times_m1", 0.0))),
     Claim("E27", "Thm E.27", "at T1 every margin, G1, G2, -G3 are Theta(1), random G(mu) O~(G0), u2 = Theta(U0)",
-          DYNAMICS, ("thmE.27_at_T1",), (Rate("u_norm2_at_T1", 1.0), Rate("G1_at_T1", 0.0),
-                                         Rate("min_margin_at_2T1", 0.0), _up("G_rand_at_T1", 0.0))),
+          DYNAMICS, ("thmE.27_at_T1",), (_order("u_norm2_at_T1", 1.0), _order("G1_at_T1", 0.0),
+                                         _order("min_margin_at_2T1", 0.0), _up("G_rand_at_T1", 0.0, 1))),
     Claim("T3.1", "Thm 3.1 = E.28", "by T1 = O~(1/m) every sample is correct with G1, G2 >= Omega(1), G3 <= -Omega(1), "
           "the loss still Theta(1), and V, <w, w> move O~(1/m), A O~(m^-1.5), K, Q O~(m^-2)", DYNAMICS,
           ("thm3.1_alignment", "thm3.1_all_correct", "thm3.1_near_init", "thm3.1_loss_order_one"),
-          (Rate("T1", -1.0), Rate("loss_at_T1", 0.0), _up("value_gram_change_at_T1", -1.0),
-           _up("neuron_gram_change_at_T1", -1.0), Rate("phase1_score_drift", -1.5), _up("score_change_at_T1", -1.5),
-           _up("key_query_change_at_T1", -2.0))),
+          (_up("T1", -1.0, 1), _order("loss_at_T1", 0.0), _up("value_gram_change_at_T1", -1.0, 1),
+           _up("neuron_gram_change_at_T1", -1.0, 1), _up("phase1_score_drift", -1.5, 1), _up("score_change_at_T1", -1.5, 1),
+           _up("key_query_change_at_T1", -2.0, 1))),
     Claim("Fig1b", "Sec. 3, 4.1", "in Phase 1 the I1 loss falls while the I2, I3 losses rise, then fall before T1",
-          DYNAMICS, ("fig1b_rise_then_fall",), (Rate("loss_I2_peak_time", -1.0),)),
+          DYNAMICS, ("fig1b_rise_then_fall",), (_order("loss_I2_peak_time", -1.0, evidence="refinement"),)),
     Claim("F1-inv", "Def. F.1", "on [T1, T2]: K, Q near init, attention near uniform, u2 <= O(U0), the gradient "
           "balance, margins > C, |Gk| <= O(log m), the random part of F O(1)", DYNAMICS,
-          ("defF.1_invariants_series", "defF.1_invariants_states"), (_up("key_query_change_at_end", -0.5),)),
+          ("defF.1_invariants_series", "defF.1_invariants_states"), (_up("key_query_change_at_end", -0.5, 1),)),
     Claim("F2", "Cor. F.2, F.12, F.18", "within a group max g_i/g_j = O(1) in Phase 2", DYNAMICS,
           ("corF.2_within_group_balance",)),
     Claim("F3", "L. F.3", "the Phase-2 invariants hold strictly at T1: 1/2 < S2/S3 < 2, Sg/n = Theta(1), (d) O(s0^2/s1^2), "
           "(e) O~(m^-1.5)", DYNAMICS, ("lemmaF.3_balance_at_T1", "lemmaF.3_at_T1")),
     Claim("F4", "eq. (5), L. F.4", "identity d u2/dt = (2 m1/n) sum_i g_i y_i F_i; u2 grows in Phase 2 and stays Omega(U0)",
-          DYNAMICS, ("eq5_exact", "lemmaF.4_u_norm_grows"), (Rate("u_norm2_at_end", 1.0),), identities=("eq5_exact",)),
+          DYNAMICS, ("eq5_exact", "lemmaF.4_u_norm_grows"), (Rate("u_norm2_at_end", 1.0, "lower bound", BOUND_TOLERANCE),), identities=("eq5_exact",)),
     Claim("F5", "L. 4.4 = F.5", "in Phase 2 |S2 - S3|/min(S2, S3) stays small", DYNAMICS, ("lemma4.4_balance",),
           (_up("balance_max_phase2", 0.0),)),
     Claim("F6", "L. 4.5 = F.6", "in Phase 2 the gradient ratios are O(1) and R settles at R* in (1, 2)", DYNAMICS,
-          ("lemma4.5_bounded_ratios", "lemma4.5_R_settles", "lemma4.5_R_formula"), (Rate("R_at_end", 0.0),)),
+          ("lemma4.5_bounded_ratios", "lemma4.5_R_settles", "lemma4.5_R_formula"), (_order("R_at_end", 0.0),)),
     Claim("F7", "Cor. F.7", "in Phase 2 G1/G2, G1/(-G3), G2/(-G3) = Theta(1)", DYNAMICS, ("corF.7_G_ratios",),
-          (Rate("G_ratio_at_end", 0.0),)),
+          (_order("G_ratio_at_end", 0.0),)),
     Claim("F8", "Thm F.8", "in Phase 2 1/loss grows linearly at rate Theta(U0): -dLh/dt = Theta(U0) Lh^2", DYNAMICS,
           ("thmF.8_inverse_loss_linear", "thmF.8_rate_constant"),
-          (Rate("inverse_loss_slope", 1.0), Rate("rate_constant", 0.0))),
+          (_order("inverse_loss_slope", 1.0), _order("rate_constant", 0.0))),
     Claim("F9", "Cor. F.9, L. F.10", "in Phase 2 u2 = Theta(U0) and moves by O~(m1/m) relative to it", DYNAMICS,
-          ("corF.9_u_norm_stable",), (Rate("u_norm2_at_end", 1.0), _up("u_norm2_change_after_T1", -1.0))),
+          ("corF.9_u_norm_stable",), (_order("u_norm2_at_end", 1.0), _up("u_norm2_change_after_T1", -2.0, 2, m1_power=1.0))),
     Claim("F11", "L. F.11", "identity dV_ab/dt = G(b) P(a) + G(a) P(b); after T1 V moves O(log m log t/U0)", DYNAMICS,
-          ("lemmaF.11_exact",), (_up("value_gram_change_after_T1", -1.0),), identities=("lemmaF.11_exact",)),
+          ("lemmaF.11_exact",), (_up("value_gram_change_after_T1", -1.0, 2),), identities=("lemmaF.11_exact",)),
     Claim("F13", "Cor. 4.6 = F.13", "in Phase 2 dV_12, dV_11, dV_22 > 0 and dV_13, dV_23 < 0", DYNAMICS,
           ("cor4.6_value_signs", "thm3.2_value_gram")),
     Claim("F14", "L. F.14, Cor. F.15", "in Phase 2 random-token outputs move by O~(1/n + ...)", DYNAMICS,
-          ("lemmaF.14_random_token_outputs",), (_up("random_G_change_after_T1", 0.0),)),
+          ("lemmaF.14_random_token_outputs",), (_up("random_G_change_after_T1", 0.0, 1),)),
     Claim("F16", "L. 4.7 = F.16", "in Phase 2 dA[mu2,mu1], dA[mu1,mu2] > 0 > dA[mu3,mu1], dA[mu3,mu2] at "
           "m^-0.5 Theta~(Lh v0)/L; target changes Theta(Cs), random rows O~(Cr)", DYNAMICS,
           ("thm3.2_scores", "lemma4.7_random_score_change"),
-          (Rate("score_rate_over_loss_at_T_star", -0.5), Rate("score_rate_over_loss", -0.5),
-           Rate("score_change_after_T1", -1.5), _up("random_score_change_after_T1", -1.5))),
+          (_order("score_rate_over_loss_at_T_star", -0.5, 1), _order("score_rate_over_loss", -0.5, 1),
+           _order("score_change_after_T1_over_Cs", 0.0), _up("random_score_change_after_T1_over_Cr", 0.0, 1))),
     Claim("F17", "Cor. F.17", "in Phase 2 p(mu1<-mu2), p(mu2<-mu1) rise, p(mu<-mu3) falls, all within O(1/L^2)",
-          DYNAMICS, ("corF.17_attention_moves",), (Rate("attention_change_at_end", -2.0),)),
+          DYNAMICS, ("corF.17_attention_moves",), (_up("attention_change_at_end", -2.0, evidence="refinement"),)),
     Claim("F19", "L. F.19", "after T1 K, Q move O~(s0^2/U0); |A| <= O~(v0/sqrt m) throughout", DYNAMICS,
-          ("lemmaF.19_key_query_after_T1",), (_up("key_query_change_after_T1", -2.0), _up("score_max_at_end", -0.5))),
+          ("lemmaF.19_key_query_after_T1",), (_up("key_query_change_after_T1", -2.0, 1), _up("score_max_at_end", -0.5, 1))),
     Claim("F20", "Thm F.20", "T* (loss <= m^-k) = Theta(poly(m)); margins never decrease after T1", DYNAMICS,
-          ("thmF.20_margins_grow", "thmF.20_margins_nondecreasing"), (Rate("T_star", 0.0),)),
+          ("thmF.20_margins_grow", "thmF.20_margins_nondecreasing"), (_order("T_star", 1.0, evidence="refinement"),)),
     Claim("T3.2", "Thm 3.2", "on (T1, T2) A[mu2,mu1], A[mu1,mu2], V_12 rise, A[mu3,mu*], V_13, V_23 fall; G1, G2, -G3 >= "
           "Omega(1); G1+G2+G3 > 0 > G1+G3, G2+G3", DYNAMICS,
           ("thm3.2_scores", "thm3.2_value_gram", "thm3.2_G_sums", "thm3.2_G_order_one")),
     Claim("T3.3", "Thm 3.3", "at T* the loss and test loss are <= 1/poly(m); C12, C21, -C31, -C32 = Theta(Cs), "
           "random-token changes O~(Cr)", DYNAMICS,
           ("thm3.3_final_loss", "thm3.3_score_pattern", "thm3.3_target_change_vs_Cs"),
-          (Rate("score_change_at_T_star", -1.5), Rate("test_loss_at_T_star", 0.0, "decays"))),
+          (_order("score_change_at_T_star_over_Cs", 0.0), Rate("test_loss_at_T_star", 0.0, "decays", 0.0))),
 )
 BY_ID = {claim.id: claim for claim in CLAIMS}
 
@@ -211,37 +240,43 @@ def claims_table(width: dict, rates: list[dict] | None = None) -> list[dict]:
                 evidence.append({"kind": "check", "name": name, "verdict": "not applicable",
                                  "text": "not measured by this coocflow version"})
                 continue
+            evidence_class = EVIDENCE.get(name, "statement")
+            sentence = width["first_seed"].get(name, {}).get("sentence", "")
+            if evidence_class == "diagnostic":
+                evidence.append({"kind": "check", "class": evidence_class, "name": name, "verdict": NO_VERDICT,
+                                 "text": sentence})
+                continue
             verdict = combine(["fail"] * rate["failed"] + ["fail outside premises"] * rate["failed_outside_premises"]
                               + ["pass"] * rate["passed"] + ["not applicable"] * rate["unchecked"])
-            sentence = width["first_seed"].get(name, {}).get("sentence", "")
             counts = f"{rate['passed']}/{rate['of']} seeds pass" if rate["of"] > 1 else verdict
-            evidence.append({"kind": "check", "name": name, "verdict": verdict, "text": f"{counts}. {sentence}"})
+            evidence.append({"kind": "check", "class": evidence_class, "name": name, "verdict": verdict,
+                             "text": f"{counts}. {sentence}"})
         for rate in (r for r in rates or [] if r["claim"] == claim.id):
-            evidence.append({"kind": "rate", "name": rate["quantity"], "verdict": rate["verdict"], "text": rate_text(rate)})
+            evidence.append({"kind": "rate", "class": rate.get("class", "statement"), "name": rate["quantity"],
+                             "verdict": rate["verdict"], "text": rate_text(rate)})
         premises = ", ".join(f"{p} {'met' if met.get(p) else 'not met' if met.get(p) is False else 'n/a'}"
                              for p in claim.premises)
         table.append({"id": claim.id, "where": claim.where, "statement": claim.statement,
                       "premises": premises or "none (identity)",
                       "premises_met": all(met.get(p) is not False for p in claim.premises),
-                      "evidence": evidence, "verdict": combine([e["verdict"] for e in evidence])})
+                      "evidence": evidence, "verdict": combine([e["verdict"] for e in evidence if decides(e)])})
     return table
 
 
+def decides(evidence: dict) -> bool:
+    """Whether a piece of a claim's evidence enters its verdict: a rate, a statement or an identity;
+    not a refinement (judged on its own) nor a diagnostic (no verdict)."""
+    return evidence.get("class", "statement") in DECIDING_CLASSES
+
+
 def rate_text(rate: dict) -> str:
-    """`quantity: exponent (low to high), predicted p` (or `<= p` for a bound), in a few characters."""
+    """`quantity: exponent (95% CI), largest widths' slope, band: verdict` in a line (`RateJudgement.sentence`)."""
     fit = rate["fit"]
     if fit["exponent"] is None:
         return f"{rate['quantity']}: not measured ({'; '.join(fit['notes']) or 'no values'})"
-    interval = f" (95% CI {fit['low']:+.2f} to {fit['high']:+.2f})" if fit["low"] is not None else ""
-    predicted = "" if rate["predicted"] is None else (
-        f"; {'bound' if rate['kind'] == 'upper bound' else 'predicted'} {rate['predicted']:+g}" if rate["kind"] != "decays"
-        else "; must decay (1/poly(m))")
-    if rate.get("how", "").startswith("within"):
-        predicted += f" ({rate['how']} of {rate['log_slack']:.2f} each)"
-    elif rate.get("how") == "prefactor varies":
-        predicted += f" (prefactor varies {fit['prefactor_ratio']:.1f}x)"
     left_out = f"; m = {', '.join(map(str, rate['left_out']))} left out (premises not met)" if rate.get("left_out") else ""
-    return f"{rate['quantity']}: exponent {fit['exponent']:+.2f}{interval}{predicted}{left_out}"
+    refinement = " [refinement]" if rate.get("class") == "refinement" else ""
+    return f"{rate['quantity']}{refinement}: {rate['sentence']}{left_out}"
 
 
 def verdict_counts(table: list[dict]) -> dict[str, int]:
@@ -249,21 +284,62 @@ def verdict_counts(table: list[dict]) -> dict[str, int]:
     return {v: sum(row["verdict"] == v for row in table) for v in VERDICT_ORDER}
 
 
+def evidence_counts(table: list[dict]) -> dict[str, dict[str, int]]:
+    """Per check class, how many distinct checks of the claims table have each verdict (a check
+    listed under two claims counts once); diagnostics count under `NO_VERDICT`."""
+    seen: dict[str, dict] = {}
+    for row in table:
+        for e in row["evidence"]:
+            if e["kind"] == "check":
+                seen.setdefault(e["name"], e)
+    counts = {c: {v: 0 for v in (*VERDICT_ORDER, NO_VERDICT)} for c in EVIDENCE_CLASSES}
+    for e in seen.values():
+        counts[e.get("class", "statement")][e["verdict"]] += 1
+    return counts
+
+
+def evidence_label(evidence: dict) -> str:
+    """A piece of evidence's verdict, with its class when that is not a plain statement or a rate:
+    `pass`, `fail (refinement)`, `no verdict (diagnostic)`."""
+    evidence_class = evidence.get("class", "statement")
+    return evidence["verdict"] + ("" if evidence_class == "statement" else f" ({evidence_class})")
+
+
 def claims_markdown(table: list[dict]) -> str:
     """The claims table as Markdown: claim, premise status, evidence (checks and rates), verdict."""
     lines = ["| claim | where | premises | evidence | verdict |", "| --- | --- | --- | --- | --- |"]
     for row in table:
-        evidence = "<br>".join(f"`{e['name']}` ({e['verdict']}): {e['text']}" for e in row["evidence"]) or "-"
+        evidence = "<br>".join(f"`{e['name']}` ({evidence_label(e)}): {e['text']}" for e in row["evidence"]) or "-"
         verdict = f"**{row['verdict']}**" if row["verdict"] == "fail" else row["verdict"]
         cells = [f"{row['id']}: {row['statement']}", row["where"], row["premises"], evidence, verdict]
         lines.append("| " + " | ".join(cell.replace("|", "\\|").replace("\n", " ") for cell in cells) + " |")
     return "\n".join(lines) + "\n"
 
 
+PLURAL = {"statement": "statements", "refinement": "refinements", "identity": "identities", "diagnostic": "diagnostics"}
+
+
 def summary_line(table: list[dict]) -> str:
+    """The claims' verdicts, then the checks' per class, e.g. `claims: 20 pass, ...; statements: 30
+    pass, 1 fail; refinements: 2 pass, 1 fail; identities: 3 pass; diagnostics: 24 (no verdict)`."""
     counts = verdict_counts(table)
-    return (f"claims: {counts['pass']} pass, {counts['fail']} fail, {counts['fail outside premises']} fail outside "
-            f"premises, {counts['not applicable']} not applicable (of {len(table)})")
+    parts = [f"claims: {counts['pass']} pass, {counts['fail']} fail, {counts['fail outside premises']} fail outside "
+             f"premises, {counts['inconclusive']} inconclusive, {counts['not applicable']} not applicable (of {len(table)})"]
+    rates = [e for row in table for e in row["evidence"] if e["kind"] == "rate"]
+    for rate_class in ("statement", "refinement"):
+        of_class = [e["verdict"] for e in rates if e.get("class", "statement") == rate_class]
+        shown = [f"{of_class.count(v)} {v}" for v in VERDICT_ORDER if of_class.count(v)]
+        if shown:
+            parts.append(f"{rate_class} rates: {', '.join(shown)}")
+    for evidence_class, by_verdict in evidence_counts(table).items():
+        if evidence_class == "diagnostic":
+            if by_verdict[NO_VERDICT]:
+                parts.append(f"{PLURAL[evidence_class]}: {by_verdict[NO_VERDICT]} (no verdict)")
+            continue
+        shown = [f"{n} {v}" for v, n in by_verdict.items() if n and v != NO_VERDICT]
+        if shown:
+            parts.append(f"{PLURAL[evidence_class]}: {', '.join(shown)}")
+    return "; ".join(parts)
 
 
 def _short(evidence: dict) -> str:
@@ -288,7 +364,7 @@ def side_by_side_markdown(tables: dict[str, list[dict]]) -> str:
             if row is None:
                 cells.append("-")
                 continue
-            shown = [e for e in row["evidence"] if e["verdict"] not in ("pass", "not applicable")]
+            shown = [e for e in row["evidence"] if e["verdict"] not in ("pass", "not applicable", NO_VERDICT)]
             if not shown:
                 shown = [e for e in row["evidence"] if e["kind"] == "rate" and e["verdict"] == "pass"][:1]
             detail = "; ".join(f"{_short(e)}" + ("" if e["verdict"] == row["verdict"] else f" ({e['verdict']})")

@@ -11,12 +11,14 @@ Statistical choices:
   (geometric means), not medians: their bootstrap distribution is smooth, whereas the median of
   8 seeds takes few distinct values and gives lumpy, under-covering percentile intervals.
 - The bootstrap resamples seeds with replacement independently at each width (seeds are the
-  independent units; widths are the design) and refits. Each resampled mean's deviation from
-  the observed one is scaled by sqrt(n / (n - 1)): the plain bootstrap variance of a mean of n
-  seeds is (n - 1)/n of the unbiased one, which at 8 seeds narrows 95% intervals to about 91%.
-  Measured coverage of the nominal 95% interval (lognormal seeds, 6 widths, 4000 datasets):
-  0.93 with 8 seeds per width, 0.92 with 4, 0.91 with 3 (the percentile interval ignores that the
-  seed variance is itself estimated). BCa buys nothing here: log|value| means are near-normal.
+  independent units; widths are the design) and refits: SciPy's `stats.bootstrap` with one sample
+  per width (`paired=False`), percentile intervals. Each seed's deviation from its width's mean
+  is first scaled by sqrt(n / (n - 1)): the plain bootstrap variance of a mean of n seeds is
+  (n - 1)/n of the unbiased one, which at 8 seeds narrows 95% intervals to about 91%.
+  Measured coverage of the nominal 95% interval (16 widths 64..1e7, log-normal seeds, 300
+  sweeps each): 0.97 / 0.95 with 8 seeds at noise 0.1 / 0.5, 0.94 / 0.93 with 4, 0.91 / 0.92
+  with 3. BCa gave the same coverage (0.96, 0.96, 0.95, 0.94, 0.91, 0.93) at 2.5x the time, so
+  the percentile interval is used (the log|value| means are near-normal).
 - The prefactor C is quoted at the reference width m_ref (geometric mean of the fitted widths),
   quantity ~ C (m / m_ref)^e, where it is uncorrelated with e and best determined.
 """
@@ -28,6 +30,7 @@ from collections.abc import Sequence
 from dataclasses import asdict, dataclass, field
 
 import numpy as np
+from scipy import stats
 
 FEW_WIDTHS = 3
 """Below this many widths the line has no residual degrees of freedom worth the name: flagged."""
@@ -177,17 +180,12 @@ def fit_exponent(
     residual_spread = float(np.sqrt(np.mean((means - log_prefactor - exponent * centred) ** 2)))
     seed_spread = _pooled_spread(log_rows)
 
-    boot_means = _bootstrap_means(log_rows, resamples, np.random.default_rng(seed))
-    tail = 100 * (1 - confidence) / 2
     interval: dict = {}
-    if boot_means is None:
+    if all(row.size < 2 for row in log_rows):
         notes.append("no width has 2 or more seeds: no interval")
     else:
-        slopes, log_prefactors = _line(centred, boot_means)
-        low, high = np.percentile(slopes, [tail, 100 - tail])
-        prefactor_low, prefactor_high = np.exp(np.percentile(log_prefactors, [tail, 100 - tail]))
-        interval = {"low": float(low), "high": float(high), "prefactor_low": float(prefactor_low),
-                    "prefactor_high": float(prefactor_high)}
+        (low, high), (prefactor_low, prefactor_high) = _bootstrap_interval(centred, log_rows, confidence, resamples, seed)
+        interval = {"low": low, "high": high, "prefactor_low": prefactor_low, "prefactor_high": prefactor_high}
         if predicted is not None:
             slack = PREDICTION_SLACK * (1 + abs(predicted))
             interval["contains_prediction"] = bool(low - slack <= predicted <= high + slack)
@@ -201,33 +199,28 @@ def fit_exponent(
                        notes=tuple(notes), **{**empty, **interval})
 
 
-def verdict(fit: ExponentFit, prefactor_tolerance: float = 3.0) -> str:
-    """Pass when the prediction is inside the interval and the prefactor varies by at most the tolerance."""
-    if not fit.fitted or fit.predicted is None or fit.contains_prediction is None or fit.prefactor_ratio is None:
-        return "not applicable"
-    if fit.contains_prediction and fit.prefactor_ratio <= prefactor_tolerance:
-        return "pass"
-    return "fail"
-
-
 def _line(centred: np.ndarray, means: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """Least-squares slope and value at the centre for each row of `means` (rows: datasets)."""
-    slopes = means @ centred / (centred @ centred)
-    return slopes, means.mean(axis=1)
+    """Least-squares slope and value at the centre for each row of `means` (last axis: widths)."""
+    return means @ centred / (centred @ centred), means.mean(axis=-1)
 
 
-def _bootstrap_means(log_rows: list[np.ndarray], resamples: int, rng: np.random.Generator) -> np.ndarray | None:
-    """(resamples, widths) seed-resampled means, deviations inflated by sqrt(n / (n - 1)); None if no spread."""
-    if all(row.size < 2 for row in log_rows):
-        return None
-    columns = []
-    for row in log_rows:
-        if row.size < 2:
-            columns.append(np.full(resamples, row.mean()))
-            continue
-        drawn = row[rng.integers(0, row.size, size=(resamples, row.size))].mean(axis=1)
-        columns.append(row.mean() + math.sqrt(row.size / (row.size - 1)) * (drawn - row.mean()))
-    return np.stack(columns, axis=1)
+def _bootstrap_interval(centred: np.ndarray, log_rows: list[np.ndarray], confidence: float, resamples: int,
+                        seed: int) -> tuple[tuple[float, float], tuple[float, float]]:
+    """Percentile intervals of the slope and of the prefactor exp(value at the centre), seeds
+    resampled within each width by `scipy.stats.bootstrap`; a one-seed width stays fixed."""
+    inflated = tuple(np.repeat(row, 2) if row.size < 2
+                     else row.mean() + math.sqrt(row.size / (row.size - 1)) * (row - row.mean()) for row in log_rows)
+
+    def slope_and_centre(*samples, axis=-1):
+        means = np.stack(np.broadcast_arrays(*[sample.mean(axis=axis) for sample in samples]), axis=-1)
+        return np.stack(_line(centred, means))
+
+    result = stats.bootstrap(inflated, slope_and_centre, n_resamples=resamples, method="percentile",
+                             vectorized=True, paired=False, confidence_level=confidence,
+                             rng=np.random.default_rng(seed))
+    low, high = (float(v) for v in (result.confidence_interval.low[0], result.confidence_interval.high[0]))
+    prefactor = np.exp([result.confidence_interval.low[1], result.confidence_interval.high[1]])
+    return (low, high), (float(prefactor[0]), float(prefactor[1]))
 
 
 def _pooled_spread(log_rows: list[np.ndarray]) -> float | None:

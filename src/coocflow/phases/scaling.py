@@ -30,14 +30,13 @@ import numpy as np
 from coocflow.config import Config
 from coocflow.phases.checks import SeedData
 from coocflow.phases.claims import CLAIMS, Rate, judge
+from coocflow.phases.rate_test import BOUND_TOLERANCE, judge_rate
 from coocflow.phases.state_values import resolved_changes
 from coocflow.storage.run_folder import attention_of, grams_of
 
 AXES = ("m", "m1", "both")
 WEIGHT_SPACE_MAX_WIDTH = 4096
 """Widths m up to this run in weight space (neurons available) when the base runs in the Gram space."""
-PREFACTOR_TOLERANCE = 3.0
-"""An order's prefactor (value x m^-predicted) may vary by at most this factor over the widths."""
 LOSS_EXPONENT_K = 1
 """T* is the first observed time with loss <= m^-k (Thm F.20, docs/claims.md time windows)."""
 LATE_FRACTION = 0.1
@@ -350,6 +349,22 @@ def random_score_change_after_t1(d):
     return _resolved_change(a["A"][random], b["A"][random])
 
 
+@quantity("score_change_after_T1_over_Cs", "mean |A(end) - A(T1)|, target scores, over Cs")
+def score_change_after_t1_over_cs(d):
+    """L. 4.7's target changes are Theta(Cs), Cs = v0/(sqrt(m) L U0) + s0^2/U0: judged against the
+    whole two-term expression, so no single term's exponent is assumed."""
+    change = score_change_after_t1(d)
+    return None if change is None else change / d.scales.Cs
+
+
+@quantity("random_score_change_after_T1_over_Cr", "max |A(end) - A(T1)| with a random token, over Cr")
+def random_score_change_after_t1_over_cr(d):
+    """L. 4.7's random-token changes are O~(Cr), Cr = v0/(n sqrt(m) L U0) + s0^2/U0, whose two terms
+    cross over at sqrt(m) = L n: an O bound of a sum is a bounded ratio to the sum."""
+    change = random_score_change_after_t1(d)
+    return None if change is None else change / d.scales.Cr
+
+
 @quantity("attention_change_at_end", "max |p(end) - p(0)|, all samples")
 def attention_change_at_end(d):
     return _resolved_change(_attention(d, "init"), _attention(d, "final"))
@@ -381,6 +396,13 @@ def score_change_at_t_star(d):
     if at is None:
         return None
     return float(np.mean([abs(d.series[c][at] - d.series[c][0]) for c, _ in TARGET_SCORES]))
+
+
+@quantity("score_change_at_T_star_over_Cs", "mean |A(T*) - A(0)|, target scores, over Cs")
+def score_change_at_t_star_over_cs(d):
+    """Thm 3.3's C12, C21, -C31, -C32 = Theta(Cs), against the whole two-term Cs."""
+    change = score_change_at_t_star(d)
+    return None if change is None else change / d.scales.Cs
 
 
 @quantity("test_loss_at_T_star", "test loss at T*")
@@ -456,58 +478,20 @@ def _width_run(config: Config, folder: Path):
     return load_run(folder)
 
 
-def log_slack(fit) -> float:
-    """The exponent one logarithmic factor alone would show over the fit's own widths: the
-    least-squares slope of log(log m) on log m (about 1/ln m at the middle width)."""
-    widths = np.asarray(fit.widths, float)
-    if widths.size < 2 or widths.min() <= math.e:
-        return 0.0
-    return float(np.polyfit(np.log(widths), np.log(np.log(widths)), 1)[0])
+def m1_slope(ms, m1s) -> float:
+    """How log m1 moves with log m over a sweep's runs (0 when m1 is fixed, 1 when m1 = rho m): a
+    rate's m1 power enters its predicted exponent through it (`claims.Rate.test`)."""
+    log_m, log_m1 = np.log(np.asarray(ms, float)), np.log(np.asarray(m1s, float))
+    spread = log_m - log_m.mean()
+    return 0.0 if not np.any(spread) else float(spread @ (log_m1 - log_m1.mean()) / (spread @ spread))
 
 
-MAX_LOG_FACTORS = 2
-"""The paper's O~ and Theta~ hide polylogarithmic factors; its own Phase-2 statements carry two
-(log m log t in Cor. F.9 and L. F.11; G = O(log m) in Def. F.1 (h) times the integrated loss of
-Thm F.8), so an exponent within two log factors (`log_slack` each) of the prediction is consistent
-with the claim, and the verdict says how many it needed."""
-
-
-def rate_verdict(fit, kind: str, values=None) -> tuple[str, str]:
-    """(verdict, how) for one fitted rate; `how` is "strict" when the interval itself agrees and
-    "within k log factor(s)" when it agrees only once k <= `MAX_LOG_FACTORS` factors of log m are
-    allowed. An order passes when its interval holds the prediction and the prefactor,
-    median |value| m^-predicted (log m)^-k per width, varies by at most `PREFACTOR_TOLERANCE`; an
-    upper bound passes unless the interval's low end lies above it; a decay ("1/poly(m)") passes
-    when the whole interval lies below 0. `values` are the fit's per-width seed values (for the
-    prefactor with log factors; without them the fit's own prefactor ratio is used)."""
-    if not fit.fitted or fit.low is None or fit.predicted is None:
-        return "not applicable", ""
-    slack, predicted = log_slack(fit), fit.predicted
-    if kind == "decays":
-        return ("pass", "strict") if fit.high < 0 else ("fail", "")
-    for factors in range(MAX_LOG_FACTORS + 1):
-        allowed = factors * slack
-        agrees = (fit.low <= predicted + allowed if kind == "upper bound"
-                  else fit.low - allowed <= predicted <= fit.high + allowed)
-        if agrees:
-            how = "strict" if factors == 0 else f"within {factors} log factor{'s' if factors > 1 else ''}"
-            if kind == "order" and not _prefactor_stable(fit, values, factors):
-                return "fail", "prefactor varies"
-            return "pass", how
-    return "fail", ""
-
-
-def _prefactor_stable(fit, values, factors: int) -> bool:
-    if values is None:
-        return fit.prefactor_ratio is not None and fit.prefactor_ratio <= PREFACTOR_TOLERANCE
-    widths, rows = values
-    scaled = []
-    for m, row in zip(widths, rows):
-        found = np.abs(np.asarray(row, float))
-        found = found[np.isfinite(found) & (found > 0)]
-        if found.size:
-            scaled.append(np.median(found) * m ** -fit.predicted / math.log(m) ** factors)
-    return len(scaled) >= 2 and max(scaled) / min(scaled) <= PREFACTOR_TOLERANCE
+def judge_rate_verdict(verdict: str, premises: tuple[str, ...], met: dict[str, bool | None]) -> str:
+    """A rate's verdict under its claim's premises: `claims.judge` for pass and fail, and
+    inconclusive kept as it is (it counts neither way)."""
+    if verdict == "inconclusive":
+        return "inconclusive"
+    return judge(None if verdict == "not applicable" else verdict == "pass", premises, met)
 
 
 def width_scaling(base: Config, axis: str, values: list[int], out: Path,
@@ -540,6 +524,7 @@ def width_scaling(base: Config, axis: str, values: list[int], out: Path,
         medians = [float(np.median(found)) if found else None for found in per_width]
         quantities[name] = {"label": q.label, "medians": medians,
                             "fit": fit_exponent(x, [f or [np.nan] for f in per_width], name=name).to_dict()}
+    slope_m1 = m1_slope([r["m"] for r in rows], [r["m1"] for r in rows])
     rates = []
     for claim in CLAIMS:
         in_regime = [v for v, w in zip(values, widths) if all(_met(w, p) is not False for p in claim.premises)]
@@ -547,27 +532,29 @@ def width_scaling(base: Config, axis: str, values: list[int], out: Path,
         left_out = [v for v in values if v not in fitted]
         met = {p["id"]: not any(_met(w, p["id"]) is False for w in widths if w["value"] in fitted)
                for p in widths[0]["premises"]} if widths else {}
-        constants = [Rate(key, 0.0, "upper bound") for name in claim.checks
+        log_power = max((rate.log_power for rate in claim.rates), default=0)
+        constants = [Rate(key, 0.0, "upper bound", BOUND_TOLERANCE, log_power) for name in claim.checks
                      for key in sorted({k for r in rows for k in r if k.startswith(f"{name}:")})]
         for rate in (*claim.rates, *constants):
             per_width = [[r.get(rate.quantity) if r.get(rate.quantity) is not None else np.nan
                           for r in rows if r["value"] == v] for v in fitted]
-            predicted = rate.predicted if predictions_apply else None
-            fit = fit_exponent(np.asarray(fitted, float), per_width, predicted=predicted, name=rate.quantity)
-            raw, how = (rate_verdict(fit, rate.kind, (fitted, per_width)) if predictions_apply
-                        else ("not applicable", ""))
+            test = rate.test(slope_m1)
+            judged = judge_rate(test, np.asarray(fitted, float), per_width, name=rate.quantity)
+            raw = judged.verdict if predictions_apply else "not applicable"
             label = QUANTITIES[rate.quantity].label if rate.quantity in QUANTITIES else f"fitted constant {rate.quantity}"
             rates.append({"claim": claim.id, "quantity": rate.quantity, "label": label,
                           "source": "quantity" if rate.quantity in QUANTITIES else "fitted constant",
+                          "class": rate.evidence,
                           "medians": [float(np.median(found)) if found else None for found in
                                       ([r[rate.quantity] for r in rows if r["value"] == v and r.get(rate.quantity) is not None]
                                        for v in values)],
-                          "predicted": rate.predicted if predictions_apply else None, "kind": rate.kind,
-                          "fit": fit.to_dict(), "sentence": fit.sentence(), "how": how, "log_slack": log_slack(fit),
-                          "left_out": left_out,
-                          "verdict": judge(None if raw == "not applicable" else raw == "pass", claim.premises, met)})
+                          "predicted": test.predicted if predictions_apply else None, "kind": rate.kind,
+                          "tol": test.tol, "log_power": test.log_power, "m1_power": rate.m1_power,
+                          "fit": judged.fit.to_dict(), "judgement": judged.to_dict(), "sentence": judged.sentence(),
+                          "log_slack": judged.log_slack, "left_out": left_out,
+                          "verdict": judge_rate_verdict(raw, claim.premises, met)})
     return {"axis": axis, "values": list(values), "seeds": list(base.seed_list), "widths": widths, "rows": rows,
-            "quantities": quantities, "rates": rates, "predictions_apply": predictions_apply,
+            "quantities": quantities, "rates": rates, "predictions_apply": predictions_apply, "m1_slope": slope_m1,
             "config": base.to_dict()}
 
 
