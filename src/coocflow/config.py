@@ -63,6 +63,10 @@ class ModelConfig:
     """What is integrated: `weights` (W_Q, W_K, W_V, W) or `gram`, the closed system of the Grams
     A = W_K^T W_Q, P = W_Q^T W_Q, K = W_K^T W_K, V = W_V^T W_V, G = W_V^T u and s = u^T u
     (Appendix C), exact for gd and the flow and of a size independent of m and m1."""
+    neurons: bool = False
+    """model.space=gram only: also follow the MLP's neurons through N = W W^T (m1 x m1), Z = W W_V
+    (m1 x d) and the fixed a, so neuron-level quantities (<w_j, w_k>, w_j^T W_V mu) are measured at
+    any m; costs m1 (m1 + d) numbers. Weight space always has them."""
 
 
 @dataclass(frozen=True)
@@ -241,6 +245,10 @@ def _coerce(key: str, value: Any, kind: type | str) -> Any:
         if isinstance(value, bool) or not isinstance(value, (int, float)):
             raise ConfigError(f"{key}: expected a number, got {value!r}")
         return float(value)
+    if kind_name == "bool":
+        if not isinstance(value, bool):
+            raise ConfigError(f"{key}: expected true or false, got {value!r}")
+        return value
     if kind_name == "str":
         if not isinstance(value, str):
             raise ConfigError(f"{key}: expected a string, got {value!r}")
@@ -348,6 +356,8 @@ def validate(c: Config) -> None:
               f"flow keep the Grams closed); use train.method=gd or flow, or model.space=weights")
     else:
         _need(c.init.gram_from == "auto", "init.gram_from: applies with model.space=gram; drop it or set model.space=gram")
+        _need(not c.model.neurons, "model.neurons: applies with model.space=gram (weight space always has the neurons); "
+              "drop it or set model.space=gram")
     _need(c.init.scheme in INIT_SCHEMES,
           f"init.scheme: must be one of {', '.join(INIT_SCHEMES)} (got '{c.init.scheme}')")
     _need(c.init.c0 > 0, f"init.c0: must be > 0 (got {c.init.c0})")

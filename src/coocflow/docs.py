@@ -28,6 +28,7 @@ HELP = {
     "model.layers": "`deep` experiment only: pre-LayerNorm blocks",
     "model.heads": "`deep` experiment only: attention heads per block (divides m)",
     "model.space": "`weights` (integrate W_Q, W_K, W_V, W) or `gram` (the closed system of the Grams A, P, K, V, G, s: exact for gd and flow, cost independent of m and m1)",
+    "model.neurons": "model.space=gram: also follow the neurons of W through N = W W^T and Z = W W_V (m1 (m1 + d) numbers), so neuron-level quantities are measured at any width",
     "init.gram_from": "model.space=gram: `weights` (Grams of the seed's drawn weights, the weight-space start), `sampled` (drawn directly: Wishart for theory, row chunks for kaiming) or `auto` (weights while they fit)",
     "init.scheme": "`kaiming` (uniform +-c/sqrt(fan_in)) or `theory` (Condition 1: Gaussian, sigma0 = c0/sqrt(L m), sigma1 = c1/sqrt(m1))",
     "init.c0": "scale of W_Q, W_K, W_V",

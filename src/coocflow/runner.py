@@ -21,11 +21,13 @@ import jax.numpy as jnp
 import numpy as np
 
 from coocflow.config import Config
+from coocflow.errors import ConfigError
 from coocflow.data import Dataset, make_test_set, make_train_set
 from coocflow.flow import Trajectory, integrate_discrete, integrate_flow, observation_steps, observation_times
 from coocflow.model import Transformer, init_model
 from coocflow.model.gram import grams_from_weights
-from coocflow.model.gram_init import accumulate_kaiming_grams, check_kaiming_affordable, sample_theory_grams
+from coocflow.model.gram_init import (NEURON_ARRAY_KEYS, accumulate_kaiming_grams, check_kaiming_affordable,
+                                      sample_theory_grams, sample_theory_neuron_grams)
 from coocflow.model.state import State, is_gram
 from coocflow.observables import Problem
 from coocflow.observables.registry import neuron_only
@@ -84,19 +86,23 @@ def gram_source(config: Config) -> str:
 
 def build_model(config: Config, seed: int | None = None) -> State:
     """Initial state of one seed (default `config.seed`): the weights, or in the Gram space
-    their Grams (from `gram_source`)."""
+    their Grams (from `gram_source`), with the neurons' N, Z, a under `model.neurons`."""
     seed = config.seed if seed is None else seed
     key = jax.random.fold_in(jax.random.PRNGKey(seed), 1)
     if config.model.space == "weights":
         return init_model(config, key)
-    source = gram_source(config)
+    source, neurons = gram_source(config), config.model.neurons
     if source == "weights":
-        return grams_from_weights(init_model(config, key))
+        return grams_from_weights(init_model(config, key), neurons)
     m, m1, d, L, c0, c1 = (config.model.m, config.model.m1, config.data.d, config.data.L, config.init.c0,
                            config.init.c1)
     dtype = jnp.dtype(config.dtype)
     if source == "wishart":
-        return sample_theory_grams(key, d, m, m1, L, c0, c1, dtype)
+        sample = sample_theory_neuron_grams if neurons else sample_theory_grams
+        return sample(key, d, m, m1, L, c0, c1, dtype)
+    if neurons:
+        raise ConfigError(f"model.neurons: init.scheme=kaiming at model.m={m} draws its Grams in row chunks, which do "
+                          "not resolve the neurons; use init.scheme=theory or init.gram_from=weights")
     check_kaiming_affordable(d, m, m1)
     return accumulate_kaiming_grams(key, d, m, m1, c0, c1, dtype)
 
@@ -218,11 +224,17 @@ def begin_run_folder(out: Path, config: Config, force: bool = False, extra: dict
 GRAM_KEYS = ("A", "P", "K", "V", "G", "s")
 
 
+def gram_keys(model: State) -> tuple[str, ...]:
+    """The arrays of a Gram state: the six Grams, then N, Z, a when its neurons are resolved."""
+    return GRAM_KEYS + (NEURON_ARRAY_KEYS if model.has_neurons else ())
+
+
 def state_arrays(model: State, data: Dataset) -> dict[str, np.ndarray]:
-    """Weights and training set under the golden-file keys (Grams under the Gram keys)."""
+    """Weights and training set under the golden-file keys (Grams under the Gram keys, with N, Z,
+    a when the neurons are resolved)."""
     if is_gram(model):
         return {"tokens": np.asarray(data.tokens), "labels": np.asarray(data.labels),
-                "groups": np.asarray(data.groups), **{k: np.asarray(getattr(model, k)) for k in GRAM_KEYS},
+                "groups": np.asarray(data.groups), **{k: np.asarray(getattr(model, k)) for k in gram_keys(model)},
                 "m": np.asarray(model.m), "m1": np.asarray(model.m1)}
     return {
         "tokens": np.asarray(data.tokens), "labels": np.asarray(data.labels),
@@ -240,7 +252,8 @@ def state_from_arrays(arrays: dict[str, np.ndarray]) -> tuple[State, Dataset]:
     data = Dataset(jnp.asarray(arrays["tokens"]), jnp.asarray(arrays["labels"], dtype=jnp.float64),
                    jnp.asarray(arrays["groups"]))
     if "A" in arrays:
-        grams = {k: jnp.asarray(arrays[k], dtype=jnp.float64) for k in GRAM_KEYS}
+        keys = GRAM_KEYS + (NEURON_ARRAY_KEYS if "N" in arrays else ())
+        grams = {k: jnp.asarray(arrays[k], dtype=jnp.float64) for k in keys}
         return GramState(**grams, m=int(np.ravel(arrays["m"])[0]), m1=int(np.ravel(arrays["m1"])[0])), data
     weights = {k: jnp.asarray(arrays[k], dtype=jnp.float64) for k in ("W_Q", "W_K", "W_V", "W", "a")}
     return Transformer(**weights), data
@@ -362,8 +375,8 @@ def snapshot_files(result: RunResult) -> dict[str, dict[str, np.ndarray]]:
         return out
 
     gram = is_gram(snaps.t1_state)
-    moving = GRAM_KEYS if gram else ("W_Q", "W_K", "W_V", "W")
-    kept_keys = GRAM_KEYS if gram else WEIGHT_KEYS
+    kept_keys = gram_keys(snaps.t1_state) if gram else WEIGHT_KEYS
+    moving = tuple(k for k in kept_keys if k != "a")
     first_hits = [np.flatnonzero(np.asarray(tr.series["min_margin"][i]) > 0) for i in range(tr.n_seeds)]
     t1_ok = np.array([hits.size > 0 and int(hits[0]) == int(snaps.t1_obs[i]) for i, hits in enumerate(first_hits)])
     if t1_ok.any():
@@ -411,7 +424,8 @@ def write_run(result: RunResult, out: Path, force: bool = False,
         "time_convention": TIME_CONVENTIONS["flow" if config.is_flow else "discrete"],
         "init": INIT_NOTES[config.init.scheme],
         "space": config.model.space,
-        **({"gram_init": gram_source(config), "absent_columns": neuron_only()} if config.model.space == "gram" else {}),
+        **({"gram_init": gram_source(config), "absent_columns": [] if config.model.neurons else neuron_only()}
+           if config.model.space == "gram" else {}),
         "created": dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds"),
         "timings": result.trajectory.timings,
         "resumed": result.resumed,

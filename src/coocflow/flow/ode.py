@@ -29,7 +29,7 @@ from coocflow.flow.trajectory import (Checkpoint, Trajectory, divergence_record,
                                      map_seeds, over_seed_groups, record_snapshot, slot_table, snapshot_carry,
                                      take_seeds)
 from coocflow.model import Transformer
-from coocflow.model.state import dtype_of, join, split, velocity
+from coocflow.model.state import dtype_of, join, split, step_error_norm, velocity
 from coocflow.observables import Problem, observe
 
 STAGES = {"tsit5": 6, "dopri5": 6, "dopri8": 13, "kvaerno5": 6}
@@ -78,7 +78,7 @@ def _solve_chunk(trainable, frozen, problem: Problem, snap, t0, ts, index, slot,
         solution = diffrax.diffeqsolve(
             diffrax.ODETerm(vector_field(frozen, problem, moving)), make_solver(solver_name, rtol, atol),
             t0, ts[-1], None, y0, saveat=saveat,
-            stepsize_controller=diffrax.PIDController(rtol=rtol, atol=atol),
+            stepsize_controller=diffrax.PIDController(rtol=rtol, atol=atol, norm=step_error_norm),
             max_steps=max_steps, throw=False,
         )
         (observed, states), last = solution.ys

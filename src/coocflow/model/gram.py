@@ -13,6 +13,16 @@ and one gradient-descent step of size h on the weights is, exactly, the same wit
 that the products of the two updated factors add (`gram_gd_step`). Its size is 4 d^2 + d + 1
 numbers whatever the widths m and m1, which enter only as the constants 1/sqrt(m) and m1.
 
+With `model.neurons` the state also resolves the MLP's neurons w_j (the rows of W): their Gram
+N = W W^T (m1 x m1), their values Z = W W_V (m1 x d, Z[j, mu] = w_j^T W_V mu) and the fixed
+output signs a. Since dW/dt = -a (W_V c)^T and dW_V/dt = -W^T a c^T, they close on themselves
+and V, G:
+
+    dN/dt = -(a (Z c)^T + (Z c) a^T)    dZ/dt = -(a (V c)^T + (N a) c^T)
+
+with G = Z^T a and s = a^T N a. They ride along: G and s still move by their own equations,
+so a run without neurons computes exactly what it did, and the two agree to rounding.
+
 M is nonzero only at token pairs that share a training sample, M = sum_i E_i^T S_i E_i with E_i
 the (L x d) one-hot rows of sample i and S_i = dL/d(A[x_h, x_l]) its (L x L) block. So M X
 and M^T X are nonzero only on the rows of the U <= min(n L, d) distinct training tokens: each
@@ -45,15 +55,28 @@ class GramState(eqx.Module):
     s: jnp.ndarray  # () u^T u = ||W^T a||^2, the quantity of eq. (5)
     m: int = eqx.field(static=True)  # width of W_Q, W_K, W_V; scores are A[x_h, x_l] / sqrt(m)
     m1: int = eqx.field(static=True)  # MLP neurons, a^T a = m1
+    N: jnp.ndarray | None = None  # (m1, m1) W W^T: the neurons' inner products <w_j, w_k>; None unless resolved
+    Z: jnp.ndarray | None = None  # (m1, d) W W_V: Z[j, mu] = w_j^T W_V mu, the neurons' values; None unless resolved
+    a: jnp.ndarray | None = None  # (m1,) the fixed +-1 output weights; None unless the neurons are resolved
+
+    @property
+    def has_neurons(self) -> bool:
+        """Whether the state resolves the MLP's neurons (N, Z, a), `model.neurons`."""
+        return self.N is not None
+
+    def without_neurons(self) -> "GramState":
+        """The same state with N, Z, a dropped: the six Grams a run without neurons integrates."""
+        return GramState(A=self.A, P=self.P, K=self.K, V=self.V, G=self.G, s=self.s, m=self.m, m1=self.m1)
 
 
-def grams_from_weights(model: Transformer) -> GramState:
-    """The Grams of `model`'s weights (exact)."""
+def grams_from_weights(model: Transformer, neurons: bool = False) -> GramState:
+    """The Grams of `model`'s weights (exact); with `neurons`, also N = W W^T, Z = W W_V and a."""
     u = model.u
+    neuron_grams = dict(N=model.W @ model.W.T, Z=model.W @ model.W_V, a=model.a) if neurons else {}
     return GramState(
         A=score_matrix(model), P=model.W_Q.T @ model.W_Q, K=model.W_K.T @ model.W_K,
         V=model.W_V.T @ model.W_V, G=token_mlp(model), s=u @ u,
-        m=model.W_Q.shape[0], m1=model.W.shape[0],
+        m=model.W_Q.shape[0], m1=model.W.shape[0], **neuron_grams,
     )
 
 
@@ -218,7 +241,33 @@ def gram_velocity(state: GramState, data: Dataset, trainable: str = "all") -> Gr
         dK = MAt.as_rows() + MAt.as_columns()
     else:
         dA, dP, dK = jnp.zeros_like(state.A), jnp.zeros_like(state.P), jnp.zeros_like(state.K)
-    return GramState(A=dA, P=dP, K=dK, V=dV, G=dG, s=ds, m=state.m, m1=state.m1)
+    return GramState(A=dA, P=dP, K=dK, V=dV, G=dG, s=ds, m=state.m, m1=state.m1, **_neuron_velocity(state, c))
+
+
+def _neuron_velocity(state: GramState, c: jnp.ndarray) -> dict:
+    """dN/dt, dZ/dt (module docstring) and da/dt = 0, or nothing when the neurons are not resolved."""
+    if not state.has_neurons:
+        return {}
+    a, Zc = state.a, state.Z @ c
+    dN = -(jnp.outer(a, Zc) + jnp.outer(Zc, a))
+    dZ = -(jnp.outer(a, state.V @ c) + jnp.outer(state.N @ a, c))
+    return dict(N=dN, Z=dZ, a=jnp.zeros_like(a))
+
+
+def _neuron_step(state: GramState, e: jnp.ndarray, Ve: jnp.ndarray, Ge: jnp.ndarray) -> dict:
+    """N, Z (and the fixed a) after one gradient step e = -h c (`gram_gd_step`), or nothing when
+    the neurons are not resolved. W' = W + a (W_V e)^T and W_V' = W_V + W^T a e^T give
+
+        N' = N + a (Z e)^T + (Z e) a^T + (e^T V e) a a^T
+        Z' = Z + (N a) e^T + a (V e)^T + (G^T e) a e^T
+    """
+    if not state.has_neurons:
+        return {}
+    a, N, Z = state.a, state.N, state.Z
+    Ze = Z @ e
+    N_next = N + jnp.outer(a, Ze) + jnp.outer(Ze, a) + (e @ Ve) * jnp.outer(a, a)
+    Z_next = Z + jnp.outer(N @ a, e) + jnp.outer(a, Ve) + Ge * jnp.outer(a, e)
+    return dict(N=N_next, Z=Z_next, a=a)
 
 
 def gram_gd_step(state: GramState, data: Dataset, lr, trainable: str = "all") -> GramState:
@@ -231,6 +280,7 @@ def gram_gd_step(state: GramState, data: Dataset, lr, trainable: str = "all") ->
 
     With N = -h M and e = -h c the step is W_Q' = W_Q + W_K N, W_K' = W_K + W_Q N^T,
     W_V' = W_V + u e^T, u' = u + m1 W_V e, and each line is the Gram of the updated factors.
+    Resolved neurons step as in `_neuron_step` (h^2 terms (c^T V c) a a^T in N, (c^T G) a c^T in Z).
     """
     _check_trainable(trainable)
     M, c = score_and_value_gradients(state, data)
@@ -251,4 +301,5 @@ def gram_gd_step(state: GramState, data: Dataset, lr, trainable: str = "all") ->
         K_next = K + NAt.plus(NPNt).as_rows() + NAt.as_columns()
     else:
         A_next, P_next, K_next = A, P, K
-    return GramState(A=A_next, P=P_next, K=K_next, V=V_next, G=G_next, s=s_next, m=state.m, m1=state.m1)
+    return GramState(A=A_next, P=P_next, K=K_next, V=V_next, G=G_next, s=s_next, m=state.m, m1=state.m1,
+                     **_neuron_step(state, e, Ve, Ge))

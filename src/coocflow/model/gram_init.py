@@ -17,7 +17,10 @@ be had three ways, `GRAM_INIT_METHODS`:
   distribution, but u = W^T a alone needs m x m1 uniforms, so it is refused
   (`check_kaiming_affordable`) where `kaiming_cost_seconds` says it would take over a minute.
 
-Both samplers return a `gram.GramState`.
+Both samplers return a `gram.GramState`. With `model.neurons` (`sample_theory_grams(...,
+neurons=True)`) the Wishart draw also holds the rows of W, so the neurons' Grams N = W W^T and
+Z = W W_V come from the same draw as V, and G = Z^T a, s = a^T N a are set from it; the chunked
+sampler does not resolve neurons.
 """
 
 from __future__ import annotations
@@ -33,6 +36,8 @@ from coocflow.model.gram import GramState
 
 GRAM_INIT_METHODS = ("weights", "wishart", "chunked")
 GRAM_ARRAY_KEYS = ("A", "P", "K", "V", "G", "s")
+NEURON_ARRAY_KEYS = ("N", "Z", "a")
+"""The arrays a state with resolved neurons (`model.neurons`) holds besides `GRAM_ARRAY_KEYS`."""
 
 
 def wishart_identity(key: jax.Array, m: int, p: int, dtype=jnp.float64) -> jnp.ndarray:
@@ -89,6 +94,31 @@ def sample_theory_grams(key: jax.Array, d: int, m: int, m1: int, L: int, c0: flo
     scales = jnp.concatenate([jnp.full((3 * d,), sigma0, dtype=dtype), jnp.array([sigma_u], dtype=dtype)])
     joint = _scaled_wishart(key, m, scales, dtype)
     return _attention_value_grams(joint[:2 * d, :2 * d], joint[2 * d:, 2 * d:], d, m, m1)
+
+
+def sample_theory_neuron_grams(key: jax.Array, d: int, m: int, m1: int, L: int, c0: float, c1: float,
+                               dtype=jnp.float64) -> GramState:
+    """The initial Grams under Condition 1 with the neurons resolved, exact in distribution.
+
+    The m-vectors [columns of W_Q, W_K, W_V (3d, N(0, sigma0^2) entries); rows w_j of W (m1,
+    N(0, sigma1^2) entries)] are independent Gaussians, so their Gram is one scaled Wishart of
+    dimension 3d + m1 with m degrees of freedom (Bartlett: O((3d + m1)^3) for any m). A, P, K come
+    from its [W_Q, W_K] block, V from the W_V block, N = W W^T from the W block and Z = W W_V from
+    the W-by-W_V block; a is drawn as `init.init_model` draws it (Rademacher), and G = Z^T a,
+    s = a^T N a are set from the same draw.
+    """
+    dtype = jnp.dtype(dtype)
+    sigma0, sigma1 = c0 / math.sqrt(L * m), c1 / math.sqrt(m1)
+    key_grams, key_signs = jax.random.split(key)
+    scales = jnp.concatenate([jnp.full((3 * d,), sigma0, dtype=dtype), jnp.full((m1,), sigma1, dtype=dtype)])
+    joint = _scaled_wishart(key_grams, m, scales, dtype)
+    joint = 0.5 * (joint + joint.T)
+    a = jax.random.rademacher(key_signs, (m1,), dtype=dtype)
+    N, Z = joint[3 * d:, 3 * d:], joint[3 * d:, 2 * d:3 * d]
+    return GramState(
+        P=joint[:d, :d], K=joint[d:2 * d, d:2 * d], A=joint[d:2 * d, :d], V=joint[2 * d:3 * d, 2 * d:3 * d],
+        G=Z.T @ a, s=a @ N @ a, m=m, m1=m1, N=N, Z=Z, a=a,
+    )
 
 
 KAIMING_BLOCK_ELEMENTS = 1 << 22

@@ -4,13 +4,15 @@ Grams (`GramState`, model.space = "gram").
 Observables, integrators and the run folder read a state only through these functions, so every
 quantity that is a function of (A, G, P, K, V, s) is computed the same way in both spaces; the
 weight-space expressions are exactly the ones used before the Gram space existed (no change of
-numbers). Quantities that need individual neurons (the rows w_j of W) exist in weight space only.
+numbers). Quantities that need individual neurons (the rows w_j of W) exist in weight space and
+in a Gram state that resolves them (`model.neurons`: N = W W^T, Z = W W_V).
 """
 
 from __future__ import annotations
 
 import jax
 import jax.numpy as jnp
+import optimistix
 
 from coocflow.data import Dataset
 from coocflow.model.gram import GramState, gram_loss, gram_sample_losses, gram_velocity
@@ -22,6 +24,22 @@ State = Transformer | GramState
 
 def is_gram(state: State) -> bool:
     return isinstance(state, GramState)
+
+
+def has_neurons(state: State) -> bool:
+    """Whether the neurons' inner products and values can be read: always from weights, from a Gram
+    state only when it resolves them (`model.neurons`)."""
+    return not is_gram(state) or state.has_neurons
+
+
+def neuron_gram_of(state: State) -> jnp.ndarray:
+    """N = W W^T (m1 x m1): the neurons' inner products <w_j, w_k>."""
+    return state.N if is_gram(state) else state.W @ state.W.T
+
+
+def neuron_values_at(state: State, token: int) -> jnp.ndarray:
+    """w_j^T W_V token for every neuron j, (m1,): a column of Z = W W_V."""
+    return state.Z[:, token] if is_gram(state) else state.W @ state.W_V[:, token]
 
 
 def dtype_of(state: State):
@@ -105,6 +123,16 @@ def velocity(moving, fixed, data: Dataset, trainable: str = "all"):
     if is_gram(moving):
         return gram_velocity(moving, data, trainable)
     return jax.tree.map(jnp.negative, jax.grad(trainable_loss)(moving, fixed, data))
+
+
+def step_error_norm(error) -> jnp.ndarray:
+    """The norm the flow's step-size control takes of a step's scaled error (Diffrax's default RMS
+    norm) over the integrated arrays, leaving a Gram state's neurons N, Z, a out: resolving them
+    (`model.neurons`) then changes no step, so the Grams are computed exactly as without them, and
+    N, Z follow at the accuracy those steps give (tests/test_neuron_gram.py measures it)."""
+    if is_gram(error) and error.has_neurons:
+        error = error.without_neurons()
+    return optimistix.rms_norm(error)
 
 
 def loss_of(state: State, data: Dataset) -> jnp.ndarray:

@@ -20,12 +20,14 @@ from coocflow.model.state import (
     State,
     attention_of,
     dtype_of,
-    is_gram,
+    has_neurons,
     join,
     key_gram_entry,
     logits_of,
     m1_of,
     mlp_of,
+    neuron_gram_of,
+    neuron_values_at,
     query_gram_entry,
     sample_losses_of,
     score_entry,
@@ -53,7 +55,8 @@ class Problem(eqx.Module):
 class Observable:
     """A named scalar function of (model, problem). Observables computed together (the rates,
     which share one gradient) name a `shared` function returning a dict; `observe` calls it once.
-    `neurons` marks those that need the individual rows of W, which the Gram space does not have."""
+    `neurons` marks those that need the individual rows of W, which the Gram space has only with
+    `model.neurons` (N = W W^T, Z = W W_V)."""
 
     name: str
     group: str
@@ -76,7 +79,7 @@ def names(space: str = "weights") -> list[str]:
 
 
 def neuron_only() -> list[str]:
-    """Columns that exist in weight space only (they need the rows w_j of W)."""
+    """Columns that need the rows w_j of W: weight space, or the Gram space with `model.neurons`."""
     return [name for name, obs in OBSERVABLES.items() if obs.neurons]
 
 
@@ -84,9 +87,8 @@ def observe(model: Transformer, problem: Problem) -> dict[str, jnp.ndarray]:
     """Evaluate every registered observable; a dict of scalars keyed by column name."""
     shared: dict[Callable, dict] = {}
     out = {}
-    gram = is_gram(model)
     for name, obs in OBSERVABLES.items():
-        if gram and obs.neurons:
+        if obs.neurons and not has_neurons(model):
             continue
         if obs.shared is None:
             out[name] = obs.fn(model, problem)
@@ -258,9 +260,9 @@ def _register_dynamics() -> None:
                       lambda model, pr, a=a, b=b: query_gram_entry(model, TOKENS[a], TOKENS[b]))
     for a in (1, 2, 3):
         _register(f"WV_mu{a}_norm", "dynamics", f"||W W_V mu_{a}||: the neurons' values w_j^T W_V mu_{a}",
-                  lambda model, pr, a=a: jnp.linalg.norm(model.W @ model.W_V[:, TOKENS[a]]), neurons=True)
+                  lambda model, pr, a=a: jnp.linalg.norm(neuron_values_at(model, TOKENS[a])), neurons=True)
     _register("W_gram_fro", "dynamics", "||W W^T||_F: the neuron inner products <w_j1, w_j2>",
-              lambda model, pr: jnp.linalg.norm(model.W @ model.W.T), neurons=True)
+              lambda model, pr: jnp.linalg.norm(neuron_gram_of(model)), neurons=True)
     for name in RATE_OF:
         column = f"d_{name}_dt"
         OBSERVABLES[column] = Observable(column, "rates", f"d({name})/dt along the trained flow, -grad L over the trainable parameters (JVP)",

@@ -3,7 +3,9 @@
     config.json       resolved configuration
     manifest.json     format version, seed, versions, git commit, device, timings, T1, status
     metrics.parquet   one row per observed time: `t`, `step`, then one column per observable
-    state_init.npz    tokens, labels, groups, W_Q, W_K, W_V, W, a at t = 0 (golden-file keys)
+    state_init.npz    tokens, labels, groups, W_Q, W_K, W_V, W, a at t = 0 (golden-file keys);
+                      a Gram-space run: A, P, K, V, G, s, m, m1 instead of the weights, and
+                      N, Z, a when it resolves the neurons (model.neurons)
     state_final.npz   the same keys at the end of the run
     state_t1.npz      the same keys at T1 (the first observed time with every training sample
                       correct), plus `t` (T1) and `step` (-1 for the flow); absent when no seed
@@ -41,12 +43,18 @@ GRAM_STATE_KEYS = ("tokens", "labels", "groups", "A", "P", "K", "V", "G", "s", "
 """A Gram-space run (model.space = "gram") stores the Grams instead of the weights: A = W_K^T W_Q,
 P = W_Q^T W_Q, K = W_K^T W_K, V = W_V^T W_V (d x d), G = W_V^T u (d,), s = u^T u, and the
 widths m, m1 (scalars)."""
+GRAM_NEURON_KEYS = ("N", "Z", "a")
+"""What a Gram-space run that resolves the neurons (model.neurons) stores besides: N = W W^T
+(m1 x m1), Z = W W_V (m1 x d) and the output signs a (m1,). Folders without them load as before."""
 REQUIRED_FILES = ("config.json", "manifest.json", "metrics.parquet", "state_init.npz", "state_final.npz")
 
 
 def state_keys(arrays: dict[str, Any]) -> tuple[str, ...]:
-    """The keys of the kind of state `arrays` holds: the golden-file keys (weights) or the Grams."""
-    return GRAM_STATE_KEYS if "A" in arrays else STATE_KEYS
+    """The keys of the kind of state `arrays` holds: the golden-file keys (weights) or the Grams
+    (with the neurons' N, Z, a when it has them)."""
+    if "A" not in arrays:
+        return STATE_KEYS
+    return GRAM_STATE_KEYS + (GRAM_NEURON_KEYS if "N" in arrays else ())
 
 
 def write_state(path: Path, arrays: dict[str, np.ndarray]) -> None:
@@ -138,6 +146,18 @@ def grams_of(state: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
     W_Q, W_K, W_V = (np.asarray(state[k]) for k in ("W_Q", "W_K", "W_V"))
     u = np.asarray(state["W"]).T @ np.asarray(state["a"])
     return {"A": W_K.T @ W_Q, "K": W_K.T @ W_K, "Q": W_Q.T @ W_Q, "V": W_V.T @ W_V, "G": u @ W_V, "s": float(u @ u)}
+
+
+def neuron_grams(state: dict[str, np.ndarray]) -> tuple[np.ndarray, np.ndarray, np.ndarray] | None:
+    """(N, Z, a) of one seed's loaded state: N = W W^T (m1 x m1) the neurons' inner products
+    <w_j, w_k>, Z = W W_V (m1 x d) their values w_j^T W_V mu, a the output signs; from the weights,
+    or from a Gram state that resolves the neurons (model.neurons); None for one that does not."""
+    if "N" in state:
+        return np.asarray(state["N"]), np.asarray(state["Z"]), np.asarray(state["a"])
+    if "W" not in state:
+        return None
+    W = np.asarray(state["W"])
+    return W @ W.T, W @ np.asarray(state["W_V"]), np.asarray(state["a"])
 
 
 def attention_of(state: dict[str, np.ndarray], tokens: np.ndarray) -> np.ndarray:
