@@ -519,7 +519,7 @@ def _print_verification(folder: Path, verification) -> None:
                        if verification.appendix_c else "not evaluated: no weights saved (Gram space)")
     console.print(identities)
     counts = {key: sum(rate.get(key, 0) for rate in rates.values())
-              for key in ("passed", "failed", "failed_outside_premises", "unchecked")}
+              for key in ("passed", "failed", "failed_outside_premises", "unchecked", "no_verdict")}
     premise_line = ""
     if verification.premises:
         met = sum(p.met is True for p in verification.premises)
@@ -528,7 +528,7 @@ def _print_verification(folder: Path, verification) -> None:
 
     console.print(f"{premise_line}{summary_line(table)}; checks x seeds: {counts['passed']} pass, "
                   f"{counts['failed']} fail, {counts['failed_outside_premises']} fail outside premises, "
-                  f"{counts['unchecked']} not applicable")
+                  f"{counts['unchecked']} not applicable, {counts['no_verdict']} diagnostic (no verdict)")
 
 
 def _print_premises(premises, title: str) -> None:
@@ -542,7 +542,8 @@ def _print_premises(premises, title: str) -> None:
     console.print(table)
 
 
-VERDICT_COLOURS = {"pass": "green", "fail": "red", "fail outside premises": "yellow", "not applicable": "bright_black"}
+VERDICT_COLOURS = {"pass": "green", "fail": "red", "fail outside premises": "yellow", "not applicable": "bright_black", "inconclusive": "cyan",
+                   "no verdict": "bright_black"}
 
 
 def _print_claims(table: list[dict], title: str) -> None:
@@ -614,7 +615,10 @@ def _verify_scaling(target, set_, seed, seeds, out, force, axis, values, strict)
     elif force and out.exists():
         shutil.rmtree(out)
     out.mkdir(parents=True, exist_ok=True)
-    report = width_scaling(config, axis, widths, out, progress=lambda text: console.print(f"  running {text}"))
+    c0_values = experiment.scaling_c0 if experiment and axis == "both" and not any(
+        o.startswith("init.c0=") for o in set_) else ()
+    report = width_scaling(config, axis, widths, out, progress=lambda text: console.print(f"  running {text}"),
+                           c0_values=c0_values)
     written = write_scaling(out, report, config)
     base = base_width(report, config)
     table = report["claims"]
@@ -848,6 +852,81 @@ def bench(
     console.print(table)
     if json_out is not None:
         atomic_write_json(json_out, results)
+
+
+KIND_NAMES = {"order": "order", "upper": "upper bound", "lower": "lower bound", "decays": "decays"}
+
+
+@app.command("fit-rate")
+def fit_rate(
+    table: Path = typer.Argument(..., metavar="TABLE", help="CSV or Parquet file with columns m, seed, value"),
+    exponent: float = typer.Option(..., "--exponent", metavar="P", help="the claimed exponent p of value ~ m^p (0 for decays)"),
+    kind: str = typer.Option("order", "--kind", metavar="KIND", help="order (Theta), upper (O), lower (Omega) or decays (1/poly(m))"),
+    tol: Optional[float] = typer.Option(None, "--tol", metavar="T", help="allowed exponent error, fixed before looking (default 0.1)"),
+    log_power: int = typer.Option(0, "--log-power", metavar="K", help="factors of log m the statement carries (a tilde: 1)"),
+    json_output: bool = typer.Option(False, "--json", help="print one JSON object (verdict, exponent, ci, ...) instead of text"),
+) -> None:
+    """Judge a power law in your own width sweep with coocflow's rate test: the exponent, its 95%
+    interval, the slope over the largest third of the widths, and pass / fail / inconclusive.
+
+    Example: coocflow fit-rate sweep.csv --exponent -1 --kind order --json
+    """
+    import json
+
+    from coocflow.phases.rate_test import ORDER_TOLERANCE, RateTest, judge_rate
+    from coocflow.storage.rate_table import read_rate_table
+
+    if kind not in KIND_NAMES:
+        raise CoocflowError(f"--kind {kind}: choose order, upper, lower or decays")
+    if kind == "decays" and exponent != 0:
+        raise CoocflowError("--kind decays tests exponent < 0: give --exponent 0")
+    if tol is not None and not (tol >= 0):
+        raise CoocflowError(f"--tol {tol}: give a non-negative exponent tolerance, e.g. --tol 0.1")
+    if log_power < 0:
+        raise CoocflowError(f"--log-power {log_power}: give 0 or more factors of log m")
+    data = read_rate_table(table)
+    test = RateTest(exponent, KIND_NAMES[kind], 0.0 if kind == "decays" else (ORDER_TOLERANCE if tol is None else tol), log_power)
+    judged = judge_rate(test, data.widths, data.values, name=table.stem)
+    if json_output:
+        print(json.dumps(judged.to_dict()))
+        return
+    colour = {"pass": "green", "fail": "red", "inconclusive": "yellow"}.get(judged.verdict, "white")
+    console.print(f"{table}: {len(data.widths)} widths, m = {data.widths[0]:g}..{data.widths[-1]:g}, up to {data.seeds} seeds",
+                  highlight=False)
+    console.print(judged.sentence().rsplit(": ", 1)[0], highlight=False, soft_wrap=True)
+    console.print(f"verdict: [{colour}]{judged.verdict}[/]", highlight=False)
+
+
+@app.command()
+def power(
+    trials: int = typer.Option(200, "--trials", metavar="N", help="simulated sweeps per cell"),
+    out: Optional[Path] = typer.Option(None, "--out", metavar="FILE", help="also write the table as Markdown (e.g. docs/power.md)"),
+) -> None:
+    """The rate test's power at the default theory sweep (its widths and seeds): how often a
+    Theta(m^p) claim passes when the true exponent is off by 0..0.3, at seed spreads 0.01..0.5.
+
+    Example: coocflow power --out docs/power.md
+    """
+    from rich.progress import Progress
+
+    from coocflow.experiments.registry import EXPERIMENTS
+    from coocflow.phases.power import ERRORS, NOISES, power_markdown, power_table
+    from coocflow.phases.rate_test import RateTest
+    from coocflow.storage import atomic_write_text
+
+    if trials < 1:
+        raise CoocflowError(f"--trials {trials}: give a positive number of simulated sweeps")
+    theory = EXPERIMENTS["theory"]
+    widths, seeds, test = [float(m) for m in theory.scaling_widths], theory.scaling_seeds, RateTest(-1.0)
+    with Progress(console=console, transient=True) as bar:
+        task = bar.add_task("simulating sweeps", total=len(ERRORS) * len(NOISES))
+        cells = power_table(test, widths, seeds, trials, progress=lambda: bar.advance(task))
+    command = "coocflow power" + (f" --trials {trials}" if trials != 200 else "") + (f" --out {out}" if out else "")
+    text = power_markdown(cells, test, widths, seeds, command)
+    console.print(text, highlight=False, markup=False)
+    if out is not None:
+        atomic_write_text(out, text)
+        console.print(f"written: {out}")
 
 
 def main() -> None:

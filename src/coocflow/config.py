@@ -126,6 +126,17 @@ class ObserveConfig:
 
 
 @dataclass(frozen=True)
+class VerifyConfig:
+    """The paper's times, declared before the run (docs/claims.md, time windows)."""
+
+    c_t1: float = 0.0
+    """T1 = c_t1 / U0 (Def. E.2, Thm E.26: C_T1/U0 with C_T1 large); 0 takes the first time every
+    sample is correct instead (the operational T1, for settings outside the theory's scales)."""
+    loss_exponent: float = 2.0
+    """T* is the first time the loss is <= m^-k, k = loss_exponent (Thm F.20: Theta(poly(m)))."""
+
+
+@dataclass(frozen=True)
 class Config:
     """A whole run: what to build, how to train it, where to look."""
 
@@ -138,6 +149,7 @@ class Config:
     init: InitConfig = field(default_factory=InitConfig)
     train: TrainConfig = field(default_factory=TrainConfig)
     observe: ObserveConfig = field(default_factory=ObserveConfig)
+    verify: VerifyConfig = field(default_factory=VerifyConfig)
 
     @property
     def t_end(self) -> float:
@@ -154,6 +166,14 @@ class Config:
     @property
     def is_flow(self) -> bool:
         return self.train.method == "flow"
+
+    @property
+    def paper_t1(self) -> float | None:
+        """The paper's T1 = C_T1 / U0 (Def. E.2), U0 = s1^2 m m1 = c1^2 m under the theory init;
+        None where `verify.c_t1` is 0 (the first all-correct time stands for T1)."""
+        if self.verify.c_t1 <= 0:
+            return None
+        return self.verify.c_t1 / (self.init.c1**2 * self.model.m)
 
     def to_dict(self) -> dict[str, Any]:
         return dataclasses.asdict(self)
@@ -173,6 +193,7 @@ _SECTIONS = {
     "init": InitConfig,
     "train": TrainConfig,
     "observe": ObserveConfig,
+    "verify": VerifyConfig,
 }
 
 
@@ -383,6 +404,11 @@ def validate(c: Config) -> None:
     _need(t.max_steps > 0, f"train.max_steps: must be > 0 (got {t.max_steps})")
     _need(t.batch_size in (0, d.n) or t.method != "flow",
           "train.batch_size: the flow is full-batch; remove train.batch_size or pick a discrete method")
+    _need(c.verify.c_t1 >= 0 and math.isfinite(c.verify.c_t1),
+          f"verify.c_t1: T1 = c_t1 / U0 needs c_t1 >= 0, 0 meaning the first all-correct time (got {c.verify.c_t1})")
+    _need(c.verify.loss_exponent > 0, f"verify.loss_exponent: T* needs k > 0 in loss <= m^-k (got {c.verify.loss_exponent})")
+    _need(c.verify.c_t1 == 0 or c.init.scheme == "theory",
+          "verify.c_t1: U0 = c1^2 m is the theory init's scale; set init.scheme=theory or verify.c_t1=0")
     _need(c.observe.points >= 2, f"observe.points: need at least 2 observed times (got {c.observe.points})")
     _need(c.observe.spacing in GRID_SPACINGS,
           f"observe.spacing: must be one of {', '.join(GRID_SPACINGS)} (got '{c.observe.spacing}')")

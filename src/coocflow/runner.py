@@ -152,21 +152,23 @@ class RunResult:
 
 def observation_grid(config: Config) -> tuple[np.ndarray, np.ndarray]:
     """The observation grid (flow times for the flow, optimizer steps for discrete methods) with
-    `observe.snapshots` joined in, and the sorted indices of the snapshot observations in it.
+    `observe.snapshots` (and the paper's T1 = `Config.paper_t1`) joined in, and the
+    sorted indices of the snapshot observations in it.
 
     A snapshot time within 1e-9 t_end of a grid time replaces it (so it is observed exactly at
     the time asked for); discrete methods take the nearest step, t = lr * step."""
     o = config.observe
+    declared = () if config.paper_t1 is None or config.paper_t1 > config.t_end else (config.paper_t1,)
     if config.is_flow:
         grid = observation_times(config.t_end, config.train.lr, o.points, o.spacing)
-        wanted = np.asarray(o.snapshots, dtype=np.float64)
+        wanted = np.asarray((*o.snapshots, *declared), dtype=np.float64)
         for time_ in wanted:
             nearest = int(np.argmin(np.abs(grid - time_)))
             if abs(grid[nearest] - time_) <= 1e-9 * config.t_end:
                 grid[nearest] = time_
     else:
         grid = observation_steps(config.train.steps, o.points, o.spacing)
-        wanted = np.clip(np.rint(np.asarray(o.snapshots, dtype=np.float64) / config.train.lr), 0,
+        wanted = np.clip(np.rint(np.asarray((*o.snapshots, *declared), dtype=np.float64) / config.train.lr), 0,
                          config.train.steps).astype(np.int64)
     grid = np.union1d(grid, wanted)
     return grid, np.searchsorted(grid, np.unique(wanted))

@@ -28,6 +28,8 @@ class Experiment:
     """`coocflow verify NAME --scaling AXIS` without --values runs these widths (default 32..256)."""
     scaling_seeds: int = 4
     """... and this many seeds per width without --seeds."""
+    scaling_c0: tuple[float, ...] = ()
+    """... and these init scales c0 as a second axis (each a whole width sweep; default the base c0)."""
 
     def config(self) -> Config:
         return Config(name=self.name).replace(self.overrides)
@@ -39,14 +41,22 @@ PAPER = {
     "train.method": "gd", "train.lr": 0.01, "train.steps": 30000,
 }
 
+THEORY_WIDTHS = (32768, 49667, 75281, 114105, 172951, 262144, 397336, 602249, 912838, 1383604, 2097152, 3178688,
+                 4817990, 7302707, 11068835, 16777216)
+"""16 widths from 2^15 to 2^24, evenly spaced in log m: the smallest is the first where m1 = 64 neurons
+meet P1 (m >= 10 m1 log^2(m1/delta)); power of the rate test at this design: docs/power.md."""
 THEORY = {
     "data.n": 96, "data.L": 3, "data.d": 67, "data.random_tokens": "distinct", "data.n_test": 96,
-    "model.m": 4096, "model.m1": 4, "model.space": "gram", "init.scheme": "theory", "init.c0": 0.002, "init.c1": 1.0,
-    "train.method": "flow", "train.lr": 1e-6, "train.t_end": 100.0, "observe.points": 200,
+    "model.m": THEORY_WIDTHS[0], "model.m1": 64, "model.space": "gram", "model.neurons": True,
+    "init.scheme": "theory", "init.c0": 0.02, "init.c1": 1.0,
+    "train.method": "flow", "train.lr": 0.01 / THEORY_WIDTHS[0], "train.t_end": 50.0 * THEORY_WIDTHS[0],
+    "observe.points": 200, "verify.c_t1": 20.0, "verify.loss_exponent": 2.0,
 }
-"""Premises (docs/claims.md section 1) at m = 4096: m/(m1 log^2(m1/delta)) = 53, m/L^2 = 455, m1/m = 1/1024,
-n/L^2 = 10.7, d - 3 = 64 random slots all distinct, Fmax0 ~ 0.004; the flow's first observed time
-1e-6 resolves Phase 1 (T1 ~ 1/(c1^2 m))."""
+"""Premises (docs/claims.md section 1) at m = 2^15, m1 = 64: m/(m1 log^2(m1/delta)) = 10.0, m1 >= 8 log(4/delta)
+= 35 (L. D.6), m/L^2 = 3641, m1/m = 1/512, n/L^2 = 10.7, d - 3 = 64 random slots all distinct, Fmax0 within
+L. D.8's bound. The paper's times are declared before any run: T1 = C_T1/U0 with C_T1 = 20 (Lemma 4.1:
+dG(mu1)/dt ~ W0/6 ~ U0/6 brings G(mu1) to order one by about 6/U0; 20 leaves room), T* = first loss
+<= m^-2. The flow observes from 0.01/U0 (Phase 1 resolved at every width) to 50 m (past T* ~ 14 m)."""
 
 EXPERIMENTS: dict[str, Experiment] = {
     e.name: e
@@ -67,9 +77,9 @@ EXPERIMENTS: dict[str, Experiment] = {
         Experiment(
             "theory",
             "The theory's regime, every premise of docs/claims.md met: distinct random tokens with n L <= d "
-            "(n=96, L=3, d=67), Gaussian Condition 1 init with a near-zero output at t = 0 (c0=0.002, c1=1), "
-            "m=4096 >> m1=4 and L^2, the gradient flow to t = 100 from t = 1e-6, in the Gram space (any width).",
-            THEORY, scaling_widths=(64, 128, 256, 512, 1024, 2048, 4096, 16384, 65536, 100000, 1000000), scaling_seeds=8,
+            "(n=96, L=3, d=67), Gaussian Condition 1 init (c0=0.02, c1=1), m=2^15 >> m1=64 neurons (resolved in the "
+            "Gram space) and L^2, the flow from 0.01/U0 to 50 m (past T* = first loss <= m^-2), T1 = 20/U0 declared.",
+            THEORY, scaling_widths=THEORY_WIDTHS, scaling_seeds=8, scaling_c0=(0.02, 0.063, 0.2),
         ),
         Experiment(
             "generalization",

@@ -98,11 +98,12 @@ def power_markdown(cells: list[PowerCell], test: RateTest, widths: Sequence[floa
         lines.append(f"| {error:g} | " + " | ".join(row) + " |")
     lines += [
         "",
-        "How to read it: the first row is how often a true claim passes; the rows at and beyond "
-        f"{2 * test.tol:g} are how often a claim whose exponent is that far off passes (it should not). "
-        "Errors near the tolerance pass about half the time by design: the test says "
-        "`inconclusive` there and names the seeds that would decide. The noise columns span the seed "
-        "spreads the theory sweep shows (docs/scaling_theory.md, column `seed spread`).",
+        "How to read it: the first row is how often a true claim passes (the interval's coverage once the "
+        f"band is wider than the interval); the rows at and beyond {2 * test.tol:g} are how often a claim whose "
+        "exponent is that far off passes (it should not). At an error equal to the tolerance the test is "
+        "`inconclusive` almost always and names the seeds per width that would decide; between, the pass rate "
+        "falls as the noise widens the interval. The noise is the seed-to-seed standard deviation of log|X| at one "
+        "width (`seed_spread` in each fit of scaling.json).",
         "",
     ]
     return "\n".join(lines)

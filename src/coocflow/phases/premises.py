@@ -18,15 +18,17 @@ import numpy as np
 
 from coocflow.config import random_slots
 from coocflow.phases.scales import Scales, eps_m, scales_of, seed_states
-from coocflow.storage.run_folder import LoadedRun, attention_of, mlp_of, score_matrix_of
+from coocflow.storage.run_folder import LoadedRun, attention_of, mlp_of, neuron_grams, score_matrix_of
 
 MU1, MU2, MU3, FIRST_RANDOM = 0, 1, 2, 3
 MUCH_GREATER = 10.0
 """Threshold for ">> 1" in P1 and P3."""
 MAX_RHO = 1 / 8
 """P1: largest m1/m that keeps the sqrt(rho) per-neuron errors (E14, F1-inv (d), F14) small."""
+DELTA = 0.05
+"""The failure probability delta of the theorems' "with probability 1 - delta" (P1, P3, P7, P9)."""
 FMAX0_LIMIT = 0.01
-"""P7: L. D.8's Fmax0 <= 0.01."""
+"""L. D.8's literal Fmax0 <= 0.01: reported beside P7, not required (it does not follow from Condition 1)."""
 GD_STEP_LIMIT = 0.1
 """P8: eta W0 / 6 <= this counts as "<< 1" for gradient descent. G moves at
 dG/dt = -(s + m1 V) dL/dG (Appendix C), so its stiffness is u2 + m1 v0 = W0 at t = 0 (dG(mu_1)/dt(0)
@@ -95,17 +97,35 @@ def _p1_widths(sc: Scales, delta: float) -> Premise:
     }
     rho = sc.m1 / sc.m
     init_ratio = sc.L * sc.s0**2 / sc.s1**2
+    fewest_neurons = min_neurons(delta)
     failures = [f"{k} = {_fmt(v)} < {MUCH_GREATER:g}" for k, v in ratios.items() if v < MUCH_GREATER]
+    if sc.m1 < fewest_neurons:
+        failures.append(f"m1 = {sc.m1} < 8 log(4/delta) = {fewest_neurons:.1f} (L. D.6 vacuous)")
     if rho > MAX_RHO:
         failures.append(f"m1/m = {_fmt(rho)} > 1/8")
     if init_ratio > 1 / MUCH_GREATER:
         failures.append(f"L s0^2/s1^2 = {_fmt(init_ratio)} > {1 / MUCH_GREATER:g}")
     value = (", ".join(f"{k} = {_fmt(v)}" for k, v in ratios.items())
-             + f", m1/m = {_fmt(rho)}, L s0^2/s1^2 = {_fmt(init_ratio)}")
-    return Premise("P1", "widths (Cond. 1): m >> m1 log^2(m1/delta), L^2, L log(2nL/delta); m1/m <= 1/8; "
-                   "s0^2/s1^2 = o(1/L) (F3)", value,
-                   f"each ratio >= {MUCH_GREATER:g}; m1/m <= 1/8; L s0^2/s1^2 <= {1 / MUCH_GREATER:g}",
+             + f", m1 = {sc.m1}, m1/m = {_fmt(rho)}, L s0^2/s1^2 = {_fmt(init_ratio)}")
+    return Premise("P1", "widths (Cond. 1): m >> m1 log^2(m1/delta), L^2, L log(2nL/delta); m1 >= Omega~(1) "
+                   "(L. D.6 non-vacuous); m1/m <= 1/8; s0^2/s1^2 = o(1/L) (F3)", value,
+                   f"each ratio >= {MUCH_GREATER:g}; m1 >= 8 log(4/delta); m1/m <= 1/8; L s0^2/s1^2 <= {1 / MUCH_GREATER:g}",
                    not failures, "; ".join(failures))
+
+
+def min_neurons(delta: float) -> float:
+    """Condition 1's m1 >= Omega~(1) made concrete: L. D.6 says #{a_j = +1} = m1 (1/2 +- sqrt(2 log(4/delta)
+    / m1)), which says nothing unless the deviation is below 1/2, i.e. m1 > 8 log(4/delta) (35 at delta = 0.05)."""
+    return 8 * math.log(4 / delta)
+
+
+def neurons_meeting_p1(m: int, delta: float, cap: int) -> int:
+    """The most neurons m1 <= cap, a power of two, with m >= 10 m1 log^2(m1/delta) (P1's first ratio):
+    a width sweep's m1 grows with m while P1 holds, up to `cap` (1 when none does)."""
+    m1 = 1
+    while 2 * m1 <= cap and m >= MUCH_GREATER * 2 * m1 * math.log(2 * m1 / delta) ** 2 and 2 * m1 <= MAX_RHO * m:
+        m1 *= 2
+    return m1
 
 
 def _measured_c(state: dict[str, np.ndarray], sc: Scales) -> tuple[float, float]:
@@ -183,15 +203,19 @@ def _p6_one_hot(state: dict, sc: Scales) -> _SeedVerdict:
 
 
 def _p7_small_output(state: dict, sc: Scales, delta: float) -> _SeedVerdict:
-    """P7, L. D.8: Fmax0 = max_i |F_i(0)| <= 0.01; bound 2 c0 c1 sqrt(2 log(2Ln/delta)); E4's g(0) ~ 1/2."""
+    """P7, L. D.8 as Condition 1 implies it: Fmax0 = max_i |F_i(0)| <= 2 c0 c1 sqrt(2 log(2Ln/delta)), the
+    lemma's bound for Condition 1's scales. Its last step, that this is <= 0.01, does not follow from
+    Condition 1 (it forces c0 c1 ~ 1e-3, docs/claims.md P7): Fmax0 <= 0.01 is reported, not required."""
     F = logits_at(state)
     labels = np.asarray(state["labels"])
     fmax0 = float(np.max(np.abs(F)))
     loss0 = float(np.mean(np.logaddexp(0.0, -labels * F)))
     bound = 2 * sc.c0 * sc.c1 * math.sqrt(2 * math.log(2 * sc.L * sc.n / delta))
-    value = f"Fmax0 = {_fmt(fmax0)} (L. D.8 bound {_fmt(bound)}); loss(0) = {loss0:.4f} vs log 2 = {math.log(2):.4f}"
-    met = fmax0 <= FMAX0_LIMIT
-    return _SeedVerdict(met, value, [] if met else [f"Fmax0 = {_fmt(fmax0)} > {FMAX0_LIMIT:g}"], fmax0)
+    literal = "<=" if fmax0 <= FMAX0_LIMIT else ">"
+    value = (f"Fmax0 = {_fmt(fmax0)} (L. D.8 bound {_fmt(bound)}; {literal} the lemma's literal {FMAX0_LIMIT:g}, "
+             f"diagnostic); loss(0) = {loss0:.4f} vs log 2 = {math.log(2):.4f}")
+    met = fmax0 <= bound
+    return _SeedVerdict(met, value, [] if met else [f"Fmax0 = {_fmt(fmax0)} > L. D.8's bound {_fmt(bound)}"], fmax0)
 
 
 def _p8_flow(config: dict, sc: Scales) -> Premise:
@@ -210,8 +234,8 @@ def _p8_flow(config: dict, sc: Scales) -> Premise:
 
 
 def init_events(state: dict, sc: Scales, delta: float) -> dict[str, float | None]:
-    """Measured/allowed for the init events of L. D.1-D.7 at t = 0 (<= 1 holds; None: needs
-    weights a Gram state lacks). Uses v0 = s0^2 m and eps_m of L. D.1; the Gaussian bounds of
+    """Measured/allowed for the init events of L. D.1-D.7 at t = 0 (<= 1 holds; None: needs the
+    neurons, which a Gram state has only with model.neurons). Uses v0 = s0^2 m and eps_m of L. D.1; the Gaussian bounds of
     D4 (|G(mu)| and L. D.7's |w_j^T W_V X_i p_l|) take the union-bound constant sqrt(2 log(2N/delta))
     over N events, which L. D.7's sqrt(log(m1 nL/delta)) omits."""
     d, n, L, m, m1, v0 = sc.d, sc.n, sc.L, sc.m, sc.m1, sc.v0
@@ -239,14 +263,15 @@ def init_events(state: dict, sc: Scales, delta: float) -> dict[str, float | None
     V_pairs = grams["V"][tokens[:, :, None], tokens[:, None, :]]  # (n, h, h')
     value_norms = np.einsum("nhl,nhk,nkl->nl", p, V_pairs, p)  # ||W_V X_i p_l||^2
     events["D4 ||W_V X p||^2"] = float(np.max(np.abs(value_norms - v0 / L))) / ((v0 / L) * eps_m(2 * n * L / delta, m))
-    if has_weights(state):
-        inner = W @ W.T
+    neurons = neuron_grams(state)
+    if neurons is not None:
+        inner, values, a = neurons
         neuron_off = ~np.eye(m1, dtype=bool)
         events["D1 <w_j1,w_j2>"] = (float(np.max(np.abs(inner[neuron_off]))) / (sc.s1**2 * m * eps_m(2 * m1**2 / delta, m))
                                     if m1 > 1 else 0.0)
         events["D1 ||w_j||^2"] = float(np.max(np.abs(np.diag(inner) - sc.s1**2 * m))) / (sc.s1**2 * m * eps_m(2 * m1 / delta, m))
-        events["D1 w_j^T W_V mu"] = float(np.max(np.abs(W @ W_V))) / (sc.s0 * sc.s1 * m * eps_m(2 * m1 * d / delta, m))
-        wv_tokens = (W @ W_V)[:, tokens]  # (m1, n, h)
+        events["D1 w_j^T W_V mu"] = float(np.max(np.abs(values))) / (sc.s0 * sc.s1 * m * eps_m(2 * m1 * d / delta, m))
+        wv_tokens = values[:, tokens]  # (m1, n, h)
         events["D4 w_j^T W_V X p"] = float(np.max(np.abs(np.einsum("jnh,nhl->jnl", wv_tokens, p)))) / (
             sc.s0 * sc.s1 * math.sqrt((m / L) * 2 * math.log(2 * m1 * n * L / delta)))
         events["D6 #{a_j=+1}"] = abs(float(np.mean(a > 0)) - 0.5) / math.sqrt(2 * math.log(4 / delta) / m1)
@@ -281,7 +306,7 @@ def _per_seed(states: list[dict], seeds: list[int], evaluate) -> tuple[bool | No
     return met, value, note
 
 
-def evaluate_premises(run: LoadedRun, delta: float = 0.05) -> list[Premise]:
+def evaluate_premises(run: LoadedRun, delta: float = DELTA) -> list[Premise]:
     """P1..P9 of docs/claims.md section 1 on `run`'s configuration and initial state, failure probability `delta`."""
     config = run.config
     sc = scales_of(config)

@@ -32,13 +32,11 @@ from coocflow.phases.checks import SeedData
 from coocflow.phases.claims import CLAIMS, Rate, judge
 from coocflow.phases.rate_test import BOUND_TOLERANCE, judge_rate
 from coocflow.phases.state_values import resolved_changes
-from coocflow.storage.run_folder import attention_of, grams_of
+from coocflow.storage.run_folder import attention_of, grams_of, neuron_grams
 
 AXES = ("m", "m1", "both")
 WEIGHT_SPACE_MAX_WIDTH = 4096
 """Widths m up to this run in weight space (neurons available) when the base runs in the Gram space."""
-LOSS_EXPONENT_K = 1
-"""T* is the first observed time with loss <= m^-k (Thm F.20, docs/claims.md time windows)."""
 LATE_FRACTION = 0.1
 """The slope of 1/loss is read over t >= this fraction of the run's end (late Phase 2)."""
 TARGET_SCORES = (("A_mu1_mu2", (0, 1)), ("A_mu2_mu1", (1, 0)), ("A_mu3_mu1", (2, 0)), ("A_mu3_mu2", (2, 1)))
@@ -102,15 +100,18 @@ def _attention(d: SeedData, moment: str) -> np.ndarray | None:
 
 
 def _neurons(d: SeedData, moment: str) -> dict | None:
+    """W W^T and W W_V at `moment`, from weights or a Gram state that resolves the neurons."""
     state = d.states.get(moment)
-    if state is None or "W" not in state:
+    neurons = None if state is None else neuron_grams(state)
+    if neurons is None:
         return None
-    return {"WWt": state["W"] @ state["W"].T, "WWV": state["W"] @ state["W_V"]}
+    return {"WWt": neurons[0], "WWV": neurons[1]}
 
 
 def t_star(d: SeedData) -> float | None:
-    """T* of Theorem F.20: the first observed time with loss <= m^-k (`LOSS_EXPONENT_K`)."""
-    return _first_time(d, d.series["loss"] <= float(d.m) ** -LOSS_EXPONENT_K)
+    """T* of Theorem F.20: the first observed time with loss <= m^-k, k declared by the run's
+    configuration (`verify.loss_exponent`, at least 2 so that Theta(poly(m)) is testable)."""
+    return _first_time(d, d.series["loss"] <= float(d.m) ** -d.loss_exponent)
 
 
 # t = 0 ---------------------------------------------------------------------------------------
@@ -179,9 +180,11 @@ def loss_i2_peak_time(d):
     return float(d.t[peak]) if 0 < peak < stop else None
 
 
-@quantity("T1", "T1 (all training samples correct)")
-def t1(d):
-    return d.bounds["T1"]
+@quantity("all_correct_time", "first time every training sample is correct")
+def all_correct_time(d):
+    """Thm 3.1: every sample is correct by T1 = O~(1/m); the paper's T1 = C_T1/U0 is -1 by
+    definition, so the rate is measured on the first all-correct time."""
+    return d.bounds["all_correct"]
 
 
 @quantity("loss_at_T1", "loss at T1")
@@ -245,11 +248,14 @@ def g1_at_t1(d):
     return None if at is None else float(d.series["G_mu1"][at])
 
 
-@quantity("min_margin_at_2T1", "min_i y_i F_i at 2 T1")
-def min_margin_at_2t1(d):
-    """Thm E.27's margins at T1 = C_T1/U0 with C_T1 large, read at 2 T1: at the code's T1, the first
-    time every sample is correct, the smallest margin is near 0 by construction."""
-    at = _index(d, None if d.bounds["T1"] is None else min(2 * d.bounds["T1"], d.bounds["end"]))
+@quantity("min_margin_at_T1", "min_i y_i F_i at T1 = C_T1/U0")
+def min_margin_at_t1(d):
+    """Thm E.27's margins at the paper's T1 = C_T1/U0 (declared, `verify.c_t1`); at the first
+    all-correct time the smallest margin would be near 0 by construction, so without a declared
+    C_T1 this is not measured."""
+    if d.t1_declared is None:
+        return None
+    at = _index(d, d.bounds["T1"])
     return None if at is None else float(d.series["min_margin"][at])
 
 
@@ -385,7 +391,7 @@ def score_max_at_end(d):
     return float(np.max(np.abs(_grams(d, "final")["A"])))
 
 
-@quantity("T_star", f"T* (loss <= m^-{LOSS_EXPONENT_K})")
+@quantity("T_star", "T* (loss <= m^-k, k = verify.loss_exponent)")
 def t_star_quantity(d):
     return t_star(d)
 
@@ -445,18 +451,36 @@ def measure(data: SeedData) -> dict[str, float | None]:
 
 
 # The sweep -----------------------------------------------------------------------------------
+GRID_START_PER_U0 = 0.01
+"""A theory sweep observes from t = 0.01 / U0, well before T1 ~ C_T1 / U0 at every width."""
+T_END_PER_LOSS_SCALE = 50.0
+"""... and runs to t = 50 m^(k-1) / c1^2: F8's 1/loss ~ kappa U0 t (kappa ~ 0.07) reaches m^k by about
+14 m^(k-1) / c1^2, so T* = first loss <= m^-k is inside the run with room to spare."""
+
+
 def width_overrides(axis: str, value: int, base: Config) -> dict:
-    """`both` keeps the base ratio m1 / m; `m` or `m1` moves one width alone. A Gram-space base
-    runs in weight space up to `WEIGHT_SPACE_MAX_WIDTH`."""
+    """`m` or `m1` moves one width alone. `both` moves m and, under the theory init, gives m1 the
+    most neurons (a power of two, at most the base m1) that keep P1 at that m
+    (`premises.neurons_meeting_p1`), with the flow's grid and end in the run's own time scale
+    (from `GRID_START_PER_U0` / U0 to past T*); otherwise it keeps the base ratio m1 / m. A Gram-space
+    base runs in weight space up to `WEIGHT_SPACE_MAX_WIDTH` unless it resolves the neurons."""
+    from coocflow.phases.premises import DELTA, neurons_meeting_p1
+
     if axis == "m":
         widths = {"model.m": value}
     elif axis == "m1":
         widths = {"model.m1": value}
+    elif base.init.scheme == "theory":
+        widths = {"model.m": value, "model.m1": neurons_meeting_p1(value, DELTA, base.model.m1)}
+        if base.is_flow:
+            c1_squared = base.init.c1 ** 2
+            widths["train.lr"] = GRID_START_PER_U0 / (c1_squared * value)
+            widths["train.t_end"] = T_END_PER_LOSS_SCALE * value ** (base.verify.loss_exponent - 1) / c1_squared
     else:
         ratio = base.model.m1 / base.model.m
         widths = {"model.m": value, "model.m1": max(1, int(round(ratio * value)))}
     m = widths.get("model.m", base.model.m)
-    if base.model.space == "gram" and m <= WEIGHT_SPACE_MAX_WIDTH:
+    if base.model.space == "gram" and m <= WEIGHT_SPACE_MAX_WIDTH and not getattr(base.model, "neurons", False):
         widths["model.space"] = "weights"
     return widths
 
@@ -495,35 +519,54 @@ def judge_rate_verdict(verdict: str, premises: tuple[str, ...], met: dict[str, b
 
 
 def width_scaling(base: Config, axis: str, values: list[int], out: Path,
-                  progress: Callable[[str], None] | None = None) -> dict:
-    """Run `base` at each width into `out/runs/`, measure every quantity and check per seed,
-    and fit every claim's rates."""
+                  progress: Callable[[str], None] | None = None, c0_values: tuple[float, ...] = ()) -> dict:
+    """Run `base` at each width (and each init scale c0 of `c0_values`, default the base's) into
+    `out/runs/`, measure every quantity and check per seed, and fit every claim's rates per c0."""
     from coocflow.phases.exponents import fit_exponent
     from coocflow.phases.verify import seed_data, verify_run, width_summary
 
+    c0_values = tuple(c0_values) or (base.init.c0,)
     rows, widths = [], []
-    for value in values:
-        config = base.replace(width_overrides(axis, value, base))
-        if progress:
-            progress(f"{axis}={value}: m={config.model.m}, m1={config.model.m1}, {config.model.space} space, "
-                     f"{len(config.seed_list)} seeds")
-        folder = Path(out) / "runs" / f"{axis}-{value}"
-        run = _width_run(config, folder)
-        verification = verify_run(run)
-        widths.append({"value": value, "space": config.model.space, "folder": str(folder),
-                       **width_summary(verification, config.model.m, config.model.m1)})
-        for (seed, data), results in zip(seed_data(run), verification.per_seed):
-            rows.append({"value": value, "m": config.model.m, "m1": config.model.m1, "seed": seed, **measure(data),
-                         **fitted_constants(results)})
+    for c0 in c0_values:
+        scaled = base if c0 == base.init.c0 else base.replace({"init.c0": c0})
+        for value in values:
+            config = scaled.replace(width_overrides(axis, value, scaled))
+            if progress:
+                progress(f"{axis}={value}: m={config.model.m}, m1={config.model.m1}, c0={c0:g}, {config.model.space} "
+                         f"space, {len(config.seed_list)} seeds")
+            name = f"{axis}-{value}" if len(c0_values) == 1 else f"c0-{c0:g}-{axis}-{value}"
+            folder = Path(out) / "runs" / name
+            run = _width_run(config, folder)
+            verification = verify_run(run)
+            widths.append({"value": value, "c0": c0, "space": config.model.space, "folder": str(folder),
+                           **width_summary(verification, config.model.m, config.model.m1)})
+            for (seed, data), results in zip(seed_data(run), verification.per_seed):
+                rows.append({"value": value, "c0": c0, "m": config.model.m, "m1": config.model.m1, "seed": seed,
+                             **measure(data), **fitted_constants(results)})
 
     predictions_apply = base.init.scheme == "theory" and axis == "both"
     x = np.asarray(values, float)
+    base_rows = [r for r in rows if r["c0"] == base.init.c0] or rows
     quantities = {}
     for name, q in QUANTITIES.items():
-        per_width = [[r[name] for r in rows if r["value"] == v and r[name] is not None] for v in values]
+        per_width = [[r[name] for r in base_rows if r["value"] == v and r[name] is not None] for v in values]
         medians = [float(np.median(found)) if found else None for found in per_width]
         quantities[name] = {"label": q.label, "medians": medians,
                             "fit": fit_exponent(x, [f or [np.nan] for f in per_width], name=name).to_dict()}
+    rates = []
+    for c0 in c0_values:
+        of_c0 = [r for r in rows if r["c0"] == c0]
+        rates += _judge_rates(of_c0, [w for w in widths if w["c0"] == c0], values, predictions_apply, c0)
+    return {"axis": axis, "values": list(values), "c0_values": list(c0_values), "seeds": list(base.seed_list),
+            "widths": widths, "rows": rows, "quantities": quantities, "rates": rates,
+            "predictions_apply": predictions_apply, "m1_slope": m1_slope([r["m"] for r in rows], [r["m1"] for r in rows]),
+            "config": base.to_dict()}
+
+
+def _judge_rates(rows: list[dict], widths: list[dict], values: list[int], predictions_apply: bool,
+                 c0: float) -> list[dict]:
+    """Every claim's rates over one c0's widths, each by its pre-registered `RateTest`, fitted over
+    the widths where the claim's premises hold."""
     slope_m1 = m1_slope([r["m"] for r in rows], [r["m1"] for r in rows])
     rates = []
     for claim in CLAIMS:
@@ -542,7 +585,7 @@ def width_scaling(base: Config, axis: str, values: list[int], out: Path,
             judged = judge_rate(test, np.asarray(fitted, float), per_width, name=rate.quantity)
             raw = judged.verdict if predictions_apply else "not applicable"
             label = QUANTITIES[rate.quantity].label if rate.quantity in QUANTITIES else f"fitted constant {rate.quantity}"
-            rates.append({"claim": claim.id, "quantity": rate.quantity, "label": label,
+            rates.append({"claim": claim.id, "c0": c0, "quantity": rate.quantity, "label": label,
                           "source": "quantity" if rate.quantity in QUANTITIES else "fitted constant",
                           "class": rate.evidence,
                           "medians": [float(np.median(found)) if found else None for found in
@@ -553,9 +596,7 @@ def width_scaling(base: Config, axis: str, values: list[int], out: Path,
                           "fit": judged.fit.to_dict(), "judgement": judged.to_dict(), "sentence": judged.sentence(),
                           "log_slack": judged.log_slack, "left_out": left_out,
                           "verdict": judge_rate_verdict(raw, claim.premises, met)})
-    return {"axis": axis, "values": list(values), "seeds": list(base.seed_list), "widths": widths, "rows": rows,
-            "quantities": quantities, "rates": rates, "predictions_apply": predictions_apply, "m1_slope": slope_m1,
-            "config": base.to_dict()}
+    return rates
 
 
 def _met(width: dict, premise: str) -> bool | None:
@@ -563,9 +604,9 @@ def _met(width: dict, premise: str) -> bool | None:
 
 
 def base_width(report: dict, base: Config) -> dict:
-    """The width whose one-width checks stand for the claims: the base configuration's own width
-    when the sweep has it, else the largest width in weight space, else the largest."""
-    widths = report["widths"]
+    """The width whose one-width checks stand for the claims (at the base c0): the base configuration's
+    own width when the sweep has it, else the largest width in weight space, else the largest."""
+    widths = [w for w in report["widths"] if w.get("c0", base.init.c0) == base.init.c0] or report["widths"]
     own = [w for w in widths if w["m"] == base.model.m and w["m1"] == base.model.m1]
     weights = [w for w in widths if w["space"] == "weights"]
     return (own or weights[-1:] or widths[-1:])[0]
@@ -595,32 +636,42 @@ def scaling_markdown(report: dict, base: Config) -> str:
     from coocflow.phases.claims import claims_markdown, summary_line
     from coocflow.phases.premises import premises_markdown, Premise
 
-    width = next(w for w in report["widths"] if w["value"] == report["base_width"])
+    base_c0 = report["config"]["init"]["c0"]
+    width = next(w for w in report["widths"] if w["value"] == report["base_width"] and w.get("c0", base_c0) == base_c0)
+    c0_values = report.get("c0_values", [base_c0])
     lines = [f"# Width scaling: {base.name} over {report['axis']} = {', '.join(map(str, report['values']))}", "",
-             f"Seeds per width: {len(report['seeds'])} ({', '.join(map(str, report['seeds']))}). Each width is a run "
-             f"folder under `runs/`; widths up to m = {WEIGHT_SPACE_MAX_WIDTH} ran in weight space (neurons measured), "
-             "larger ones in the Gram space. Exponents are least-squares slopes of the per-width mean of log|value| "
-             "with 95% seed-bootstrap intervals (`coocflow/phases/exponents.py`).", "",
-             "| width | m | m1 | space | premises not met |", "| --- | --- | --- | --- | --- |"]
+             f"Seeds per width: {len(report['seeds'])} ({', '.join(map(str, report['seeds']))}); init scale c0 = "
+             f"{', '.join(f'{c:g}' for c in c0_values)}, each a whole sweep. Each width is a run folder under `runs/`; "
+             f"without resolved neurons, widths up to m = {WEIGHT_SPACE_MAX_WIDTH} run in weight space. Exponents are "
+             "least-squares slopes of the per-width mean of log|value| with 95% seed-bootstrap intervals "
+             "(`coocflow/phases/exponents.py`), judged by the pre-registered rate test (`coocflow/phases/rate_test.py`, "
+             "power: docs/power.md): pass when the whole interval lies in the claim's band, fail when it lies wholly "
+             "outside, inconclusive otherwise.", "",
+             "| width | c0 | m | m1 | space | premises not met |", "| --- | --- | --- | --- | --- | --- |"]
     for w in report["widths"]:
         unmet = [p["id"] for p in w["premises"] if p["met"] is False]
-        lines.append(f"| {w['value']} | {w['m']} | {w['m1']} | {w['space']} | {', '.join(unmet) or 'none'} |")
-    lines += ["", f"## Premises at m = {width['m']} (the width of the one-width checks)", "",
+        lines.append(f"| {w['value']} | {w.get('c0', base_c0):g} | {w['m']} | {w['m1']} | {w['space']} | "
+                     f"{', '.join(unmet) or 'none'} |")
+    lines += ["", f"## Premises at m = {width['m']}, c0 = {base_c0:g} (the width of the one-width checks)", "",
               premises_markdown([Premise(**p) for p in width["premises"]]).rstrip(), "",
               "## Claims", "", summary_line(report["claims"]) + ".", "", claims_markdown(report["claims"]).rstrip(), "",
-              "## Every fitted rate", "", "| claim | quantity | exponent (95% CI) | claim says | verdict | medians per width |",
-              "| --- | --- | --- | --- | --- | --- |"]
+              "## Every fitted rate", "",
+              "| claim | c0 | quantity | class | exponent (95% CI) | largest widths | band | verdict | medians per width |",
+              "| --- | --- | --- | --- | --- | --- | --- | --- | --- |"]
     for rate in report["rates"]:
+        judged = rate.get("judgement", {})
         fit = rate["fit"]
         exponent = "-" if fit["exponent"] is None else (
-            f"{fit['exponent']:+.2f} ({fit['low']:+.2f} to {fit['high']:+.2f})" if fit["low"] is not None
-            else f"{fit['exponent']:+.2f}")
-        says = "-" if rate["predicted"] is None else (
-            f"<= {rate['predicted']:+g}" if rate["kind"] == "upper bound" else "< 0" if rate["kind"] == "decays"
-            else f"{rate['predicted']:+g}")
-        how = f" ({rate['how']})" if rate.get("how", "").startswith("within") else ""
+            f"{fit['exponent']:+.3f} ({fit['low']:+.3f} to {fit['high']:+.3f})" if fit["low"] is not None
+            else f"{fit['exponent']:+.3f}")
+        local = "-" if judged.get("local_exponent") is None else f"{judged['local_exponent']:+.3f}"
+        band = judged.get("band")
+        band_text = "-" if band is None else "[" + ", ".join("-inf" if v is None and i == 0 else "+inf" if v is None
+                                                             else f"{v:+.3f}" for i, v in enumerate(band)) + "]"
+        notes = "; ".join(judged.get("notes", []))
         medians = ", ".join("-" if v is None else f"{v:.3g}" for v in rate["medians"])
-        lines.append(f"| {rate['claim']} | {rate['label']} | {exponent} | {says} | {rate['verdict']}{how} | {medians} |")
+        lines.append(f"| {rate['claim']} | {rate.get('c0', base_c0):g} | {rate['label']} | {rate.get('class', 'statement')} | "
+                     f"{exponent} | {local} | {band_text} | {rate['verdict']}{f' ({notes})' if notes else ''} | {medians} |")
     return "\n".join(lines) + "\n"
 
 
@@ -638,8 +689,10 @@ def figure(report: dict, path: Path) -> None:
     fig, axes = plt.subplots(rows, columns, figsize=(3.6 * columns, 3.0 * rows), constrained_layout=True)
     axes = np.atleast_1d(axes).ravel()
     values = np.asarray(report["values"], float)
+    base_c0 = report["config"]["init"]["c0"]
     for ax, name in zip(axes, shown):
-        points = [(r["value"], abs(r[name])) for r in report["rows"] if r[name] is not None and r[name] != 0]
+        points = [(r["value"], abs(r[name])) for r in report["rows"]
+                  if r[name] is not None and r[name] != 0 and r.get("c0", base_c0) == base_c0]
         if points:
             x, y = np.array(points, dtype=float).T
             ax.scatter(x, y, s=8, alpha=0.5, color="tab:blue")
@@ -666,7 +719,8 @@ def figure(report: dict, path: Path) -> None:
         ax.grid(alpha=0.3, which="both", lw=0.4)
     for ax in axes[len(shown):]:
         ax.set_visible(False)
-    fig.suptitle(f"width scaling over {report['axis']} = {report['values']}, {len(report['seeds'])} seeds each",
+    fig.suptitle(f"width scaling over {report['axis']} = {report['values']}, {len(report['seeds'])} seeds each, "
+                 f"c0 = {base_c0:g}",
                  fontsize=9)
     fig.savefig(path, dpi=110)
     plt.close(fig)

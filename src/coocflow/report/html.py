@@ -485,7 +485,8 @@ def _rate_figure(report: dict, rate: dict) -> dict:
     """One claimed rate: every seed's value against width (log-log), the per-width medians, the
     fitted power law and the claim's prediction anchored at the first median."""
     name = rate["quantity"]
-    points = [(row["value"], abs(row[name])) for row in report["rows"] if row.get(name)]
+    points = [(row["value"], abs(row[name])) for row in report["rows"]
+              if row.get(name) and row.get("c0") == rate.get("c0", row.get("c0"))]
     traces = []
     if points:
         x, y = zip(*points)
@@ -505,7 +506,8 @@ def _rate_figure(report: dict, rate: dict) -> dict:
         traces.append({"x": values, "y": [medians[anchor] * (w / values[anchor]) ** rate["predicted"] for w in values],
                        "mode": "lines", "type": "scatter", "name": f"claim {rate['predicted']:+g}",
                        "line": {"color": PALETTE[3], "dash": "dash"}})
-    title = f"{rate['claim']}: {rate['label']} ({rate['verdict']})"
+    c0 = f", c0 = {rate['c0']:g}" if len(report.get("c0_values", [])) > 1 else ""
+    title = f"{rate['claim']}: {rate['label']}{c0} ({rate['verdict']})"
     return {"data": traces, "layout": {"title": {"text": title, "font": {"size": 12}}, "height": 340,
                                        "margin": {"l": 60, "r": 20, "t": 50, "b": 45},
                                        "xaxis": {"type": "log", "title": {"text": f"width ({report['axis']})"}},
@@ -518,7 +520,8 @@ def scaling_report(folder: Path) -> str:
     from coocflow.phases.claims import summary_line
 
     report = json.loads((folder / "scaling.json").read_text())
-    widths = [{"width": w["value"], "m": w["m"], "m1": w["m1"], "space": w["space"],
+    widths = [{"width": w["value"], "c0": w.get("c0", report["config"]["init"]["c0"]), "m": w["m"], "m1": w["m1"],
+               "space": w["space"],
                "premises not met": ", ".join(p["id"] for p in w["premises"] if p["met"] is False) or "none"}
               for w in report["widths"]]
     claims = [{"claim": f"{c['id']} ({c['where']}): {c['statement']}", "premises": c["premises"],
@@ -529,7 +532,7 @@ def scaling_report(folder: Path) -> str:
     sections = [f"<p class=\"meta\">{html.escape(folder.name)}: {len(report['seeds'])} seeds per width; widths "
                 f"{html.escape(', '.join(map(str, report['values'])))} over {html.escape(report['axis'])}; the "
                 f"one-width checks at width {report.get('base_width')}.</p>",
-                "<h2>Widths</h2>", _table(widths, ["width", "m", "m1", "space", "premises not met"]),
+                "<h2>Widths</h2>", _table(widths, ["width", "c0", "m", "m1", "space", "premises not met"]),
                 "<h2>Claims</h2>", f"<p>{html.escape(summary_line(report.get('claims', [])))}.</p>",
                 _table(claims, ["claim", "premises", "evidence", "verdict"]),
                 "<h2>Claimed rates</h2>", divs]

@@ -1,0 +1,76 @@
+"""The paper's times (issue 19 item 5): T1 = C_T1 / U0 declared in the configuration, the first
+all-correct time kept as its own observable, T* = first loss <= m^-k with k declared, and
+verdicts that do not depend on how densely the flow is observed."""
+
+import numpy as np
+import pytest
+
+from coocflow.api import resolve_config, run_and_write
+from coocflow.config import Config
+from coocflow.errors import ConfigError
+from coocflow.phases.scaling import QUANTITIES, t_star
+from coocflow.phases.verify import seed_data, verify_run
+from coocflow.storage import load_run
+
+SMALL = ["data.n=24", "data.d=40", "model.m=32768", "model.m1=64", "train.lr=3e-7", "train.t_end=4e4",
+         "observe.chunks=1"]
+"""The theory experiment made small: 24 samples, m = 2^15 (P1 holds with m1 = 64), the flow to past T*."""
+
+
+def _run(tmp_path_factory, points: int):
+    config = resolve_config("theory", [*SMALL, f"observe.points={points}"], n_seeds=2)
+    folder, _ = run_and_write(config, tmp_path_factory.mktemp(f"times{points}") / "run", figures=False)
+    return load_run(folder)
+
+
+@pytest.fixture(scope="module")
+def sparse(tmp_path_factory):
+    return _run(tmp_path_factory, 80)
+
+
+@pytest.fixture(scope="module")
+def dense(tmp_path_factory):
+    return _run(tmp_path_factory, 160)
+
+
+def test_t1_is_the_declared_time_and_its_state_is_kept(sparse):
+    config = Config().replace({"init.scheme": "theory", "init.c1": 1.0, "model.m": 32768, "verify.c_t1": 20.0})
+    assert config.paper_t1 == pytest.approx(20.0 / 32768)
+    for seed, data in seed_data(sparse):
+        assert data.bounds["T1"] == pytest.approx(20.0 / 32768, rel=1e-12)
+        assert data.bounds["all_correct"] is not None and data.bounds["all_correct"] < data.bounds["T1"]
+        state = data.states["T1"]
+        assert state is not None and float(state["t"]) == pytest.approx(20.0 / 32768, rel=1e-12)
+        assert "tokens" in state and state["A"].shape == (40, 40)
+        at = int(np.searchsorted(data.t, data.bounds["T1"]))
+        assert data.t[at] == pytest.approx(data.bounds["T1"], rel=1e-12)
+
+
+def test_t_star_uses_the_declared_loss_exponent(sparse):
+    for _, data in seed_data(sparse):
+        assert data.loss_exponent == 2.0
+        found = t_star(data)
+        assert found is not None
+        at = int(np.searchsorted(data.t, found))
+        assert data.series["loss"][at] <= 32768.0**-2 < data.series["loss"][at - 1]
+        assert QUANTITIES["all_correct_time"].fn(data) == data.bounds["all_correct"]
+
+
+def test_doubling_the_observed_points_changes_no_verdict(sparse, dense):
+    """Every check's verdict, seed by seed, and every premise's, at 80 and at 160 observed times."""
+    one, two = verify_run(sparse), verify_run(dense)
+    assert [p.met for p in one.premises] == [p.met for p in two.premises]
+    for seed_one, seed_two in zip(one.per_seed, two.per_seed):
+        verdicts_one = {r.name: r.passed for r in seed_one}
+        verdicts_two = {r.name: r.passed for r in seed_two}
+        changed = {name: (verdicts_one[name], verdicts_two[name]) for name in verdicts_one
+                   if verdicts_one[name] != verdicts_two[name]}
+        assert not changed, changed
+    assert [row["verdict"] for row in one.claims()] == [row["verdict"] for row in two.claims()]
+
+
+def test_c_t1_is_validated():
+    with pytest.raises(ConfigError, match="verify.c_t1: U0 = c1\\^2 m is the theory init's scale"):
+        Config().replace({"verify.c_t1": 10.0})
+    with pytest.raises(ConfigError, match="verify.loss_exponent"):
+        Config().replace({"verify.loss_exponent": 0.0})
