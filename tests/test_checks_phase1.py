@@ -32,7 +32,7 @@ def _first_seed(overrides, folder):
 @pytest.fixture(scope="module")
 def weights(tmp_path_factory):
     """The theory regime in weight space at m = 512 (T1 ~ 0.02)."""
-    return _first_seed(["model.space=weights", "model.m=512", "train.t_end=0.2", "observe.points=40"],
+    return _first_seed(["model.space=weights", "model.neurons=false", "model.m=512", "train.t_end=0.2", "observe.points=40"],
                        tmp_path_factory.mktemp("phase1") / "weights")
 
 
@@ -170,3 +170,36 @@ def test_neuron_rates_sum_to_the_mlp_rate(weights):
     summed = checks_phase1.neuron_rates(state).sum(axis=0)
     np.testing.assert_allclose(summed, checks_phase1.mlp_rate(state), rtol=1e-10)
     np.testing.assert_allclose(summed[0], weights.series["d_G_mu1_dt"][0], rtol=1e-8)
+
+
+def _with_neurons(state):
+    """A weight-space state as a Gram-space run with model.neurons stores it: the Grams and N, Z, a."""
+    if state is None:
+        return None
+    W = state["W"]
+    return _as_grams(state) | {"N": W @ W.T, "Z": W @ state["W_V"], "a": state["a"]}
+
+
+@pytest.fixture(scope="module")
+def neuron_grams(weights):
+    """The same seed as a Gram-space run that resolves the neurons saves it."""
+    states = {name: _with_neurons(state) for name, state in weights.states.items()}
+    return SeedData(weights.series, weights.m, n=weights.n, L=weights.L, states=states, scales=weights.scales)
+
+
+@pytest.mark.parametrize("name", sorted(PHASE1_CHECKS))
+def test_gram_states_with_neurons_check_what_weights_check(weights, neuron_grams, name):
+    """With N, Z, a every check, the neuron-level ones included, measures what weight space does
+    (same keys, numbers to 1e-6 relative) and reaches the same verdict."""
+    in_neurons, in_weights = CHECKS[name](neuron_grams), CHECKS[name](weights)
+    assert in_neurons.passed == in_weights.passed, in_neurons.sentence
+    assert set(in_neurons.measured) == set(in_weights.measured)
+    for key, value in in_weights.measured.items():
+        if isinstance(value, float):
+            np.testing.assert_allclose(in_neurons.measured[key], value, rtol=1e-6, atol=1e-12, err_msg=key)
+
+
+def test_neuron_rates_from_the_gram_velocity_equal_the_weights(weights, neuron_grams):
+    """a_j dZ/dt from the neuron-resolved Gram velocity equals a_j d(w_j^T W_V mu)/dt of the weights."""
+    np.testing.assert_allclose(checks_phase1.neuron_rates(neuron_grams.states["init"]),
+                               checks_phase1.neuron_rates(weights.states["init"]), rtol=1e-9, atol=1e-15)

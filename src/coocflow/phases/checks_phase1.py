@@ -19,12 +19,13 @@ from coocflow.phases.premises import (
     MU1,
     MU2,
     MU3,
-    has_weights,
     init_events,
     logits_at,
 )
 from coocflow.phases.state_values import (
     grams_of,
+    has_neurons,
+    neuron_grams,
     neuron_count,
     state_time,
     token_P,
@@ -37,7 +38,8 @@ DELTA = 0.05
 """The failure probability delta of the bounds' logarithms (as in the premises)."""
 IDENTITY_TOLERANCE = 1e-8
 """Def. E.18 is exact: the velocity's dG/dt and its closed form agree to 1e-8 relative."""
-NEEDS_NEURONS = (None, "", None, "needs the neurons of W, which a Gram-space run does not have; check it in weight space")
+NEEDS_NEURONS = (None, "", None, "needs the neurons of W, which this Gram-space run does not resolve; set "
+                 "model.neurons=true or check it in weight space")
 NEEDS_STATES = (None, "", None, "needs the run's saved states and scales (a run folder read by `seed_data`)")
 
 
@@ -66,15 +68,17 @@ def mlp_rate(state: dict, field: dict | None = None) -> np.ndarray:
 
 
 def neuron_rates(state: dict, field: dict | None = None) -> np.ndarray:
-    """r[j, mu] = d(a_j w_j^T W_V mu)/dt = a_j (dw_j^T W_V mu + w_j^T dW_V mu), shape (m1, d)."""
+    """r[j, mu] = d(a_j w_j^T W_V mu)/dt = a_j (dw_j^T W_V mu + w_j^T dW_V mu) = a_j dZ[j, mu]/dt,
+    shape (m1, d); a Gram state that resolves the neurons has dZ/dt in its velocity."""
     field = velocity_at(state) if field is None else field
-    return state["a"][:, None] * (field["W"] @ state["W_V"] + state["W"] @ field["W_V"])
+    value_rates = field["Z"] if "Z" in field else field["W"] @ state["W_V"] + state["W"] @ field["W_V"]
+    return state["a"][:, None] * value_rates
 
 
 def neuron_sample_values(state: dict) -> np.ndarray:
     """w_j^T W_V X_i p_l for every neuron j, sample i and query position l, shape (m1, n, L)."""
     tokens = np.asarray(state["tokens"])
-    return np.einsum("jnh,nhl->jnl", (state["W"] @ state["W_V"])[:, tokens], attention_of(state, tokens))
+    return np.einsum("jnh,nhl->jnl", neuron_grams(state)[1][:, tokens], attention_of(state, tokens))
 
 
 def eq_e18_rhs(state: dict) -> np.ndarray:
@@ -162,8 +166,9 @@ def neuron_alignment_rate(d: SeedData) -> tuple:
     summed = mlp_rate(state, field)[[MU1, MU2]] / sc.W0
     measured = {"dG_mu1_dt_over_W0": float(summed[0]), "dG_mu2_dt_over_W0": float(summed[1])}
     summary = f"dG(mu_1)/dt(0) = {_fmt(summed[0])} W0, dG(mu_2)/dt(0) = {_fmt(summed[1])} W0 (derived ~ 1/6)"
-    if not has_weights(state):
-        return (measured, "", None, f"{summary}; the per-neuron rates need the neurons of W (weight space).")
+    if not has_neurons(state):
+        return (measured, "", None, f"{summary}; the per-neuron rates need the neurons of W (weight space or "
+                "model.neurons).")
     rates = neuron_rates(state, field)[:, [MU1, MU2]] / (sc.W0 / sc.m1)
     measured.update(min_rate_over_W0_per_m1=float(rates.min()), max_rate_over_W0_per_m1=float(rates.max()))
     return (measured, f"every r_j / (W0/m1) in [{1 / HIDDEN_CONSTANT:g}, {HIDDEN_CONSTANT:g}]", in_band(rates),
@@ -181,7 +186,7 @@ def other_neuron_rates(d: SeedData) -> tuple:
     if found is None:
         return NEEDS_STATES
     state, sc = found[0], d.scales
-    if not has_weights(state):
+    if not has_neurons(state):
         return NEEDS_NEURONS
     rates = np.abs(neuron_rates(state))
     random_bound = sc.W0 / (sc.m1 * sc.n) + sc.v0 * math.sqrt(sc.L / sc.m)
@@ -207,7 +212,7 @@ def neuron_value_change(d: SeedData) -> tuple:
     if found is None:
         return NEEDS_STATES
     start, at_t1 = found
-    if not has_weights(start):
+    if not has_neurons(start):
         return NEEDS_NEURONS
     sc = d.scales
     bound = sc.s0 * sc.s1 * math.sqrt(sc.m / sc.L)
@@ -231,10 +236,10 @@ def neuron_gram_change(d: SeedData) -> tuple:
     if found is None:
         return NEEDS_STATES
     start, at_t1 = found
-    if not has_weights(start):
+    if not has_neurons(start):
         return NEEDS_NEURONS
     sc, t1 = d.scales, _t1_time(d)
-    change = at_t1["W"] @ at_t1["W"].T - start["W"] @ start["W"].T
+    change = neuron_grams(at_t1)[0] - neuron_grams(start)[0]
     off = ~np.eye(sc.m1, dtype=bool)
     rate_bound = 2 * sc.L * (sc.s0 * sc.s1 * math.sqrt(sc.m / sc.L * math.log(sc.m1 * sc.n * sc.L / DELTA))
                              + 4 / (sc.m1 * sc.L))
@@ -259,7 +264,7 @@ def neuron_rate_vs_p(d: SeedData) -> tuple:
     found = _available(d, "init")
     if found is None:
         return NEEDS_STATES
-    if not has_weights(found[0]):
+    if not has_neurons(found[0]):
         return NEEDS_NEURONS
     sc = d.scales
     times = {"0": found[0]} | ({"T1": d.states["T1"]} if d.states.get("T1") is not None else {})
@@ -358,8 +363,8 @@ def t1_box(d: SeedData) -> tuple:
     measured = {"C_T1": t1 * sc.U0,
                 "fitted_constant_scores": float(np.max(np.abs(score_matrix_of(at_t1) - score_matrix_of(start)))) * sc.m**1.5,
                 "fitted_constant_key_query": key_change / (sc.v0 / math.sqrt(sc.m))}
-    if has_weights(start):
-        change = np.abs(at_t1["W"] @ at_t1["W_V"] - start["W"] @ start["W_V"])
+    if has_neurons(start):
+        change = np.abs(neuron_grams(at_t1)[1] - neuron_grams(start)[1])
         radius = 1 / sc.m1
         measured["fitted_constant_targets"] = float(change[:, :FIRST_RANDOM].max()) / radius
         measured["fitted_constant_random"] = float(change[:, FIRST_RANDOM:].max()) / (radius / sc.n + radius / math.sqrt(sc.m))
@@ -367,7 +372,7 @@ def t1_box(d: SeedData) -> tuple:
     ok = bool(math.isfinite(measured["C_T1"]) and measured["C_T1"] > 0 and max(fitted) <= HIDDEN_CONSTANT)
     neurons = (f"neuron values moved {_fmt(measured['fitted_constant_targets'])} x R (mu_1..mu_3) and "
                f"{_fmt(measured['fitted_constant_random'])} x (R/n + R/sqrt m) (random tokens); "
-               if has_weights(start) else "the neuron values need the neurons of W (weight space); ")
+               if has_neurons(start) else "the neuron values need the neurons of W (weight space or model.neurons); ")
     return (measured, f"C_T1 = T1 U0 finite and positive; fitted constants <= {HIDDEN_CONSTANT:g}", ok,
             f"T1 = {_fmt(t1)}, C_T1 = T1 U0 = {_fmt(measured['C_T1'])}; {neurons}max|D0 A| = "
             f"{_fmt(measured['fitted_constant_scores'])} x m^-1.5, max|D0 K|, |D0 Q| = "

@@ -10,14 +10,14 @@ import functools
 import numpy as np
 
 from coocflow.phases.premises import logits_at
-from coocflow.storage.run_folder import attention_of, grams_of
+from coocflow.storage.run_folder import attention_of, grams_of, has_neurons, neuron_grams
 
 RESOLUTION_ULPS = 100
 """A change smaller than this many float64 ulps of the quantity itself is rounding, not a
 measurement (the attention weights, about 1/L, stop resolving their Phase-1 change near
 m = 10^4)."""
 
-__all__ = ["RESOLUTION_ULPS", "resolved_changes", "grams_of", "vocabulary_size", "neuron_count", "sample_margins", "log_loss_weights", "loss_weights",
+__all__ = ["RESOLUTION_ULPS", "resolved_changes", "grams_of", "has_neurons", "neuron_grams", "vocabulary_size", "neuron_count", "sample_margins", "log_loss_weights", "loss_weights",
            "token_P", "token_counts", "pair_counts", "state_time", "velocity_at", "rates_at"]
 
 
@@ -116,9 +116,11 @@ def _evaluate(state: dict):
 
 
 def velocity_at(state: dict) -> dict[str, np.ndarray]:
-    """d/dt of each moving array of a saved state (W_Q, W_K, W_V, W; or A, P, K, V, G, s) along the flow."""
+    """d/dt of each moving array of a saved state (W_Q, W_K, W_V, W; or A, P, K, V, G, s, and N, Z
+    when the Gram state resolves the neurons) along the flow."""
     field = _evaluate(state)[0]
-    names = ("A", "P", "K", "V", "G", "s") if "A" in state else ("W_Q", "W_K", "W_V", "W")
+    names = ("A", "P", "K", "V", "G", "s") + (("N", "Z") if "N" in state else ()) if "A" in state else (
+        "W_Q", "W_K", "W_V", "W")
     return {name: np.asarray(getattr(field, name)) for name in names}
 
 

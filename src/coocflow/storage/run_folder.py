@@ -148,6 +148,12 @@ def grams_of(state: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
     return {"A": W_K.T @ W_Q, "K": W_K.T @ W_K, "Q": W_Q.T @ W_Q, "V": W_V.T @ W_V, "G": u @ W_V, "s": float(u @ u)}
 
 
+def has_neurons(state: dict[str, np.ndarray]) -> bool:
+    """Whether one seed's loaded state has the MLP's neurons: weights, or a Gram state that
+    resolves them (model.neurons)."""
+    return "W" in state or "N" in state
+
+
 def neuron_grams(state: dict[str, np.ndarray]) -> tuple[np.ndarray, np.ndarray, np.ndarray] | None:
     """(N, Z, a) of one seed's loaded state: N = W W^T (m1 x m1) the neurons' inner products
     <w_j, w_k>, Z = W W_V (m1 x d) their values w_j^T W_V mu, a the output signs; from the weights,
