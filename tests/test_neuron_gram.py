@@ -34,7 +34,7 @@ CONFIGS = {
 
 def _configs(experiment: str, overrides: dict, seed: int = 3):
     """The same run in weight space and in the Gram space with neurons resolved."""
-    weights = resolve_config(experiment, {**overrides, "model.space": "weights"}, seed=seed)
+    weights = resolve_config(experiment, {**overrides, "model.space": "weights", "model.neurons": False}, seed=seed)
     grams = resolve_config(experiment, {**overrides, "model.space": "gram", "model.neurons": True}, seed=seed)
     return weights, grams
 
@@ -153,8 +153,9 @@ def test_runs_without_neurons_are_unchanged():
         for name, values in plain.trajectory.series.items():
             np.testing.assert_array_equal(resolved.trajectory.series[name], values, err_msg=name)
         assert not unstack(plain.trajectory.final, 0).has_neurons
-    theory = resolve_config("theory", {"model.m": 10**6}, seed=0)
-    old = sample_theory_grams(jax.random.fold_in(jax.random.PRNGKey(0), 1), 67, 10**6, 4, 3, 0.002, 1.0)
+    theory = resolve_config("theory", {"model.m": 10**6, "model.m1": 4, "model.neurons": False}, seed=0)
+    old = sample_theory_grams(jax.random.fold_in(jax.random.PRNGKey(0), 1), theory.data.d, 10**6, 4, theory.data.L,
+                              theory.init.c0, theory.init.c1)
     new = build_model(theory)
     assert new.N is None and new.Z is None and new.a is None
     assert all(np.array_equal(getattr(new, k), getattr(old, k)) for k in FIELDS[:6])
