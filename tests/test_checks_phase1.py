@@ -1,15 +1,18 @@
 """The checks of the t = 0 and Phase-1 claims that read whole saved states (phases.checks_phase1):
-each passes on a theory-regime run, in weight space and (where it needs no neurons) in Gram space,
-and fails on a SeedData constructed so that its claim does not hold."""
+each statement or refinement passes on a theory-regime run, in weight space and (where it needs
+no neurons) in Gram space, passes on that run's state edited just inside its threshold and fails on
+the state edited just beyond it; each diagnostic reports its numbers with no verdict."""
 
 import dataclasses
+import math
 
 import numpy as np
 import pytest
 
 from coocflow.api import resolve_config, run_and_write
 from coocflow.phases import checks_phase1
-from coocflow.phases.checks import CHECKS, SeedData
+from coocflow.phases.checks import CHECKS, EVIDENCE, SeedData
+from coocflow.phases.scales import eps_m
 from coocflow.phases.verify import seed_data
 from coocflow.storage import load_run
 
@@ -74,41 +77,74 @@ def _exaggerate_t1(factor):
     return edit
 
 
-def _scale(key, factor, state="init"):
+def _value_vector_longer(sc, deviations):
+    """The value vector W_V mu of one random token at t = 0 scaled so that V[mu, mu] = v0 (1 + k eps_m),
+    k = `deviations` (L. D.1 allows |V_aa - v0| <= v0 eps_m(2d/delta)): a draw outside the event."""
     def edit(states):
-        states[state][key] = states[state][key] * factor
+        W_V = states["init"]["W_V"].copy()
+        token = checks_phase1.FIRST_RANDOM + 2
+        target = sc.v0 * (1 + deviations * eps_m(2 * sc.d / checks_phase1.DELTA, sc.m))
+        W_V[:, token] *= math.sqrt(target / float(W_V[:, token] @ W_V[:, token]))
+        states["init"]["W_V"] = W_V
     return edit
 
 
-def _relabel_I4(states):
-    labels = states["init"]["labels"].copy()
-    labels[states["init"]["groups"] == 3] *= -1
-    states["init"]["labels"] = labels
+def _sample_values_longer(sc, deviations):
+    """The value vectors of every token of the first sample scaled by sqrt(1 + k eps_m(2nL/delta)),
+    so that its ||W_V X_1 p_l||^2 lies about k allowed deviations from v0/L (L. D.7), k = `deviations`."""
+    def edit(states):
+        W_V = states["init"]["W_V"].copy()
+        tokens = np.unique(np.asarray(states["init"]["tokens"])[0])
+        W_V[:, tokens] *= math.sqrt(1 + deviations * eps_m(2 * sc.n * sc.L / checks_phase1.DELTA, sc.m))
+        states["init"]["W_V"] = W_V
+    return edit
+
+
+def _label_noise(group, count=None, fraction=None):
+    """Flip the labels of the first `count` (or `fraction` of the) samples of `group` at t = 0."""
+    def edit(states):
+        labels = states["init"]["labels"].copy()
+        members = np.flatnonzero(states["init"]["groups"] == group)
+        labels[members[:count if count is not None else int(fraction * members.size)]] *= -1
+        states["init"]["labels"] = labels
+    return edit
 
 
 VIOLATIONS = {
-    "lemmaD.1_init_concentration": lambda d: _edited(d, s0=d.scales.s0 / 2),
-    "corD.2_uniform_attention": lambda d: _edited(d, _scale("W_Q", 1e8)),
-    "lemmaD.4_init_outputs": lambda d: _edited(d, s1=d.scales.s1 / 100),
-    "lemma4.1_neuron_alignment_rate": lambda d: _edited(d, _scale("labels", -1.0)),
-    "lemmaE.6_other_neuron_rates": lambda d: _edited(d, s0=d.scales.s0 / 100, s1=d.scales.s1 / 100),
-    "propE.12_neuron_gram_change": lambda d: _edited(d, _exaggerate_t1(1000.0)),
-    "thmE.14_neuron_rate_vs_P": lambda d: _edited(d, s1=d.scales.s1 / 10),
-    "lemma4.2_common_token_rate": lambda d: _edited(d, _relabel_I4),
-    "propE.22_key_value_products": lambda d: _edited(d, s0=d.scales.s0 / 10),
-    "thmE.26_T1_box": lambda d: _edited(d, _exaggerate_t1(100.0)),
+    "lemmaD.1_init_concentration": lambda d: _edited(d, _value_vector_longer(d.scales, 2.0)),
+    "lemmaD.4_init_outputs": lambda d: _edited(d, _sample_values_longer(d.scales, 2.5)),
+    "lemma4.1_neuron_alignment_rate": lambda d: _edited(d, _label_noise(0, fraction=0.4)),
+    "lemma4.2_common_token_rate": lambda d: _edited(d, _label_noise(3, count=8)),
 }
+"""Realistic violations near each threshold, edits of the data only: a value vector 2 allowed
+deviations long; one sample's values 2.5 deviations long; label noise on 40% of I1, which turns
+P(mu_1) just negative ((0.3 - 0.2 - 1/6) of its scale); 8 flipped I4 labels, which move the common
+token's rate ratio to about 1.2 x the derived error allowance."""
+NEAR_PASSES = {
+    "lemmaD.1_init_concentration": lambda d: _edited(d, _value_vector_longer(d.scales, 0.5)),
+    "lemmaD.4_init_outputs": lambda d: _edited(d, _sample_values_longer(d.scales, 0.3)),
+    "lemma4.1_neuron_alignment_rate": lambda d: _edited(d, _label_noise(0, fraction=0.2)),
+    "lemma4.2_common_token_rate": lambda d: _edited(d, _label_noise(3, count=4)),
+}
+"""The same edits on the passing side of each threshold."""
+DIAGNOSTICS = ("corD.2_uniform_attention", "lemmaE.6_other_neuron_rates", "propE.12_neuron_gram_change",
+               "thmE.14_neuron_rate_vs_P", "propE.22_key_value_products", "thmE.26_T1_box")
+"""Constants the paper hides (O, O~, Theta): reported, no verdict."""
 
 
 def test_every_state_check_is_registered():
     assert set(PHASE1_CHECKS) <= set(CHECKS)
-    assert set(VIOLATIONS) | INCONSISTENT | {"eqE.18_exact"} == set(PHASE1_CHECKS)
+    assert set(VIOLATIONS) | INCONSISTENT | {"eqE.18_exact"} | set(DIAGNOSTICS) == set(PHASE1_CHECKS)
+    assert {name for name in PHASE1_CHECKS if EVIDENCE[name] == "diagnostic"} == set(DIAGNOSTICS)
 
 
 @pytest.mark.parametrize("name", sorted(set(PHASE1_CHECKS) - INCONSISTENT))
 def test_passes_in_the_theory_regime_in_weight_space(weights, name):
     result = CHECKS[name](weights)
-    assert result.passed is True, result.sentence
+    if name in DIAGNOSTICS:
+        assert result.passed is None and result.measured is not None and "No verdict: " in result.sentence
+    else:
+        assert result.passed is True, result.sentence
 
 
 @pytest.mark.parametrize("name", sorted(set(PHASE1_CHECKS) - NEURON_ONLY))
@@ -116,6 +152,8 @@ def test_gram_space_checks_what_it_can(grams, name):
     result = CHECKS[name](grams)
     if name == "lemma4.1_neuron_alignment_rate":
         assert result.passed is None and 0.1 < result.measured["dG_mu1_dt_over_W0"] < 0.25, result.sentence
+    elif name in DIAGNOSTICS:
+        assert result.passed is None and result.measured is not None, result.sentence
     else:
         assert result.passed is True, result.sentence
 
@@ -140,7 +178,9 @@ def test_checks_without_saved_states_are_not_applicable(weights):
 
 
 @pytest.mark.parametrize("name", sorted(VIOLATIONS))
-def test_each_check_fails_where_its_claim_does_not_hold(weights, name):
+def test_each_check_fails_just_beyond_its_threshold(weights, name):
+    near = CHECKS[name](NEAR_PASSES[name](weights))
+    assert near.passed is True, near.sentence
     result = CHECKS[name](VIOLATIONS[name](weights))
     assert result.passed is False, result.sentence
 
@@ -152,7 +192,10 @@ def test_e7_fails_by_its_own_middle_term_and_passes_on_a_small_change(weights):
     result = CHECKS[name](weights)
     assert result.passed is False and result.measured["four_R_over_L_over_bound"] > 1
     assert 0.1 < result.measured["ratio"] / result.measured["four_R_over_L_over_bound"] < 1
-    assert CHECKS[name](_edited(weights, _exaggerate_t1(1e-3))).passed is True
+    ratio = result.measured["ratio"]
+    inside, beyond = (CHECKS[name](_edited(weights, _exaggerate_t1(k / ratio))) for k in (0.5, 2.0))
+    assert inside.passed is True and 0.3 < inside.measured["ratio"] < 1, inside.sentence
+    assert beyond.passed is False and 1 < beyond.measured["ratio"] < 4, beyond.sentence
 
 
 def test_eq_e18_holds_at_every_saved_state_and_catches_a_wrong_factor(weights, grams, monkeypatch):
@@ -160,7 +203,7 @@ def test_eq_e18_holds_at_every_saved_state_and_catches_a_wrong_factor(weights, g
         result = CHECKS["eqE.18_exact"](data)
         assert result.passed is True and set(result.measured) == {"init", "T1", "final", "max"}, result.sentence
     exact = checks_phase1.token_P
-    monkeypatch.setattr(checks_phase1, "token_P", lambda state: exact(state) * (1 + 1e-6))
+    monkeypatch.setattr(checks_phase1, "token_P", lambda state: exact(state) * (1 + 3e-8))
     assert CHECKS["eqE.18_exact"](weights).passed is False
 
 

@@ -1,6 +1,6 @@
-"""The checks of phases/checks_phase2.py: each passes on a run that satisfies its claim, gives
-the same numbers in weight and Gram space, and fails on a seed edited so that its claim does not
-hold."""
+"""The checks of phases/checks_phase2.py: each gives the same numbers in weight and Gram space;
+each statement passes on a run that satisfies its claim, passes on that run's state edited just
+inside its threshold and fails on it edited just beyond; each diagnostic reports with no verdict."""
 
 import copy
 
@@ -9,7 +9,7 @@ import pytest
 
 from coocflow.api import resolve_config, run_and_write
 from coocflow.phases import checks_phase2 as phase2
-from coocflow.phases.checks import CHECKS, SeedData
+from coocflow.phases.checks import CHECKS, EVIDENCE, SeedData
 from coocflow.phases.verify import seed_data
 from coocflow.storage import load_run
 
@@ -17,10 +17,6 @@ NAMES = ("lemmaE.9_value_change", "lemmaE.23_score_change", "corE.24_attention_c
          "thmE.27_at_T1", "defF.1_invariants_states", "corF.2_within_group_balance", "lemmaF.3_at_T1",
          "lemmaF.11_exact", "lemmaF.14_random_token_outputs", "lemma4.7_random_score_change",
          "lemmaF.19_key_query_after_T1", "thmF.20_margins_grow", "thm3.3_target_change_vs_Cs")
-CLAIMS_OF_A_LONG_RUN = ("thm3.3_target_change_vs_Cs",)
-"""Theorem 3.3 needs the test loss below 1/m and target changes within 10 Cs at once: a run long
-enough for the first has U0 (integrated loss) ~ 100, far beyond the second (see the report of the
-check); it is tested on a constructed seed."""
 IDENTITIES = ("lemmaF.11_exact",)
 """Holds for any state of either space, so no edit of a state breaks it: a wrong closed form must."""
 
@@ -30,7 +26,7 @@ def weights(tmp_path_factory):
     """A short weight-space run of the theory's data layout (distinct random tokens), wide enough
     init (c0 = 0.3) that v0 dominates the O(1/m) Phase-1 changes, stopped at t = 0.2 ~ 2 T1 so
     that the Phase-2 changes are still of their 1/U0 scales."""
-    config = resolve_config("theory", ["model.space=weights", "model.m=256", "data.n=48", "data.d=35",
+    config = resolve_config("theory", ["model.space=weights", "model.neurons=false", "model.m=256", "data.n=48", "data.d=35",
                                        "data.n_test=48", "init.c0=0.3", "train.t_end=0.2", "observe.points=30"])
     folder, _ = run_and_write(config, tmp_path_factory.mktemp("phase2") / "weights", figures=False)
     return seed_data(load_run(folder))[0][1]
@@ -51,10 +47,13 @@ def grams(weights):
                     states={name: _as_grams(state) for name, state in weights.states.items()})
 
 
-@pytest.mark.parametrize("name", [n for n in NAMES if n not in CLAIMS_OF_A_LONG_RUN])
+@pytest.mark.parametrize("name", NAMES)
 def test_check_passes_where_its_claim_holds(weights, name):
     result = CHECKS[name](weights)
-    assert result.passed is True, result.sentence
+    if name in DIAGNOSTICS:
+        assert result.passed is None and result.measured is not None and "No verdict: " in result.sentence
+    else:
+        assert result.passed is True, result.sentence
 
 
 def _numbers(measured, prefix=""):
@@ -73,19 +72,52 @@ def test_both_spaces_give_the_same_numbers(weights, grams, name):
         assert in_grams[key] == pytest.approx(value, rel=1e-6, abs=1e-300), key
 
 
-def _scaled_change(states, name, key, since, factor):
-    states[name][key] = states[since][key] + factor * (states[name][key] - states[since][key])
-
-
 def _random_token_of(state, group):
-    """A random token of the first training sample of `group`, and that sample's label."""
+    """A random token of the first training sample of `group`, that sample's index and its label."""
     i = int(np.flatnonzero(np.asarray(state["groups"]) == group)[0])
     tokens = np.asarray(state["tokens"])[i]
-    return int(tokens[tokens >= phase2.FIRST_RANDOM][0]), float(state["labels"][i])
+    return int(tokens[tokens >= phase2.FIRST_RANDOM][0]), i, float(state["labels"][i])
 
 
-def _flip_change(states, index):
-    states["final"]["A"][index] = 2 * states["T1"]["A"][index] - states["final"]["A"][index]
+def _value_gram_scaled(factor):
+    """The final value Gram V times `factor` (value vectors sqrt(factor) longer, as a larger c0
+    gives): Def. F.1 (d)'s value path m1 V^T P grows with it."""
+    def edit(states, d):
+        states["final"]["V"] = factor * states["final"]["V"]
+    return edit
+
+
+def _d_ratio(data):
+    return phase2.invariants_at(data.states["final"], data.states["init"], data.scales)["d_ratio"]
+
+
+def _target_change_reversed(state_name, since, index, share):
+    """The change of A[index] from `since` to `state_name` replaced by -share x itself: for a small
+    share, a slight move the wrong way."""
+    def edit(states, d):
+        change = states[state_name]["A"][index] - states[since]["A"][index]
+        states[state_name]["A"][index] = states[since]["A"][index] - share * change
+    return edit
+
+
+def _S2_over_S3(state):
+    g, groups = phase2.loss_weights(state), np.asarray(state["groups"])
+    return float(np.sum(g[groups == 1]) / np.sum(g[groups == 2]))
+
+
+def _I2_margins_up(target):
+    """G moved at the random tokens of the I2 samples (each by amount y_i) so that S2/S3 at T1 is
+    `target`: the I2 samples' margins a little larger than the I3 samples' (bisection on the amount)."""
+    def edit(states, d):
+        base = {k: v.copy() for k, v in states["T1"].items()}
+        low, high = 0.0, 10.0
+        for _ in range(60):
+            amount = (low + high) / 2
+            trial = {**base, "G": base["G"].copy()}
+            _move_outputs({"T1": trial}, "T1", 1, amount)
+            low, high = (amount, high) if _S2_over_S3(trial) > target else (low, amount)
+        states["T1"] = trial
+    return edit
 
 
 def _move_outputs(states, name, group, amount):
@@ -96,34 +128,43 @@ def _move_outputs(states, name, group, amount):
         state["G"][tokens[tokens >= phase2.FIRST_RANDOM]] += amount * state["labels"][i]
 
 
-def _off_diagonal_value(states, d):
-    states["T1"]["V"][3, 4] += 100 * d.scales.v0
-    states["T1"]["V"][4, 3] += 100 * d.scales.v0
-
-
-def _shift_score(states, d):
-    states["final"]["A"][phase2.MU3, phase2.MU1] += 10 * np.sqrt(d.scales.m)
-
-
-def _one_random_output(states, name, amount):
-    token, label = _random_token_of(states[name], 3)
-    states[name]["G"][token] += amount * label
+def _one_margin_back(share):
+    """One I4 sample's final margin moved back by `share` of its growth since T1 (through G at one of
+    its random tokens, which no other sample holds): share > 1 leaves it below its T1 value."""
+    def edit(states, d):
+        final = states["final"]
+        token, i, label = _random_token_of(final, 3)
+        growth = phase2.sample_margins(final)[i] - phase2.sample_margins(states["T1"])[i]
+        probe = {**final, "G": final["G"].copy()}
+        probe["G"][token] += label
+        per_unit = phase2.sample_margins(probe)[i] - phase2.sample_margins(final)[i]
+        final["G"][token] -= label * share * growth / per_unit
+    return edit
 
 
 CONSTRUCTED_FAILURES = {
-    "lemmaE.9_value_change": _off_diagonal_value,
-    "lemmaE.23_score_change": lambda s, d: _scaled_change(s, "T1", "A", "init", 1e5),
-    "corE.24_attention_change": lambda s, d: _scaled_change(s, "T1", "A", "init", 1e4),
-    "lemmaE.25_key_query_change": lambda s, d: _scaled_change(s, "T1", "K", "init", 1e5),
-    "thmE.27_at_T1": lambda s, d: s["T1"]["G"].__setitem__(phase2.MU3, abs(s["T1"]["G"][phase2.MU3])),
-    "defF.1_invariants_states": _shift_score,
-    "corF.2_within_group_balance": lambda s, d: _one_random_output(s, "final", 30.0),
-    "lemmaF.3_at_T1": lambda s, d: _move_outputs(s, "T1", 1, 10.0),
-    "lemmaF.14_random_token_outputs": lambda s, d: s["final"]["G"].__setitem__(slice(phase2.FIRST_RANDOM, None), s["final"]["G"][phase2.FIRST_RANDOM:] + 1.0),
-    "lemma4.7_random_score_change": lambda s, d: _flip_change(s, (phase2.MU1, phase2.MU2)),
-    "lemmaF.19_key_query_after_T1": lambda s, d: _scaled_change(s, "final", "K", "T1", 100.0),
-    "thmF.20_margins_grow": lambda s, d: _one_random_output(s, "final", -10.0),
+    "defF.1_invariants_states": lambda s, d: _value_gram_scaled(2.0 / _d_ratio(d))(s, d),
+    "lemmaF.3_at_T1": _I2_margins_up(0.45),
+    "lemma4.7_random_score_change": _target_change_reversed("final", "T1", (phase2.MU1, phase2.MU2), 0.1),
+    "thmF.20_margins_grow": _one_margin_back(1.1),
+    "thm3.3_target_change_vs_Cs": _target_change_reversed("final", "init", (phase2.MU3, phase2.MU1), 0.1),
 }
+"""One realistic violation per statement check, just beyond its threshold, editing the data: Def.
+F.1 (d) at 2x its bound through longer value vectors; S2/S3 = 0.45 at T1 (the bound is 1/2); one
+target score change 10% of its size the wrong way; one margin ending 10% of its growth below its
+T1 value."""
+NEAR_PASSES = {
+    "defF.1_invariants_states": lambda s, d: _value_gram_scaled(0.5 / _d_ratio(d))(s, d),
+    "lemmaF.3_at_T1": _I2_margins_up(0.55),
+    "lemma4.7_random_score_change": _target_change_reversed("final", "T1", (phase2.MU1, phase2.MU2), -0.1),
+    "thmF.20_margins_grow": _one_margin_back(0.9),
+    "thm3.3_target_change_vs_Cs": _target_change_reversed("final", "init", (phase2.MU3, phase2.MU1), -0.1),
+}
+"""The same edits on the passing side of each threshold."""
+DIAGNOSTICS = ("lemmaE.9_value_change", "lemmaE.23_score_change", "corE.24_attention_change",
+               "lemmaE.25_key_query_change", "thmE.27_at_T1", "corF.2_within_group_balance",
+               "lemmaF.14_random_token_outputs", "lemmaF.19_key_query_after_T1")
+"""Constants the paper hides (O, O~, Theta) or by-construction parts: reported, no verdict."""
 
 
 def _edited(data: SeedData, edit, series=None) -> SeedData:
@@ -133,12 +174,15 @@ def _edited(data: SeedData, edit, series=None) -> SeedData:
 
 
 def test_every_check_has_a_constructed_failure():
-    assert set(CONSTRUCTED_FAILURES) | set(CLAIMS_OF_A_LONG_RUN) | set(IDENTITIES) == set(NAMES)
+    assert set(CONSTRUCTED_FAILURES) | set(DIAGNOSTICS) | set(IDENTITIES) == set(NAMES)
+    assert {name for name in NAMES if EVIDENCE[name] == "diagnostic"} == set(DIAGNOSTICS)
     assert set(NAMES) <= set(CHECKS)
 
 
 @pytest.mark.parametrize("name", sorted(CONSTRUCTED_FAILURES))
-def test_each_check_fails_where_its_claim_does_not_hold(grams, name):
+def test_each_check_fails_just_beyond_its_threshold(grams, name):
+    near = CHECKS[name](_edited(grams, NEAR_PASSES[name]))
+    assert near.passed is True, near.sentence
     result = CHECKS[name](_edited(grams, CONSTRUCTED_FAILURES[name]))
     assert result.passed is False, result.sentence
 
@@ -165,9 +209,9 @@ def test_theorem_33_passes_on_the_pattern_it_states_and_fails_on_a_wrong_sign(gr
 
 
 def test_value_gram_identity_catches_a_wrong_factor(grams, monkeypatch):
-    """The closed form dV = G P^T + P G^T holds to rounding; P off by 1e-6 is caught."""
+    """The closed form dV = G P^T + P G^T holds to rounding; P off by 3e-8 (3x the tolerance) is caught."""
     exact = phase2.token_P
-    monkeypatch.setattr(phase2, "token_P", lambda state: exact(state) * (1 + 1e-6))
+    monkeypatch.setattr(phase2, "token_P", lambda state: exact(state) * (1 + 3e-8))
     result = CHECKS["lemmaF.11_exact"](grams)
     assert result.passed is False and max(result.measured["relative_error"].values()) > 1e-8
 

@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 
 from coocflow.api import resolve_config, run_and_write
-from coocflow.phases.checks import CHECKS, SeedData
+from coocflow.phases.checks import CHECKS, ROUNDING_ULPS, SeedData
 from coocflow.phases.premises import logits_at
 from coocflow.phases.verify import seed_data
 from coocflow.storage import load_run
@@ -39,42 +39,128 @@ def _after_t1(d):
     return d.t > d.bounds["T1"]
 
 
-SERIES_CHECK_FAILURES = {
-    "corE.20_I2_I3_correct_time": _set("min_margin_I2_I3", lambda s, d: np.where(s["t"] <= d.bounds["T1"], -1.0, 1.0)),
-    "propE.21_I2_I3_balance": _set("S_I2", lambda s, d: s["S_I2"] + d.n),
-    "defF.1_invariants_series": _set("min_margin", lambda s, d: np.where(_after_t1(d), s["min_margin"] - 100.0, s["min_margin"])),
-    "lemmaF.3_balance_at_T1": _set("S_I2", lambda s, d: 3 * s["S_I2"]),
-    "lemmaF.4_u_norm_grows": _set("d_u_norm2_dt", lambda s, d: -s["d_u_norm2_dt"]),
-    "corF.7_G_ratios": _set("G_mu2", lambda s, d: 100 * s["G_mu2"]),
-    "thmF.8_rate_constant": _set("d_loss_dt", lambda s, d: 1000 * s["d_loss_dt"]),
-    "corF.9_u_norm_stable": _set("u_norm2", lambda s, d: s["u_norm2"] + 100 * s["t"]),
-    "cor4.6_value_signs": _set("d_V_mu1_mu1_dt", lambda s, d: -s["d_V_mu1_mu1_dt"]),
-    "corF.17_attention_moves": _set("p_q1_k2", lambda s, d: 2 * s["p_q1_k2"][0] - s["p_q1_k2"]),
-    "thmF.20_margins_nondecreasing": _set("min_margin", lambda s, d: np.where(s["t"] == s["t"][-1], 0.01, s["min_margin"])),
-    "thm3.2_G_order_one": _set("G_mu3", lambda s, d: np.where(s["t"] > 10 * d.bounds["T1"], -1e-3, s["G_mu3"])),
-    "lemma4.5_R_formula": _set("R", lambda s, d: s["R"] + 1.0),
-}
-"""One edit per check that breaks its claim; tests/test_verify.py counts these as covered."""
+def _at_fraction(d, window, fraction=0.1):
+    """Every k-th time of `window` (a mask), k = 1/fraction: a violation at that share of the times."""
+    chosen = np.zeros_like(window)
+    chosen[np.flatnonzero(window)[::int(round(1 / fraction))]] = True
+    return chosen
 
-HOLD_ON_THEORY = set(SERIES_CHECK_FAILURES) - {"corF.9_u_norm_stable"}
-"""corF.9 holds the theory run to HIDDEN_CONSTANT = 10, which its fitted constant, about 1/kappa
-with kappa = (2 - R)/(4 + 3R) ~ 0.07 (derived below), exceeds."""
+
+def _sign_wrong_at_10_percent(name):
+    """The rate `name` with its sign flipped at 10% of the Phase-2 times (the checks ask for >= 95%)."""
+    return _set(name, lambda s, d: np.where(_at_fraction(d, _after_t1(d)), -s[name], s[name]))
+
+
+def _reversed_steps(name, fraction=0.1):
+    """The series `name` with 10% of its Phase-2 steps reversed: it moves the wrong way there."""
+    def values(s, d):
+        start = int(np.flatnonzero(d.t >= d.bounds["T1"])[0])
+        steps = np.diff(s[name][start:])
+        steps[::int(round(1 / fraction))] *= -1
+        return np.concatenate([s[name][:start + 1], s[name][start] + np.cumsum(steps)])
+    return _set(name, values)
+
+
+def _margin_dip(s, d):
+    """The smallest margin dips below 0 (to -0.1 x its value) at 10% of the Phase-2 times: some sample
+    turns misclassified there, as a slower or noisier flow could make it."""
+    return np.where(_at_fraction(d, _after_t1(d)), -0.1 * s["min_margin"], s["min_margin"])
+
+
+def _S3_halved_near_T1(s, d):
+    """S_3 at 0.45 of its value around T1, so S_2/S_3 ~ 2.2 there (S_2 unchanged, <= n/6 as always):
+    the I3 samples' margins a little larger than the I2 samples'."""
+    near = np.abs(d.t - d.bounds["T1"]) <= 0.5 * d.bounds["T1"]
+    return np.where(near, 0.45 * s["S_I3"], s["S_I3"])
+
+
+def _margin_drop(ulps):
+    """The smallest margin's last value `ulps` float64 ulps below the one before it."""
+    def values(s, d):
+        margin = s["min_margin"].copy()
+        margin[-1] = margin[-2] - ulps * np.spacing(abs(margin[-2]))
+        return margin
+    return _set("min_margin", values)
+
+
+def _R_at_relative_distance(gap):
+    """R's last value at (1 + gap) R* (R* from the final state, `lemma4.5_R_formula`)."""
+    def values(s, d):
+        R = s["R"].copy()
+        R[-1] = (1 + gap) * CHECKS["lemma4.5_R_formula"](d).measured["R_star"]
+        return R
+    return _set("R", values)
+
+
+def _G1_past_G3(fraction):
+    """G(mu_1) at 1.05 (-G(mu_3)) at `fraction` of the Phase-2 times, so G(mu_1) + G(mu_3) > 0 there."""
+    return _set("G_mu1", lambda s, d: np.where(_at_fraction(d, _after_t1(d), fraction), -1.05 * s["G_mu3"], s["G_mu1"]))
+
+
+SERIES_CHECK_FAILURES = {
+    "thm3.2_G_sums": _G1_past_G3(0.1),
+    "defF.1_invariants_series": _set("min_margin", _margin_dip),
+    "lemmaF.3_balance_at_T1": _set("S_I3", _S3_halved_near_T1),
+    "thmF.8_rate_constant": _set("d_loss_dt", lambda s, d: 2.2 * s["d_loss_dt"]),
+    "cor4.6_value_signs": _sign_wrong_at_10_percent("d_V_mu1_mu1_dt"),
+    "corF.17_attention_moves": _reversed_steps("p_q1_k2"),
+    "thmF.20_margins_nondecreasing": _margin_drop(2 * ROUNDING_ULPS),
+    "lemma4.5_R_formula": _R_at_relative_distance(0.3),
+}
+"""One realistic violation per statement or refinement check here, near its threshold: a sign or
+direction wrong at 10% of the Phase-2 times (the checks ask for 95%), a bound exceeded by about 2x
+or 10-20% past an explicit limit, a margin dropping by twice the rounding allowance; each edits the
+data, never the scales or thresholds, and keeps the state possible (S_k <= n/6).
+tests/test_verify.py counts these as covered."""
+SERIES_CHECK_PASSES = {
+    "thm3.2_G_sums": _G1_past_G3(0.04),
+    "defF.1_invariants_series": _set("min_margin", lambda s, d: np.where(_after_t1(d), 0.5 * s["min_margin"],
+                                                                          s["min_margin"])),
+    "lemmaF.3_balance_at_T1": _set("S_I3", lambda s, d: 0.55 * s["S_I3"]),
+    "thmF.8_rate_constant": _set("d_loss_dt", lambda s, d: 1.5 * s["d_loss_dt"]),
+    "cor4.6_value_signs": _set("d_V_mu1_mu1_dt", lambda s, d: np.where(_at_fraction(d, _after_t1(d), 0.04),
+                                                                       -s["d_V_mu1_mu1_dt"], s["d_V_mu1_mu1_dt"])),
+    "corF.17_attention_moves": _reversed_steps("p_q1_k2", fraction=0.04),
+    "thmF.20_margins_nondecreasing": _margin_drop(ROUNDING_ULPS / 2),
+    "lemma4.5_R_formula": _R_at_relative_distance(0.2),
+}
+"""The same data edited on the passing side of each threshold: the violations above are not
+passing by accident of the edit itself."""
+DIAGNOSTICS = ("corE.20_I2_I3_correct_time", "propE.21_I2_I3_balance", "lemmaF.4_u_norm_grows", "corF.7_G_ratios",
+               "corF.9_u_norm_stable", "thm3.2_G_order_one")
+"""Series checks with no verdict (a by-construction pass or a constant the paper hides)."""
 
 
 @pytest.mark.parametrize("name", sorted(SERIES_CHECK_FAILURES))
-def test_each_series_check_passes_on_theory_and_fails_when_broken(theory, name):
+def test_each_series_check_passes_on_theory_and_fails_near_its_threshold(theory, name):
     before = CHECKS[name](theory)
-    assert before.passed is (name in HOLD_ON_THEORY), before.sentence
+    assert before.passed is True, before.sentence
+    near = CHECKS[name](_edited(theory, SERIES_CHECK_PASSES[name]))
+    assert near.passed is True, near.sentence
     after = CHECKS[name](_edited(theory, SERIES_CHECK_FAILURES[name]))
     assert after.passed is False, after.sentence
 
 
+@pytest.mark.parametrize("name", DIAGNOSTICS)
+def test_diagnostics_report_numbers_and_no_verdict(theory, name):
+    result = CHECKS[name](theory)
+    assert result.evidence == "diagnostic" and result.passed is None and result.measured is not None
+    assert "No verdict: " in result.sentence
+
+
+def test_I2_I3_correct_time_reports_T_prime_against_T1(theory):
+    """Cor. E.20's T' <= T1 holds whenever T1 is observed (T1 needs every margin positive), which is
+    why it carries no verdict; T'/T1 and T' U0 (the constant the width sweep judges) are reported."""
+    measured = CHECKS["corE.20_I2_I3_correct_time"](theory).measured
+    assert 0 < measured["T_prime"] <= measured["T1"] and measured["fitted_constant"] > 0
+
+
 @pytest.mark.parametrize("edit", [
-    _set("u_norm2", lambda s, d: 100 * d.scales.U0 + 0 * s["u_norm2"]),
-    _set("S_I4", lambda s, d: 10 * s["S_I1"]),
-    _set("G_mu1", lambda s, d: 100 * np.log(d.m) + s["G_mu1"]),
+    _set("S_I4", lambda s, d: np.where(_at_fraction(d, _after_t1(d)), 1.1 * np.minimum(s["S_I2"], s["S_I3"]), s["S_I4"])),
+    _set("S_I3", lambda s, d: np.where(_at_fraction(d, _after_t1(d)), s["S_I2"] / 2.2, s["S_I3"])),
 ])
-def test_each_item_of_definition_F1_can_fail(theory, edit):
+def test_the_ordering_of_definition_F1_can_fail(theory, edit):
+    """Def. F.1 (f) wrong at 10% of the Phase-2 times: S_4 a little above min(S_2, S_3), or S_2/S_3 = 2.2."""
     assert CHECKS["defF.1_invariants_series"](_edited(theory, edit)).passed is False
 
 
@@ -91,19 +177,20 @@ def test_loss_rate_constant_is_the_balanced_groups_value(theory):
         assert CHECKS["thmF.8_rate_constant"](edited).passed is passes
 
 
-def test_u_norm_change_passes_when_small(theory):
+def test_u_norm_change_is_about_one_over_kappa(theory):
+    """Cor. F.9's fitted constant is about 1/kappa (docs/claims.md section 4 item 2): a diagnostic."""
     constant = CHECKS["corF.9_u_norm_stable"](theory).measured["fitted_constant"]
     kappa = CHECKS["thmF.8_rate_constant"](theory).measured["median"]
     assert 1 / kappa < constant < 10 / kappa
-    frozen = _edited(theory, _set("u_norm2", lambda s, d: np.where(_after_t1(d), d.at("u_norm2", d.bounds["T1"]),
-                                                                   s["u_norm2"])))
-    assert CHECKS["corF.9_u_norm_stable"](frozen).passed is True
 
 
-def test_attention_jump_breaks_the_change_bound(theory):
-    jump = _edited(theory, _set("p_q1_k2", lambda s, d: s["p_q1_k2"] + np.where(s["t"] == s["t"][-1], 0.5, 0.0)))
-    result = CHECKS["corF.17_attention_moves"](jump)
-    assert result.passed is False and result.measured["max_change"] > 1 / theory.L**2
+def test_attention_beyond_its_change_bound_fails(theory):
+    """Cor. F.17's explicit bound 1/L^2: a last attention value 1.2/L^2 above the first fails, 0.8/L^2 passes."""
+    for excess, passes in ((0.8, True), (1.2, False)):
+        jump = _edited(theory, _set("p_q1_k2", lambda s, d, excess=excess: np.where(
+            s["t"] == s["t"][-1], s["p_q1_k2"][0] + excess / d.L**2, s["p_q1_k2"])))
+        result = CHECKS["corF.17_attention_moves"](jump)
+        assert result.passed is passes, result.sentence
 
 
 def test_attention_below_rounding_is_not_judged(theory):

@@ -12,8 +12,17 @@ from pathlib import Path
 import numpy as np
 
 from coocflow.phases.appendix_c import KINDS, max_error, saved_state_agreement
-from coocflow.phases.claims import CLAIMS, claims_markdown, claims_table, judge, premises_of_check, summary_line
-from coocflow.phases.checks import CHECKS, CheckResult, SeedData, late_phase2, run_checks
+from coocflow.phases.claims import (
+    CLAIMS,
+    NO_VERDICT,
+    claims_markdown,
+    claims_table,
+    evidence_counts,
+    judge,
+    premises_of_check,
+    summary_line,
+)
+from coocflow.phases.checks import CHECKS, EVIDENCE, CheckResult, SeedData, late_phase2, run_checks
 from coocflow.phases.premises import Premise, evaluate_premises, premises_markdown, premises_summary
 from coocflow.phases.scales import scales_of, seed_states
 from coocflow.storage import LoadedRun, atomic_write_json, atomic_write_text
@@ -31,7 +40,7 @@ widths, initialization and data size, Assumption 2.3, Definition 2.1, the small 
 initialization of Lemma D.8 and the gradient flow. P9 (the initialization events) holds with
 probability 1 - delta and is reported, not required. A claim violated where one of these is not
 met is `fail outside premises`: the theorem does not promise it there."""
-VERDICTS = ("pass", "fail", "fail outside premises", "not applicable")
+VERDICTS = ("pass", "fail", "fail outside premises", "not applicable", NO_VERDICT)
 
 
 @dataclass
@@ -56,7 +65,9 @@ class Verification:
     def verdict(self, name: str, passed: bool | None) -> str:
         """One of `VERDICTS` for a check's result: a claim violated where a premise its proof uses
         is not met (`phases.claims.premises_of_check`) is not a finding against the paper;
-        identities hold for any weights, so premises do not matter."""
+        identities hold for any weights, so premises do not matter; a diagnostic has no verdict."""
+        if EVIDENCE.get(name) == "diagnostic":
+            return NO_VERDICT
         if name in IDENTITIES or name == APPENDIX_C_CHECK:
             return judge(passed, (), {})
         return judge(passed, premises_of_check(name), {p.id: p.met for p in self.premises})
@@ -64,7 +75,8 @@ class Verification:
     def pass_rates(self) -> dict[str, dict]:
         """For every check, the per-seed ones and `appendix_c_closed_forms` (one verdict for
         the configuration): how many pass, fail (premises met: a finding against the paper),
-        fail outside premises, or could not be checked, of how many."""
+        fail outside premises, or could not be checked, of how many, with the check's evidence
+        class (a diagnostic counts its seeds under `no_verdict`)."""
         rates = {}
         results = {name: [per[i].passed for per in self.per_seed] for i, name in enumerate(CHECKS)}
         results[APPENDIX_C_CHECK] = [None if not self.appendix_c else bool(self.appendix_c_error <= APPENDIX_C_TOLERANCE)]
@@ -72,7 +84,8 @@ class Verification:
             verdicts = [self.verdict(name, p) for p in passed]
             rates[name] = {"passed": verdicts.count("pass"), "failed": verdicts.count("fail"),
                            "failed_outside_premises": verdicts.count("fail outside premises"),
-                           "unchecked": verdicts.count("not applicable"), "of": len(verdicts)}
+                           "unchecked": verdicts.count("not applicable"), "no_verdict": verdicts.count(NO_VERDICT),
+                           "of": len(verdicts), "evidence": EVIDENCE.get(name, "identity")}
         return rates
 
     def claims(self) -> list[dict]:
@@ -100,6 +113,7 @@ class Verification:
             "premises_summary": premises_summary(self.premises) if self.premises else None,
             "pass_rates": self.pass_rates(),
             "claims": self.claims(),
+            "evidence_counts": evidence_counts(self.claims()),
             "per_seed": [{"seed": seed, "boundaries": bounds, "checks": [r.to_dict() for r in results]}
                          for seed, bounds, results in zip(self.seeds, self.boundaries, self.per_seed)],
             "identities": list(IDENTITIES) + [APPENDIX_C_CHECK],
@@ -108,6 +122,34 @@ class Verification:
                            "passed": (self.appendix_c_error <= APPENDIX_C_TOLERANCE) if self.appendix_c else None,
                            "states": self.appendix_c},
         }
+
+
+def declared_t1(config: dict) -> float | None:
+    """The paper's T1 = C_T1 / U0 declared by a run folder's config (`Config.paper_t1`), or None
+    (older folders and settings that use the first all-correct time)."""
+    c_t1 = config.get("verify", {}).get("c_t1", 0.0)
+    if not c_t1 or config["init"]["scheme"] != "theory":
+        return None
+    return c_t1 / (config["init"]["c1"] ** 2 * config["model"]["m"])
+
+
+def _snapshot_at(snapshots: dict | None, index: int, time: float, initial: dict) -> dict | None:
+    """One seed's saved state at flow time `time` from state_snapshots.npz, with the data and the
+    fixed arrays (tokens, labels, a, widths) of its initial state (None if it was not kept)."""
+    if snapshots is None:
+        return None
+    times = np.ravel(snapshots["t"])
+    hits = np.flatnonzero(np.isclose(times, time, rtol=1e-9, atol=0.0))
+    if not hits.size:
+        return None
+    at = int(hits[0])
+    ensemble = np.ndim(snapshots["valid"]) == 2 if "valid" in snapshots else False
+    pick = (lambda v: v[at, index]) if ensemble else (lambda v: v[at])
+    state = {k: np.asarray(pick(np.asarray(v))) for k, v in snapshots.items()
+             if k not in ("t", "step", "valid") and np.ndim(v) >= 1 and np.shape(v)[0] == times.size}
+    if "valid" in snapshots and not bool(pick(np.asarray(snapshots["valid"]))):
+        return None
+    return {**initial, **state, "t": np.asarray(times[at])}
 
 
 def seed_data(run: LoadedRun) -> list[tuple[int, SeedData]]:
@@ -119,6 +161,7 @@ def seed_data(run: LoadedRun) -> list[tuple[int, SeedData]]:
     metrics = run.metrics
     seeds = [int(s) for s in run.manifest.get("seeds", [run.manifest["seed"]])]
     scales = scales_of(run.config)
+    paper_t1 = declared_t1(run.config)
     per_seed = {"init": seed_states(run.state_init), "final": seed_states(run.state_final),
                 "T1": seed_states(run.state_t1) if run.state_t1 is not None else None}
     out = []
@@ -132,9 +175,12 @@ def seed_data(run: LoadedRun) -> list[tuple[int, SeedData]]:
         states = {name: (None if stack is None else stack[index]) for name, stack in per_seed.items()}
         if states["T1"] is not None and not np.isfinite(np.ravel(states["T1"].get("t", [0.0]))[0]):
             states["T1"] = None
+        if paper_t1 is not None:
+            states["T1"] = _snapshot_at(run.state_snapshots, index, paper_t1, states["init"])
         out.append((seed, SeedData(series, scales.m, n=scales.n, L=scales.L,
                                    A_init=score_matrix_of(states["init"]), A_final=score_matrix_of(states["final"]),
-                                   states=states, scales=scales)))
+                                   states=states, scales=scales, t1_declared=paper_t1,
+                                   loss_exponent=run.config.get("verify", {}).get("loss_exponent", 1.0))))
     return out
 
 
@@ -160,7 +206,8 @@ def width_summary(v: Verification, m: int | None = None, m1: int | None = None) 
 def verdict_text(rate: dict) -> str:
     """A check's verdict over its seeds, in words: the single verdict for one seed, else counts."""
     counts = {"pass": rate["passed"], "FAIL": rate["failed"],
-              "fail outside premises": rate.get("failed_outside_premises", 0), "not applicable": rate["unchecked"]}
+              "fail outside premises": rate.get("failed_outside_premises", 0), "not applicable": rate["unchecked"],
+              NO_VERDICT: rate.get("no_verdict", 0)}
     if rate["of"] == 1:
         return next(word for word, n in counts.items() if n)
     return ", ".join(f"{n}/{rate['of']} {word}" for word, n in counts.items() if n)
@@ -177,19 +224,22 @@ def markdown(v: Verification, title: str) -> str:
               "test it at this width (verdict counts over seeds, the first seed's numbers) and its verdict. Rates in m "
               "need a width sweep: `coocflow verify TARGET --scaling both`.", "",
               claims_markdown(table).rstrip(), "", summary_line(table) + ".", "",
-              "## Checks", "", "Every check on its own; thresholds turn order-of-magnitude statements into numbers "
-              "(see `coocflow/phases/checks.py`).", "",
-              "| check | claim | threshold | verdict | measured (first seed) |", "| --- | --- | --- | --- | --- |"]
+              "## Checks", "", "Every check on its own, with its class: a statement (the paper's claim as stated) "
+              "decides its claim; a refinement (a sharper statement derived here) is judged on its own; a diagnostic "
+              "(holds by construction, or a constant the paper hides) is reported without a verdict. Thresholds turn "
+              "statements into numbers (see `coocflow/phases/checks.py`).", "",
+              "| check | class | claim | threshold | verdict | measured (first seed) |",
+              "| --- | --- | --- | --- | --- | --- |"]
     identity_rows = []
     for i, name in enumerate(CHECKS):
         first = v.per_seed[0][i]
-        cells = [f"`{name}`", first.claim, first.threshold, verdict_text(rates[name]), first.sentence]
+        cells = [f"`{name}`", first.evidence, first.claim, first.threshold, verdict_text(rates[name]), first.sentence]
         row = "| " + " | ".join(cell.replace("|", "\\|") for cell in cells) + " |"
         (identity_rows if name in IDENTITIES else lines).append(row)
     lines += ["", "## Implementation identities", "",
               "Identities that hold for any weights (so they test the implementation, not the paper):", "",
-              "| check | claim | threshold | verdict | measured (first seed) |", "| --- | --- | --- | --- | --- |",
-              *identity_rows, "", "Appendix C, the coupled dynamical system: closed-form right-hand sides of the six "
+              "| check | class | claim | threshold | verdict | measured (first seed) |",
+              "| --- | --- | --- | --- | --- | --- |", *identity_rows, "", "Appendix C, the coupled dynamical system: closed-form right-hand sides of the six "
               "kinds of variables (coocflow/phases/appendix_c.py) against forward-mode derivatives along -grad L, "
               "at this run's own saved states (first seed):", ""]
     if v.appendix_c:
