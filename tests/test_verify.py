@@ -323,3 +323,25 @@ def test_a_gram_run_verifies_without_weights(tmp_path):
                                                                            "unchecked": 1, "no_verdict": 0, "of": 1,
                                                                            "evidence": "identity"}
     assert {p.id: p.met for p in verification.premises}["P9"] in (None, False)
+
+
+def test_only_statements_and_identities_decide_a_claim():
+    """A failed refinement is shown but does not fail its claim; a diagnostic has no verdict; the
+    summary line counts each class apart."""
+    from coocflow.phases.claims import claims_table, summary_line
+
+    def rate(passed=1, failed=0):
+        return {"passed": passed, "failed": failed, "failed_outside_premises": 0, "unchecked": 0, "of": 1}
+
+    checks = {name: rate() for name in CHECKS}
+    checks["thmF.8_rate_constant"] = rate(passed=0, failed=1)
+    table = {row["id"]: row for row in claims_table({"premises": [], "checks": checks, "first_seed": {}})}
+    f8 = {e["name"]: e for e in table["F8"]["evidence"]}
+    assert f8["thmF.8_rate_constant"]["verdict"] == "fail" and table["F8"]["verdict"] == "pass"
+    assert {e["verdict"] for e in table["F9"]["evidence"]} == {"no verdict"} and table["F9"]["verdict"] == "not applicable"
+    checks["thmF.8_inverse_loss_linear"] = rate(passed=0, failed=1)
+    rows = claims_table({"premises": [], "checks": checks, "first_seed": {}})
+    assert {row["id"]: row["verdict"] for row in rows}["F8"] == "fail"
+    line = summary_line(rows)
+    assert "statements: " in line and "refinements: 1 fail, 2 pass" in line and "identities: 3 pass" in line
+    assert f"diagnostics: {sum(EVIDENCE[n] == 'diagnostic' for n in CHECKS)} (no verdict)" in line
