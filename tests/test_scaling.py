@@ -17,7 +17,7 @@ DOCS = Path(__file__).resolve().parents[1] / "docs" / "claims.md"
 
 
 def claims_rows() -> list[str]:
-    section = DOCS.read_text().split("## 2. Claims", 1)[1].split("\n## ", 1)[0]
+    section = DOCS.read_text().split("## 2. Claims", 1)[1].split("\n## ", 1)[0].split("\n### ", 1)[0]
     return [m.group(1) for m in re.finditer(r"^\| ([A-Za-z0-9.\-]+) \|", section, re.M) if m.group(1) != "id"]
 
 
@@ -46,17 +46,24 @@ def test_premises_follow_the_claims():
     assert combine(["pass", "not applicable"]) == "pass" and combine([]) == "not applicable"
 
 
-def test_width_overrides_use_weight_space_where_affordable():
+def test_width_overrides_keep_p1_and_the_runs_own_time_scale():
+    """theory's m1 is the most neurons (up to 64) that keep P1 at each m; its flow observes from
+    0.01/U0 to 50 m; without resolved neurons a Gram base runs in weight space where affordable."""
     base = resolve_config("theory")
-    assert width_overrides("both", 1024, base) == {"model.m": 1024, "model.m1": 1, "model.space": "weights"}
-    assert width_overrides("both", 65536, base) == {"model.m": 65536, "model.m1": 64}
+    assert width_overrides("both", 1024, base) == {"model.m": 1024, "model.m1": 4, "train.lr": 0.01 / 1024,
+                                                   "train.t_end": 50.0 * 1024}
+    assert width_overrides("both", 65536, base)["model.m1"] == 64
+    assert width_overrides("both", 2**24, base)["model.m1"] == 64
+    unresolved = resolve_config("theory", ["model.neurons=false"])
+    assert width_overrides("both", 1024, unresolved)["model.space"] == "weights"
+    assert "model.space" not in width_overrides("both", 65536, unresolved)
     assert width_overrides("m", 64, resolve_config("tiny")) == {"model.m": 64}
+    assert width_overrides("both", 64, resolve_config("tiny")) == {"model.m": 64, "model.m1": 64}
 
 
 @pytest.fixture(scope="module")
 def sweep(tmp_path_factory):
-    config = resolve_config("theory", ["data.n=24", "data.d=40", "train.t_end=20", "observe.points=60",
-                                       "observe.chunks=1"], n_seeds=2)
+    config = resolve_config("theory", ["data.n=24", "data.d=40", "observe.points=60", "observe.chunks=1"], n_seeds=2)
     out = tmp_path_factory.mktemp("scaling")
     return config, out, width_scaling(config, "both", [256, 512], out)
 
@@ -64,16 +71,18 @@ def sweep(tmp_path_factory):
 def test_a_small_sweep_measures_fits_and_judges(sweep):
     config, out, report = sweep
     assert len(report["rows"]) == 4 and {r["m"] for r in report["rows"]} == {256, 512}
-    assert {w["space"] for w in report["widths"]} == {"weights"}
+    assert {w["space"] for w in report["widths"]} == {"gram"} and {(r["m"], r["m1"]) for r in report["rows"]} == {(256, 1), (512, 2)}
     row = report["rows"][0]
-    for name in ("T1", "dG1_at_0", "score_change_at_T1", "neuron_gram_change_at_T1", "T_star"):
+    for name in ("all_correct_time", "dG1_at_0", "score_change_at_T1", "neuron_gram_change_at_T1", "T_star",
+                 "min_margin_at_T1"):
         assert row[name] is not None and row[name] > 0, name
-    t1 = report["rates"][[r["quantity"] for r in report["rates"]].index("T1")]
-    assert t1["predicted"] == -1.0 and t1["fit"]["n_seeds"] == [2, 2] and t1["verdict"] in (
-        "pass", "fail", "fail outside premises")
+    t1 = report["rates"][[r["quantity"] for r in report["rates"]].index("all_correct_time")]
+    assert t1["predicted"] == -1.0 and t1["fit"]["n_seeds"] == [2, 2] and t1["kind"] == "upper bound"
+    assert t1["verdict"] in ("pass", "fail", "fail outside premises", "inconclusive")
+    assert t1["judgement"]["band"] == [None, pytest.approx(-0.9 + t1["log_slack"])]
     table = claims_table(report["widths"][-1], report["rates"])
     assert [r["id"] for r in table] == [c.id for c in CLAIMS]
-    assert all(r["verdict"] in ("pass", "fail", "fail outside premises", "not applicable") for r in table)
+    assert all(r["verdict"] in ("pass", "fail", "fail outside premises", "inconclusive", "not applicable") for r in table)
     assert any(e["kind"] == "rate" for e in table[0]["evidence"])
     constants = [r for r in report["rates"] if r["source"] == "fitted constant"]
     assert any(r["quantity"] == "propE.12_neuron_gram_change:fitted_constant" and r["claim"] == "E12" for r in constants)
@@ -91,7 +100,7 @@ def test_a_second_sweep_reuses_its_width_runs(sweep):
 def test_kaiming_sweeps_report_exponents_without_verdicts(tmp_path):
     config = resolve_config("tiny", ["train.steps=100"], n_seeds=2)
     report = width_scaling(config, "both", [8, 16], tmp_path)
-    assert report["quantities"]["T1"]["fit"]["exponent"] is not None
+    assert report["quantities"]["all_correct_time"]["fit"]["exponent"] is not None
     assert all(r["predicted"] is None and r["verdict"] == "not applicable" for r in report["rates"])
 
 
@@ -121,7 +130,7 @@ def test_the_command_reuses_the_sweep_and_prints_the_claims(sweep):
     before = manifest.stat().st_mtime_ns
     cli = Path(sys.executable).parent / "coocflow"
     args = [str(cli), "verify", "theory", "--scaling", "both", "--values", "256,512", "--seeds", "2",
-            "--set", "data.n=24", "--set", "data.d=40", "--set", "train.t_end=20", "--set", "observe.points=60",
+            "--set", "data.n=24", "--set", "data.d=40", "--set", "observe.points=60",
             "--set", "observe.chunks=1", "--out", str(out), "--strict"]
     done = subprocess.run(args, capture_output=True, text=True, env={**__import__("os").environ, "COLUMNS": "160"})
     report = json.loads((out / "scaling.json").read_text())

@@ -53,6 +53,8 @@ HELP = {
     "observe.chunks": "compiled calls the run is split into (the progress bar moves between them)",
     "observe.checkpoint_every_s": "`coocflow run`: wall seconds between checkpoints, taken at chunk boundaries (0 = every chunk); `--resume` continues from the last",
     "observe.snapshots": "flow times at which the run keeps the weights (state_snapshots.npz; discrete methods: the nearest step); the weights at T1 are always kept (state_t1.npz)",
+    "verify.c_t1": "the paper's T1 = c_t1 / U0 (Def. E.2, Thm E.26), declared before the run; its state is kept as a snapshot. 0 (default) uses the first all-correct time (needs init.scheme=theory otherwise)",
+    "verify.loss_exponent": "k of T* = the first time the loss is <= m^-k (Thm F.20: Theta(poly(m)); at least 2 makes that testable)",
 }
 
 
