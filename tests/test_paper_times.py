@@ -74,3 +74,27 @@ def test_c_t1_is_validated():
         Config().replace({"verify.c_t1": 10.0})
     with pytest.raises(ConfigError, match="verify.loss_exponent"):
         Config().replace({"verify.loss_exponent": 0.0})
+
+
+def test_t0_5_is_where_lemma_4_3s_declared_sandwich_sets_in(sparse):
+    from coocflow.phases.checks import CHECKS, SeedData
+
+    for _, data in seed_data(sparse):
+        assert data.sandwich_c == 0.1
+        t_half, t1 = data.bounds["T0.5"], data.bounds["T1"]
+        assert t_half is not None and 0 < t_half < t1
+        window = (data.t >= t_half) & (data.t <= t1)
+        g1, g2, g3 = (data.series[f"d_G_mu{k}_dt"][window] for k in (1, 2, 3))
+        assert np.all((1.1 * np.maximum(g1, g2) <= -g3) & (-g3 <= 0.9 * (g1 + g2)))
+        before = int(np.searchsorted(data.t, t_half)) - 1
+        g1, g2, g3 = (data.series[f"d_G_mu{k}_dt"][before] for k in (1, 2, 3))
+        assert not (1.1 * max(g1, g2) <= -g3 <= 0.9 * (g1 + g2))
+        assert CHECKS["lemma4.3_sandwich"](data).passed is True
+        broken = dict(data.series)
+        at_t1 = int(np.searchsorted(data.t, t1))
+        broken["d_G_mu3_dt"] = broken["d_G_mu3_dt"].copy()
+        broken["d_G_mu3_dt"][at_t1] = -1.05 * (broken["d_G_mu1_dt"][at_t1] + broken["d_G_mu2_dt"][at_t1])
+        edited = SeedData(broken, data.m, n=data.n, L=data.L, states=data.states, scales=data.scales,
+                          t1_declared=data.t1_declared, sandwich_c=0.1)
+        assert edited.bounds["T0.5"] is None
+        assert CHECKS["lemma4.3_sandwich"](edited).passed is False

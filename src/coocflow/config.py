@@ -134,6 +134,9 @@ class VerifyConfig:
     sample is correct instead (the operational T1, for settings outside the theory's scales)."""
     loss_exponent: float = 2.0
     """T* is the first time the loss is <= m^-k, k = loss_exponent (Thm F.20: Theta(poly(m)))."""
+    sandwich_c: float = 0.0
+    """Lemma 4.3's C: T0.5 is the earliest time from which (1+C) max(dG1, dG2) <= -dG3 <= (1-C)(dG1 + dG2)
+    holds through T1; 0 takes the first time the common token catches up (-dG3 >= max(dG1, dG2))."""
 
 
 @dataclass(frozen=True)
@@ -407,6 +410,8 @@ def validate(c: Config) -> None:
     _need(c.verify.c_t1 >= 0 and math.isfinite(c.verify.c_t1),
           f"verify.c_t1: T1 = c_t1 / U0 needs c_t1 >= 0, 0 meaning the first all-correct time (got {c.verify.c_t1})")
     _need(c.verify.loss_exponent > 0, f"verify.loss_exponent: T* needs k > 0 in loss <= m^-k (got {c.verify.loss_exponent})")
+    _need(0 <= c.verify.sandwich_c < 1, f"verify.sandwich_c: Lemma 4.3's C lies in (0, 1), 0 meaning the catch-up time "
+          f"(got {c.verify.sandwich_c})")
     _need(c.verify.c_t1 == 0 or c.init.scheme == "theory",
           "verify.c_t1: U0 = c1^2 m is the theory init's scale; set init.scheme=theory or verify.c_t1=0")
     _need(c.observe.points >= 2, f"observe.points: need at least 2 observed times (got {c.observe.points})")

@@ -54,6 +54,7 @@ HELP = {
     "observe.checkpoint_every_s": "`coocflow run`: wall seconds between checkpoints, taken at chunk boundaries (0 = every chunk); `--resume` continues from the last",
     "observe.snapshots": "flow times at which the run keeps the weights (state_snapshots.npz; discrete methods: the nearest step); the weights at T1 are always kept (state_t1.npz)",
     "verify.c_t1": "the paper's T1 = c_t1 / U0 (Def. E.2, Thm E.26), declared before the run; its state is kept as a snapshot. 0 (default) uses the first all-correct time (needs init.scheme=theory otherwise)",
+    "verify.sandwich_c": "Lemma 4.3's C, declared: T0.5 is the earliest time from which (1+C) max(dG1, dG2) <= -dG3 <= (1-C)(dG1 + dG2) holds through T1; 0 (default) uses the first time the common token catches up",
     "verify.loss_exponent": "k of T* = the first time the loss is <= m^-k (Thm F.20: Theta(poly(m)); at least 2 makes that testable)",
 }
 

@@ -51,12 +51,13 @@ THEORY = {
     "init.scheme": "theory", "init.c0": 0.02, "init.c1": 1.0,
     "train.method": "flow", "train.lr": 0.01 / THEORY_WIDTHS[0], "train.t_end": 50.0 * THEORY_WIDTHS[0],
     "observe.points": 200, "observe.chunks": 2, "verify.c_t1": 20.0, "verify.loss_exponent": 2.0,
+    "verify.sandwich_c": 0.1,
 }
 """Premises (docs/claims.md section 1) at m = 2^15, m1 = 64: m/(m1 log^2(m1/delta)) = 10.0, m1 >= 8 log(4/delta)
 = 35 (L. D.6), m/L^2 = 3641, m1/m = 1/512, n/L^2 = 10.7, d - 3 = 64 random slots all distinct, Fmax0 within
 L. D.8's bound. The paper's times are declared before any run: T1 = C_T1/U0 with C_T1 = 20 (Lemma 4.1:
 dG(mu1)/dt ~ W0/6 ~ U0/6 brings G(mu1) to order one by about 6/U0; 20 leaves room), T* = first loss
-<= m^-2. The flow observes from 0.01/U0 (Phase 1 resolved at every width) to 50 m (past T* ~ 14 m), in two
+<= m^-2, T0.5 where Lemma 4.3's sandwich with C = 0.1 sets in (C <= 1/3, typo 12). The flow observes from 0.01/U0 (Phase 1 resolved at every width) to 50 m (past T* ~ 14 m), in two
 chunks (a width is the sweep's unit of resumption; 25 chunks cost 11 s of 23 s per 8-seed width, measured)."""
 
 EXPERIMENTS: dict[str, Experiment] = {

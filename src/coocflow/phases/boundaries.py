@@ -24,6 +24,23 @@ def common_token_catch_up(series: dict[str, np.ndarray]) -> float | None:
     return float(series["t"][hits[0]]) if hits.size else None
 
 
+def sandwich_start(series: dict[str, np.ndarray], c: float, t1: float | None) -> float | None:
+    """T0.5 as Lemma 4.3 defines it for a declared C: the earliest observed time from which
+    (1+C) max(dG(mu_1), dG(mu_2)) <= -dG(mu_3) <= (1-C)(dG(mu_1) + dG(mu_2)) holds at every observed
+    time up to T1 (None when it does not hold at T1 itself, or there is no T1)."""
+    if t1 is None:
+        return None
+    t = series["t"]
+    g1, g2, g3 = (series[f"d_G_mu{k}_dt"] for k in (1, 2, 3))
+    holds = ((1 + c) * np.maximum(g1, g2) <= -g3) & (-g3 <= (1 - c) * (g1 + g2))
+    inside = np.flatnonzero((t > 0) & (t <= t1))
+    if not inside.size or not holds[inside[-1]]:
+        return None
+    broken = inside[~holds[inside]]
+    start = inside[0] if not broken.size else broken[-1] + 1
+    return float(t[start])
+
+
 def score_drift_rate(series: dict[str, np.ndarray]) -> np.ndarray:
     """Sum of |dA/dt| over the four target scores (exact rates along the flow)."""
     return np.sum([np.abs(series[name]) for name in SCORE_RATES], axis=0)

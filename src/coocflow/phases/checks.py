@@ -15,7 +15,7 @@ from typing import Any, Callable
 
 import numpy as np
 
-from coocflow.phases.boundaries import phase_boundaries
+from coocflow.phases.boundaries import phase_boundaries, sandwich_start
 from coocflow.phases.premises import logits_at
 from coocflow.phases.scales import Scales
 from coocflow.phases.state_values import grams_of, loss_weights
@@ -79,6 +79,9 @@ class SeedData:
     """The configuration's init scales (v0, U0, W0, ...: docs/claims.md shorthand)."""
     loss_exponent: float = 2.0
     """T* is the first time the loss is <= m^-k with this k (`verify.loss_exponent`)."""
+    sandwich_c: float = 0.0
+    """Lemma 4.3's C when declared (`verify.sandwich_c`): T0.5 is then the lemma's own
+    (`boundaries.sandwich_start`); 0 keeps the catch-up time."""
     t1_declared: float | None = None
     """The paper's T1 = C_T1 / U0 when the configuration declares C_T1 (`verify.c_t1`); otherwise
     T1 is the first all-correct time. `bounds["all_correct"]` is always the latter."""
@@ -89,6 +92,8 @@ class SeedData:
         self.bounds["all_correct"] = self.bounds["T1"]
         if self.t1_declared is not None:
             self.bounds["T1"] = self.t1_declared if self.t1_declared <= self.bounds["end"] else None
+        if self.sandwich_c > 0 and "d_G_mu1_dt" in self.series:
+            self.bounds["T0.5"] = sandwich_start(self.series, self.sandwich_c, self.bounds["T1"])
 
     @property
     def t(self) -> np.ndarray:
@@ -413,6 +418,8 @@ def sandwich(d: SeedData) -> tuple:
     """Held to the lemma's own window [T0.5, T1], T0.5 the code's boundary (the first time the
     common token's alignment catches up with the targets', `phases.boundaries`)."""
     t1, t_half = d.bounds["T1"], d.bounds["T0.5"]
+    if d.sandwich_c > 0:
+        return _declared_sandwich(d, t1, t_half)
     if t_half is None:
         return (None, "T0.5 observed by T1", False, "The common token's alignment never catches up with the "
                 "targets' (no T0.5), while Lemma 4.3 has it do so by T0.5 = O(1/m) <= T1.")
@@ -430,6 +437,20 @@ def sandwich(d: SeedData) -> tuple:
             f"strict sandwich at >= {SANDWICH_FRACTION:.0%} of times in [T0.5, T1]", fraction >= SANDWICH_FRACTION,
             f"The sandwich holds at {fraction:.0%} of the times in [T0.5, T1] = [{t_half:.3g}, {t1:.3g}]"
             + (f", with C = {best_c:.3g}." if best_c is not None else "."))
+
+
+def _declared_sandwich(d: SeedData, t1: float, t_half: float | None) -> tuple:
+    """With C declared, T0.5 is where the C-sandwich starts to hold through T1, so the sandwich on
+    [T0.5, T1] holds by definition; what can fail is that it holds at all by T1, and (the width
+    sweep's T0.5 rate) that it sets in by O(1/m)."""
+    c = d.sandwich_c
+    if t_half is None:
+        return (None, f"the C = {c:g} sandwich holds at T1", False,
+                f"At T1 = {t1:.3g} the sandwich with the declared C = {c:g} does not hold: Lemma 4.3 has it hold on "
+                "[T0.5, T1].")
+    return ({"T0.5": t_half, "T1": t1, "C": c, "T0.5/T1": t_half / t1}, f"the C = {c:g} sandwich holds at T1", True,
+            f"The sandwich with the declared C = {c:g} holds from T0.5 = {t_half:.3g} through T1 = {t1:.3g} "
+            f"(T0.5/T1 = {t_half / t1:.2f}).")
 
 
 @check("eq5_exact",

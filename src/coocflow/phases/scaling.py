@@ -152,7 +152,7 @@ def score_rate_at_0(d):
 
 
 # Phase 1 -------------------------------------------------------------------------------------
-@quantity("T0.5", "T0.5 (the common token catches up)")
+@quantity("T0.5", "T0.5 (Lemma 4.3's sandwich sets in)")
 def t_half(d):
     return d.bounds["T0.5"]
 
@@ -485,15 +485,25 @@ def width_overrides(axis: str, value: int, base: Config) -> dict:
     return widths
 
 
+def _training_part(config: dict) -> dict:
+    """A configuration less its `verify` section: the declared times (C_T1, k, Lemma 4.3's C) read
+    a finished run and do not change its training, so a run that differs only there is reused, with
+    the new declarations written into its config.json."""
+    return {key: value for key, value in config.items() if key != "verify"}
+
+
 def _width_run(config: Config, folder: Path):
-    """The run folder of one width: reused when complete with the same configuration, resumed
-    when interrupted, trained otherwise."""
+    """The run folder of one width: reused when complete with the same configuration (`_training_part`),
+    resumed when interrupted, trained otherwise."""
     from coocflow.api import resumable_config, resume_run, run_and_write
-    from coocflow.storage import load_run
+    from coocflow.storage import atomic_write_json, load_run
 
     wanted = json.loads(json.dumps(config.to_dict()))
     if (folder / "manifest.json").is_file():
-        if json.loads((folder / "config.json").read_text()) == wanted:
+        found = json.loads((folder / "config.json").read_text())
+        if _training_part(found) == _training_part(wanted):
+            if found.get("verify") != wanted["verify"]:
+                atomic_write_json(folder / "config.json", {**found, "verify": wanted["verify"]})
             return load_run(folder)
     elif (folder / "config.json").is_file() and resumable_config(folder) == config:
         resume_run(folder, figures=False)

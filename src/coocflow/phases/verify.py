@@ -180,7 +180,8 @@ def seed_data(run: LoadedRun) -> list[tuple[int, SeedData]]:
         out.append((seed, SeedData(series, scales.m, n=scales.n, L=scales.L,
                                    A_init=score_matrix_of(states["init"]), A_final=score_matrix_of(states["final"]),
                                    states=states, scales=scales, t1_declared=paper_t1,
-                                   loss_exponent=run.config.get("verify", {}).get("loss_exponent", 1.0))))
+                                   loss_exponent=run.config.get("verify", {}).get("loss_exponent", 1.0),
+                                   sandwich_c=run.config.get("verify", {}).get("sandwich_c", 0.0))))
     return out
 
 
