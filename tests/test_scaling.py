@@ -147,3 +147,13 @@ def test_the_command_reuses_the_sweep_and_prints_the_claims(sweep):
 
     entry = describe_folder(out)
     assert entry.kind == "scaling" and entry.status == f"{sum(c['verdict'] == 'pass' for c in report['claims'])}/41 claims pass"
+
+
+def test_a_refinement_checks_constants_are_refinements():
+    """Lemma 4.2's derived error term is the code's refinement: its constant never fails E16; the
+    lemma's own bound, measured by the same check, is the paper's statement."""
+    from coocflow.phases.scaling import constant_class
+
+    assert constant_class("lemma4.2_common_token_rate", "lemma4.2_common_token_rate:fitted_constant") == "refinement"
+    assert constant_class("lemma4.2_common_token_rate", "lemma4.2_common_token_rate:lemma_bound_constant") == "statement"
+    assert constant_class("corE.24_attention_change", "corE.24_attention_change:random_constant") == "statement"

@@ -28,7 +28,7 @@ from typing import Callable
 import numpy as np
 
 from coocflow.config import Config
-from coocflow.phases.checks import SeedData
+from coocflow.phases.checks import EVIDENCE, SeedData
 from coocflow.phases.claims import CLAIMS, Rate, judge
 from coocflow.phases.rate_test import BOUND_TOLERANCE, judge_rate
 from coocflow.phases.state_values import resolved_changes
@@ -520,6 +520,20 @@ def m1_slope(ms, m1s) -> float:
     return 0.0 if not np.any(spread) else float(spread @ (log_m1 - log_m1.mean()) / (spread @ spread))
 
 
+PAPER_BOUND_CONSTANTS = frozenset({"lemma4.2_common_token_rate:lemma_bound_constant"})
+"""Constants of a refinement check that measure the paper's own bound (Lemma 4.2's, beside the
+refinement's derived error term): judged as statements."""
+
+
+def constant_class(check: str, key: str) -> str:
+    """The evidence class of a fitted constant in the width sweep: a refinement check's constants are
+    refinements (except `PAPER_BOUND_CONSTANTS`); a statement's or a diagnostic's (a constant the paper
+    hides, judged here by how it scales) are statements."""
+    if EVIDENCE.get(check) == "refinement" and key not in PAPER_BOUND_CONSTANTS:
+        return "refinement"
+    return "statement"
+
+
 def judge_rate_verdict(verdict: str, premises: tuple[str, ...], met: dict[str, bool | None]) -> str:
     """A rate's verdict under its claim's premises: `claims.judge` for pass and fail, and
     inconclusive kept as it is (it counts neither way)."""
@@ -586,8 +600,8 @@ def _judge_rates(rows: list[dict], widths: list[dict], values: list[int], predic
         met = {p["id"]: not any(_met(w, p["id"]) is False for w in widths if w["value"] in fitted)
                for p in widths[0]["premises"]} if widths else {}
         log_power = max((rate.log_power for rate in claim.rates), default=0)
-        constants = [Rate(key, 0.0, "upper bound", BOUND_TOLERANCE, log_power) for name in claim.checks
-                     for key in sorted({k for r in rows for k in r if k.startswith(f"{name}:")})]
+        constants = [Rate(key, 0.0, "upper bound", BOUND_TOLERANCE, log_power, evidence=constant_class(name, key))
+                     for name in claim.checks for key in sorted({k for r in rows for k in r if k.startswith(f"{name}:")})]
         for rate in (*claim.rates, *constants):
             per_width = [[r.get(rate.quantity) if r.get(rate.quantity) is not None else np.nan
                           for r in rows if r["value"] == v] for v in fitted]
