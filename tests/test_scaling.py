@@ -157,3 +157,11 @@ def test_a_refinement_checks_constants_are_refinements():
     assert constant_class("lemma4.2_common_token_rate", "lemma4.2_common_token_rate:fitted_constant") == "refinement"
     assert constant_class("lemma4.2_common_token_rate", "lemma4.2_common_token_rate:lemma_bound_constant") == "statement"
     assert constant_class("corE.24_attention_change", "corE.24_attention_change:random_constant") == "statement"
+
+
+def test_borrowed_checks_constants_are_judged_only_where_they_belong():
+    """E3 shows E24's sharper check; that check's constants measure E24's bound, not E3's."""
+    from coocflow.phases.claims import BY_ID
+
+    assert "corE.24_attention_change" in BY_ID["E3"].checks and BY_ID["E3"].borrowed == ("corE.24_attention_change",)
+    assert not BY_ID["E24"].borrowed

@@ -601,7 +601,8 @@ def _judge_rates(rows: list[dict], widths: list[dict], values: list[int], predic
                for p in widths[0]["premises"]} if widths else {}
         log_power = max((rate.log_power for rate in claim.rates), default=0)
         constants = [Rate(key, 0.0, "upper bound", BOUND_TOLERANCE, log_power, evidence=constant_class(name, key))
-                     for name in claim.checks for key in sorted({k for r in rows for k in r if k.startswith(f"{name}:")})]
+                     for name in claim.checks if name not in claim.borrowed
+                     for key in sorted({k for r in rows for k in r if k.startswith(f"{name}:")})]
         for rate in (*claim.rates, *constants):
             per_width = [[r.get(rate.quantity) if r.get(rate.quantity) is not None else np.nan
                           for r in rows if r["value"] == v] for v in fitted]
