@@ -19,7 +19,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-CASES = ("gd", "ensemble", "flow", "large", "process", "gram", "gram-wide")
+CASES = ("gd", "ensemble", "flow", "large", "process", "gram", "gram-wide", "scaling")
 TARGETS = {
     "gd": ("us per step", 40.0),
     "ensemble": ("x one seed's throughput", 1.8),
@@ -287,6 +287,35 @@ def case_gram_wide(quick: bool) -> list[dict]:
                        f"gram_init={manifest.get('gram_init')}, final loss {manifest['final']['loss']:.3g}"}]
 
 
+SCALING_TARGETS = (300.0, 20.0)
+"""Issue 19's targets for `coocflow verify theory --scaling both` on 2 cores: cold, and re-checking
+a sweep whose runs exist (seconds)."""
+
+
+def case_scaling(quick: bool) -> list[dict]:
+    """The default width sweep as a whole process, cold (new cache, no runs), then again over its
+    finished runs (the re-check: verify and the rate tests only). `quick`: three widths, one c0."""
+    import tempfile
+
+    args = ["verify", "theory", "--scaling", "both", "--out", "sweep"]
+    if quick:
+        args += ["--values", "32768,49667,75281", "--set", "init.c0=0.02"]
+    with tempfile.TemporaryDirectory(prefix="coocflow-bench-") as work:
+        cache = os.path.join(work, "cache")
+        cold, rss = _wall_rss(args, work, cache)
+        again, _ = _wall_rss(args, work, cache)
+        report = json.loads(open(os.path.join(work, "sweep", "scaling.json")).read())
+    runs, target_cold, target_again = len(report["widths"]), *SCALING_TARGETS
+    label = "three widths, one c0" if quick else f"{len(report['values'])} widths x {len(report['c0_values'])} c0"
+    return [{"case": f"scaling: verify theory --scaling both ({label}), cold", "value": cold, "unit": "s wall",
+             "target": target_cold, "met": cold <= target_cold, "baseline": again, "baseline_name": "re-check (s)",
+             "ratio": cold / again, "peak_rss_mib": rss,
+             "detail": f"{runs} width runs of {len(report['seeds'])} seeds: {cold / runs:.1f} s per run"},
+            {"case": "scaling: re-check over finished runs", "value": again, "unit": "s wall", "target": target_again,
+             "met": again <= target_again, "baseline": cold, "baseline_name": "cold (s)", "ratio": again / cold,
+             "peak_rss_mib": float("nan"), "detail": f"{runs} runs verified and every rate judged"}]
+
+
 def _wall_rss(args: list[str], cwd: str, cache: str) -> tuple[float, float]:
     """Wall seconds and peak resident memory (MiB) of one `coocflow` process."""
     env = {**os.environ, "COOCFLOW_CACHE_DIR": cache, "COLUMNS": "120"}
@@ -357,7 +386,7 @@ def run_case(name: str, quick: bool) -> list[dict]:
     return [result]
 
 
-EXTENDED = {"process": case_process, "gram": case_gram, "gram-wide": case_gram_wide}
+EXTENDED = {"process": case_process, "gram": case_gram, "gram-wide": case_gram_wide, "scaling": case_scaling}
 """Cases that return several rows, each with its own target."""
 
 

@@ -617,8 +617,19 @@ def _verify_scaling(target, set_, seed, seeds, out, force, axis, values, strict)
     out.mkdir(parents=True, exist_ok=True)
     c0_values = experiment.scaling_c0 if experiment and axis == "both" and not any(
         o.startswith("init.c0=") for o in set_) else ()
-    report = width_scaling(config, axis, widths, out, progress=lambda text: console.print(f"  running {text}"),
-                           c0_values=c0_values)
+    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+
+    columns = (TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn())
+    with Progress(*columns, console=console, transient=True) as bar:
+        task = bar.add_task("width sweep", total=len(widths) * max(1, len(c0_values)))
+
+        def progress(text: str) -> None:
+            if bar.tasks[0].description != "width sweep":
+                bar.advance(task)
+            console.print(f"  running {text}", highlight=False)
+            bar.update(task, description=f"width sweep ({text.split(':', 1)[0]})")
+
+        report = width_scaling(config, axis, widths, out, progress=progress, c0_values=c0_values)
     written = write_scaling(out, report, config)
     base = base_width(report, config)
     table = report["claims"]
@@ -824,7 +835,7 @@ def compare(
 @app.command()
 def bench(
     case: list[str] = typer.Option([], "--case", metavar="NAME",
-                                   help="run only these cases: gd, ensemble, flow, large, process, gram, gram-wide (repeatable)"),
+                                   help="run only these cases: gd, ensemble, flow, large, process, gram, gram-wide, scaling (repeatable)"),
     quick: bool = typer.Option(False, "--quick", help="fewer steps, a shorter flow and one warm repeat, for a fast look"),
     json_out: Optional[Path] = typer.Option(None, "--json", metavar="FILE", help="also write the results to this JSON file"),
 ) -> None:
