@@ -112,3 +112,12 @@ def test_the_old_weight_space_design_has_little_power_and_says_so():
 def test_simulated_sweeps_have_the_stated_spread():
     values = simulate_sweep(np.random.default_rng(0), [100.0], 20000, -1.0, 0.3)
     assert np.std(np.log(values[0]) + math.log(100.0)) == pytest.approx(0.3, rel=0.03)
+
+
+def test_values_of_both_signs_never_pass():
+    """A margin that is negative at some seeds is not Theta(1), whatever |margin| does."""
+    values = sweep(0.0, noise=0.01)
+    values[3] = -values[3]
+    judged = judge_rate(RateTest(0.0), WIDE, values)
+    assert judged.fit.mixed_signs and judged.verdict == "inconclusive"
+    assert "both signs" in judged.notes[0]

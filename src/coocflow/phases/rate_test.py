@@ -17,7 +17,8 @@ by at most its own power `log_power`, and only in the direction they act (up for
 Omega~, both for Theta~): each factor of log m is worth `log_slack`, the least-squares slope of
 log log m on log m over the fitted widths. The slope over the largest third of the widths is
 fitted too and reported beside the global one; a pass whose largest-widths interval lies wholly
-outside the band is inconclusive (the asymptote is not reached). Power of this test at the
+outside the band is inconclusive (the asymptote is not reached), and so is one whose values change
+sign across seeds (the power law is of |value|, which a sign change hides). Power of this test at the
 default design: docs/power.md (`coocflow power`).
 """
 
@@ -152,6 +153,9 @@ def judge_rate(test: RateTest, widths: Sequence[float], values: Sequence[Sequenc
     if verdict == "pass" and local is not None and local.low is not None and _verdict(local.low, local.high, band) == "fail":
         verdict = "inconclusive"
         notes.append("the largest widths' slope lies outside the band: the asymptote is not reached")
+    if fit.mixed_signs and verdict != "fail":
+        verdict = "inconclusive"
+        notes.append("values of both signs across seeds: |value| follows the band, the quantity does not")
     if verdict == "inconclusive" and not notes:
         notes.append(_what_resolves(fit, band))
     loose = ((test.kind == "upper bound" and fit.high < test.predicted - LOOSE_BY)
