@@ -98,3 +98,22 @@ def test_t0_5_is_where_lemma_4_3s_declared_sandwich_sets_in(sparse):
                           t1_declared=data.t1_declared, sandwich_c=0.1)
         assert edited.bounds["T0.5"] is None
         assert CHECKS["lemma4.3_sandwich"](edited).passed is False
+
+
+def test_correct_by_the_declared_t1_is_a_real_test(sparse):
+    """With T1 = C_T1/U0 declared, 'every sample is correct by T1' can fail: a margin series whose
+    last negative value sits after T1 (the state changed, not the yardstick)."""
+    from coocflow.phases.checks import CHECKS, SeedData
+
+    for _, data in seed_data(sparse):
+        assert CHECKS["thm3.1_correct_by_T1"](data).passed is True
+        late = dict(data.series)
+        after = int(np.searchsorted(data.t, 1.2 * data.bounds["T1"]))
+        late["min_margin"] = late["min_margin"].copy()
+        late["min_margin"][:after] = np.minimum(late["min_margin"][:after], -0.01)
+        edited = SeedData(late, data.m, n=data.n, L=data.L, states=data.states, scales=data.scales,
+                          t1_declared=data.t1_declared, sandwich_c=data.sandwich_c)
+        result = CHECKS["thm3.1_correct_by_T1"](edited)
+        assert result.passed is False and result.measured["all_correct_time"] > data.bounds["T1"]
+        operational = SeedData(data.series, data.m, n=data.n, L=data.L, states=data.states, scales=data.scales)
+        assert CHECKS["thm3.1_correct_by_T1"](operational).passed is None

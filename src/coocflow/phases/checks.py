@@ -193,6 +193,24 @@ def all_correct(d: SeedData) -> tuple:
             f"All samples are correct from t={t1:.3g}, {t1 / end:.2%} of the run{scaled}.")
 
 
+@check("thm3.1_correct_by_T1",
+       "Theorem 3.1: every training sample is correctly classified by T1 = C_T1/U0 (C_T1 declared)", "statement",
+       needs_t1=True, needs=("min_margin",))
+def correct_by_declared_t1(d: SeedData) -> tuple:
+    """With T1 declared (`verify.c_t1`) "every sample is correct by T1" is a real test: the first
+    all-correct time against C_T1/U0. Without a declaration T1 is that time, so nothing is tested."""
+    if d.t1_declared is None:
+        return (None, "", None, "T1 is the first all-correct time here (no verify.c_t1), so 'correct by T1' holds "
+                "by construction: nothing to test.")
+    first, t1 = d.bounds["all_correct"], d.bounds["T1"]
+    margin = d.at("min_margin", t1)
+    ok = first is not None and first <= t1
+    when = "never" if first is None else f"from t = {first:.3g} ({first / t1:.2f} T1)"
+    return ({"all_correct_time": first, "T1": t1, "min_margin_at_T1": margin},
+            "first all-correct time <= T1", ok,
+            f"Every sample is correct {when}; T1 = C_T1/U0 = {t1:.3g}, where the smallest margin is {margin:.3g}.")
+
+
 def neuron_gram(state: dict | None) -> np.ndarray | None:
     """N = W W^T, the neurons' inner products <w_j1, w_j2>: from the weights, or as a Gram-space
     state that resolves the neurons saves it; None when the state has neither."""

@@ -139,7 +139,7 @@ CLAIMS: tuple[Claim, ...] = (
                                          _order("min_margin_at_T1", 0.0), _up("G_rand_at_T1", 0.0, 1))),
     Claim("T3.1", "Thm 3.1 = E.28", "by T1 = O~(1/m) every sample is correct with G1, G2 >= Omega(1), G3 <= -Omega(1), "
           "the loss still Theta(1), and V, <w, w> move O~(1/m), A O~(m^-1.5), K, Q O~(m^-2)", DYNAMICS,
-          ("thm3.1_alignment", "thm3.1_all_correct", "thm3.1_near_init", "thm3.1_loss_order_one"),
+          ("thm3.1_alignment", "thm3.1_correct_by_T1", "thm3.1_all_correct", "thm3.1_near_init", "thm3.1_loss_order_one"),
           (_up("all_correct_time", -1.0, 1), _order("loss_at_T1", 0.0), _up("value_gram_change_at_T1", -1.0, 1),
            _up("neuron_gram_change_at_T1", -1.0, 1), _up("phase1_score_drift", -1.5, 1), _up("score_change_at_T1", -1.5, 1),
            _up("key_query_change_at_T1", -2.0, 1))),
@@ -256,7 +256,7 @@ def claims_table(width: dict, rates: list[dict] | None = None) -> list[dict]:
                              "text": f"{counts}. {sentence}"})
         for rate in (r for r in rates or [] if r["claim"] == claim.id):
             evidence.append({"kind": "rate", "class": rate.get("class", "statement"), "name": rate["quantity"],
-                             "verdict": rate["verdict"], "text": rate_text(rate)})
+                             "c0": rate.get("c0"), "verdict": rate["verdict"], "text": rate_text(rate)})
         premises = ", ".join(f"{p} {'met' if met.get(p) else 'not met' if met.get(p) is False else 'n/a'}"
                              for p in claim.premises)
         table.append({"id": claim.id, "where": claim.where, "statement": claim.statement,
@@ -353,6 +353,26 @@ def _short(evidence: dict) -> str:
     return evidence["name"]
 
 
+def _distinct(evidence: list[dict]) -> list[dict]:
+    """One entry per (name, verdict): a rate judged alike at several init scales is shown once."""
+    seen, out = set(), []
+    for e in evidence:
+        if (e["name"], e["verdict"]) not in seen:
+            seen.add((e["name"], e["verdict"]))
+            out.append(e)
+    return out
+
+
+def _c0_note(entry: dict, evidence: list[dict]) -> str:
+    """`(c0 = 0.02, 0.2)`: the init scales at which this (name, verdict) was found, when not all."""
+    scales = [e["c0"] for e in evidence if e.get("c0") is not None and (e["name"], e["verdict"]) == (
+        entry["name"], entry["verdict"])]
+    everywhere = {e["c0"] for e in evidence if e.get("c0") is not None}
+    if not scales or len(everywhere) < 2 or set(scales) == everywhere:
+        return ""
+    return f" (c0 = {', '.join(f'{c:g}' for c in scales)})"
+
+
 def side_by_side_markdown(tables: dict[str, list[dict]]) -> str:
     """One row per claim, one column per run (e.g. {"theory": scaling.json's claims, "paper":
     verify.json's claims}): the verdict, then the evidence that did not pass (or, when all passed,
@@ -371,7 +391,7 @@ def side_by_side_markdown(tables: dict[str, list[dict]]) -> str:
             if not shown:
                 shown = [e for e in row["evidence"] if e["kind"] == "rate" and e["verdict"] == "pass"][:1]
             detail = "; ".join(f"{_short(e)}" + ("" if e["verdict"] == row["verdict"] else f" ({e['verdict']})")
-                               for e in shown[:3])
+                               + _c0_note(e, shown) for e in _distinct(shown)[:3])
             cells.append(f"**{row['verdict']}**" + (f": {detail}" if detail else "") if row["verdict"] == "fail"
                          else row["verdict"] + (f": {detail}" if detail else ""))
         lines.append(f"| {claim.id} ({claim.where}) | " + " | ".join(c.replace("|", "\\|") for c in cells) + " |")
