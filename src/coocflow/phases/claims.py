@@ -363,9 +363,10 @@ def _distinct(evidence: list[dict]) -> list[dict]:
     return out
 
 
-def _c0_note(entry: dict, evidence: list[dict]) -> str:
-    """`(c0 = 0.02, 0.2)`: the init scales at which this (name, verdict) was found, when not all."""
-    scales = [e["c0"] for e in evidence if e.get("c0") is not None and (e["name"], e["verdict"]) == (
+def _c0_note(entry: dict, shown: list[dict], evidence: list[dict]) -> str:
+    """`(c0 = 0.02, 0.2)`: the init scales at which this (name, verdict) was found, when not all of
+    the claim's."""
+    scales = [e["c0"] for e in shown if e.get("c0") is not None and (e["name"], e["verdict"]) == (
         entry["name"], entry["verdict"])]
     everywhere = {e["c0"] for e in evidence if e.get("c0") is not None}
     if not scales or len(everywhere) < 2 or set(scales) == everywhere:
@@ -390,8 +391,9 @@ def side_by_side_markdown(tables: dict[str, list[dict]]) -> str:
             shown = [e for e in row["evidence"] if e["verdict"] not in ("pass", "not applicable", NO_VERDICT)]
             if not shown:
                 shown = [e for e in row["evidence"] if e["kind"] == "rate" and e["verdict"] == "pass"][:1]
-            detail = "; ".join(f"{_short(e)}" + ("" if e["verdict"] == row["verdict"] else f" ({e['verdict']})")
-                               + _c0_note(e, shown) for e in _distinct(shown)[:3])
+            detail = "; ".join(f"{_short(e)}" + (" [refinement]" if e.get("class") == "refinement" else "")
+                               + ("" if e["verdict"] == row["verdict"] else f" ({e['verdict']})")
+                               + _c0_note(e, shown, row["evidence"]) for e in _distinct(shown)[:3])
             cells.append(f"**{row['verdict']}**" + (f": {detail}" if detail else "") if row["verdict"] == "fail"
                          else row["verdict"] + (f": {detail}" if detail else ""))
         lines.append(f"| {claim.id} ({claim.where}) | " + " | ".join(c.replace("|", "\\|") for c in cells) + " |")
