@@ -1,4 +1,4 @@
-"""The premises P1..P9 (coocflow.phases.premises) on tiny run folders: a Kaiming ensemble that
+"""The premises P1..P10 (coocflow.phases.premises) on tiny run folders: a Kaiming ensemble that
 breaks them, a theory-scaled flow run built to meet them all, and a Gram-space run."""
 
 import copy
@@ -56,8 +56,8 @@ def test_paper_like_kaiming_ensemble_breaks_p1_p2_p3_p5(kaiming_ensemble):
     """P7 is L. D.8's bound for the run's own c0, c1 (what Condition 1 implies), which the Kaiming run's
     Fmax0 ~ 1.5 meets; the lemma's literal 0.01 is reported beside it."""
     premises = _by_id(evaluate_premises(kaiming_ensemble))
-    assert list(premises) == [f"P{k}" for k in range(1, 10)]
-    assert {pid for pid, p in premises.items() if p.met is False} == {"P1", "P2", "P3", "P5"}
+    assert list(premises) == [f"P{k}" for k in range(1, 11)]
+    assert {pid for pid, p in premises.items() if p.met is False} == {"P1", "P2", "P3", "P5", "P10"}
     assert "> the lemma's literal 0.01, diagnostic" in premises["P7"].value
     assert "m1/m = 1 > 1/8" in premises["P1"].note
     assert "c0 = 0.816, c1 = 0.577" in premises["P2"].value  # sqrt(Lm/(3d)), sqrt(m1/(3m))
@@ -72,7 +72,7 @@ def test_paper_like_kaiming_ensemble_breaks_p1_p2_p3_p5(kaiming_ensemble):
     assert f"eta W0/6 = {0.1 * sc.W0 / 6:.3g}" in premises["P8"].value
     assert premises["P9"].met is not None
     summary = premises_summary(list(premises.values()))
-    assert summary.startswith("5 of 9 premises met; not met: P1 (") and "P7" not in summary
+    assert summary.startswith("5 of 10 premises met; not met: P1 (") and "P7" not in summary
     assert "m1 = 8 < 8 log(4/delta) = 35.1 (L. D.6 vacuous)" in premises["P1"].note
 
 
@@ -103,9 +103,10 @@ def test_p7_fails_when_the_initial_output_exceeds_lemma_d8s_bound(meets_all):
 
 
 def test_a_run_built_for_the_theory_meets_every_premise(meets_all):
+    """Every premise but P10, which only Lemma E.7 uses: c0 c1 sqrt(m1) = 0.016 here, not > 4."""
     premises = evaluate_premises(meets_all)
-    assert all(p.met is True for p in premises), premises_markdown(premises)
-    assert premises_summary(premises) == "9 of 9 premises met"
+    assert all(p.met is True for p in premises if p.id != "P10"), premises_markdown(premises)
+    assert premises_summary(premises) == "9 of 10 premises met; not met: P10 (m1 = 64 <= 16/(c0 c1)^2 = 4e+06)"
     by_id = _by_id(premises)
     assert "64 distinct of 64 random slots" in by_id["P5"].value
     assert "sizes 48/16/16/16" in by_id["P4"].value
@@ -131,12 +132,12 @@ def test_discrete_methods_and_large_steps_break_p8(meets_all):
 def test_gram_space_run_is_unknown_only_where_weights_are_needed(tmp_path_factory):
     weights = evaluate_premises(_run(tmp_path_factory, "weights", THEORY_TINY, seed=3))
     grams = evaluate_premises(_run(tmp_path_factory, "grams", {**THEORY_TINY, "model.space": "gram"}, seed=3))
-    assert [p.met for p in grams if p.met is None] == [None] and grams[-1].id == "P9"
-    assert weights[-1].met is True
-    assert "D1 <w_j1,w_j2>" in grams[-1].note and "D6" in grams[-1].note
-    for ours, theirs in zip(weights[:-1], grams[:-1]):
-        assert ours.met == theirs.met and ours.id == theirs.id
-    assert [p.id for p in weights if p.met is False] == ["P1", "P3", "P5", "P8"]  # eta W0/6 ~ eta U0/6 = 0.1 x 8/6
+    assert [p.id for p in grams if p.met is None] == ["P9"]
+    assert _by_id(weights)["P9"].met is True
+    assert "D1 <w_j1,w_j2>" in _by_id(grams)["P9"].note and "D6" in _by_id(grams)["P9"].note
+    for ours, theirs in zip(weights, grams):
+        assert ours.id == theirs.id and (ours.met == theirs.met or ours.id == "P9")
+    assert [p.id for p in weights if p.met is False] == ["P1", "P3", "P5", "P8", "P10"]  # eta W0/6 ~ eta U0/6 = 0.1 x 8/6
     assert weights[6].value == grams[6].value  # same Fmax0 from A, G as from the weights
 
 
@@ -150,3 +151,16 @@ def test_markdown_table_and_dicts():
     assert premises_summary(premises) == "1 of 3 premises met; not met: P2 (why); n/a: P9 (needs weights)"
     assert premises[1].to_dict() == {"id": "P2", "statement": "s", "value": "v", "threshold": "t",
                                      "met": False, "note": "why"}
+
+
+def test_p10_is_lemma_e7s_neuron_count():
+    """c0 c1 sqrt(m1) > 4: met at m1 = 512, c0 = 0.2 (4.5), not at m1 = 64 (1.6)."""
+    from coocflow.phases.premises import _p10_lemma_e7_neurons
+    from coocflow.phases.scales import Scales
+
+    def p10(m1, c0):
+        return _p10_lemma_e7_neurons(Scales(s0=c0 / math.sqrt(3 * 2**20), s1=1 / math.sqrt(m1), c0=c0, c1=1.0,
+                                            m=2**20, m1=m1, d=67, n=96, L=3))
+
+    assert p10(512, 0.2).met and "c0 c1 sqrt(m1) = 4.53" in p10(512, 0.2).value
+    assert not p10(64, 0.2).met and p10(64, 0.2).note == "m1 = 64 <= 16/(c0 c1)^2 = 400"

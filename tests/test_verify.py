@@ -268,7 +268,7 @@ def test_premises_lead_and_identities_stand_apart(phenomena):
     write_verification(phenomena, verification)
     report = json.loads((phenomena.path / "verify.json").read_text())
     ids = [p["id"] for p in report["premises"]]
-    assert ids == [f"P{k}" for k in range(1, 10)] and "premises met" in report["premises_summary"]
+    assert ids == [f"P{k}" for k in range(1, 11)] and "premises met" in report["premises_summary"]
     kaiming = {p["id"]: p["met"] for p in report["premises"]}
     assert kaiming["P2"] is False and kaiming["P4"] is True and kaiming["P8"] is True
     assert report["identities"] == ["eqE.18_exact", "eq5_exact", "lemmaF.11_exact", "appendix_c_closed_forms"]

@@ -107,7 +107,8 @@ CLAIMS: tuple[Claim, ...] = (
           AT_ZERO, ("lemma4.1_neuron_alignment_rate",), (_order("dG1_at_0", 1.0),)),
     Claim("E6", "L. E.6, Thm E.15, L. E.17", "neurons align with random tokens at O(W0/(m1 n) + v0 sqrt(L/m)) and with "
           "mu3 at O~(s1^2 m)", AT_ZERO, ("lemmaE.6_other_neuron_rates",)),
-    Claim("E7", "L. E.7", "by T1 |D0 w_j^T V_i p_l| < s0 s1 sqrt(m/L)", DYNAMICS, ("lemmaE.7_neuron_value_change",)),
+    Claim("E7", "L. E.7", "by T1 |D0 w_j^T V_i p_l| < s0 s1 sqrt(m/L)", (*DYNAMICS, "P10"),
+          ("lemmaE.7_neuron_value_change",)),
     Claim("E9", "L. E.9", "by T1 the value Grams move by O(t (c_a + c_b)/n); |V_ab| <= O~(v0/sqrt m), V_aa = Theta(v0)",
           DYNAMICS, ("lemmaE.9_value_change",), (_up("value_gram_change_at_T1", -1.0),)),
     Claim("E12", "Prop. E.12, Cor. E.13", "by T1 the neuron inner products move by O~(t L s0 s1 sqrt(m/L))",

@@ -1,4 +1,4 @@
-"""The paper's premises P1..P9 (Condition 1, Assumption 2.3, Definition 2.1, the small output at
+"""The paper's premises P1..P10 (Condition 1, Assumption 2.3, Definition 2.1, the small output at
 initialization of Lemma D.8, gradient flow and the initialization events of Appendix D),
 evaluated on one run folder.
 
@@ -307,7 +307,7 @@ def _per_seed(states: list[dict], seeds: list[int], evaluate) -> tuple[bool | No
 
 
 def evaluate_premises(run: LoadedRun, delta: float = DELTA) -> list[Premise]:
-    """P1..P9 of docs/claims.md section 1 on `run`'s configuration and initial state, failure probability `delta`."""
+    """P1..P10 of docs/claims.md section 1 on `run`'s configuration and initial state, failure probability `delta`."""
     config = run.config
     sc = scales_of(config)
     states = seed_states(run.state_init)
@@ -329,13 +329,29 @@ def evaluate_premises(run: LoadedRun, delta: float = DELTA) -> list[Premise]:
         per_seed("P6", "one-hot samples: mu3 in every sample, mu1..mu3 at most once (Def. 2.1)",
                  "every sample: mu3 once, mu1, mu2 at most once, y = +1 iff both", lambda s: _p6_one_hot(s, sc)),
         per_seed("P7", "small initial output Fmax0 (L. D.8), g(0) ~ 1/2 (E4)",
-                 f"Fmax0 <= {FMAX0_LIMIT:g}", lambda s: _p7_small_output(s, sc, delta)),
+                 "Fmax0 <= L. D.8's bound 2 c0 c1 sqrt(2 log(2Ln/delta))", lambda s: _p7_small_output(s, sc, delta)),
         _p8_flow(config, sc),
         per_seed("P9", "init events D1, D2, D4, D6 hold at t = 0 (L. D.1-D.7)",
                  f"every measured/allowed ratio <= 1 (D1: v0 eps_m(2d/delta) = {_fmt(sc.v0 * eps_d)}; "
                  f"D2: (exp(2 v0 eps_m(2d/delta)/sqrt m) - 1)/L)",
                  lambda s: _p9_init_events(s, sc, delta)),
+        _p10_lemma_e7_neurons(sc),
     ]
+
+
+E7_NEURON_FACTOR = 4.0
+"""L. E.7's last step, 4R/L < s0 s1 sqrt(m/L) with R = Theta(1/m1), holds when c0 c1 sqrt(m1) > 4."""
+
+
+def _p10_lemma_e7_neurons(sc: Scales) -> Premise:
+    """P10: the neuron count Lemma E.7's last inequality needs, c0 c1 sqrt(m1) > 4, i.e. m1 > 16/(c0 c1)^2:
+    Condition 1's m1 >= Omega~(1) with the constant of this one lemma (only E7 uses it)."""
+    product = sc.c0 * sc.c1 * math.sqrt(sc.m1)
+    met = product > E7_NEURON_FACTOR
+    need = 16 / (sc.c0 * sc.c1) ** 2
+    return Premise("P10", "neurons for L. E.7's last step: c0 c1 sqrt(m1) > 4 (m1 >= Omega~(1) with that lemma's constant)",
+                   f"c0 c1 sqrt(m1) = {_fmt(product)} (m1 = {sc.m1}; needs m1 > {_fmt(need)})",
+                   "c0 c1 sqrt(m1) > 4", met, "" if met else f"m1 = {sc.m1} <= 16/(c0 c1)^2 = {_fmt(need)}")
 
 
 def _verdict_word(met: bool | None) -> str:

@@ -38,7 +38,8 @@ THEOREM_PREMISES = ("P1", "P2", "P3", "P4", "P5", "P6", "P7", "P8")
 """What every theorem and lemma of the paper assumes (docs/claims.md section 1): Condition 1's
 widths, initialization and data size, Assumption 2.3, Definition 2.1, the small output at
 initialization of Lemma D.8 and the gradient flow. P9 (the initialization events) holds with
-probability 1 - delta and is reported, not required. A claim violated where one of these is not
+probability 1 - delta and is reported, not required; P10 (Lemma E.7's neuron count) is that one
+lemma's premise. A claim violated where one of these is not
 met is `fail outside premises`: the theorem does not promise it there."""
 VERDICTS = ("pass", "fail", "fail outside premises", "not applicable", NO_VERDICT)
 
