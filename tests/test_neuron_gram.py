@@ -18,6 +18,7 @@ from coocflow.runner import build_model, build_problem, state_from_arrays, train
 from coocflow.storage import load_run
 
 from conftest import TINY
+from test_gram_init import Z_TOLERANCE, assert_moments
 
 FIELDS = ("A", "P", "K", "V", "G", "s", "N", "Z")
 THEORY_LIKE = {"data.n": 24, "data.L": 3, "data.d": 67, "data.n_test": 24, "model.m": 64, "model.m1": 4,
@@ -100,20 +101,7 @@ def test_flow_with_neurons_equals_flow_on_weights():
 
 
 N_DRAWS = 4000
-Z_TOLERANCE = 5.0
 D, L, M1, C0, C1 = 3, 5, 4, 1.3, 0.7
-
-
-def _assert_moments(samples: np.ndarray, mean, variance, label: str) -> None:
-    """Sample mean and mean squared deviation from `mean` within Z_TOLERANCE standard errors."""
-    n = samples.shape[0]
-    mean = np.broadcast_to(mean, samples.shape[1:])
-    variance = np.broadcast_to(variance, samples.shape[1:])
-    z_mean = (samples.mean(0) - mean) / (samples.std(0) / math.sqrt(n))
-    squares = (samples - mean) ** 2
-    z_variance = (squares.mean(0) - variance) / (squares.std(0) / math.sqrt(n))
-    worst = max(np.abs(z_mean).max(), np.abs(z_variance).max())
-    assert worst < Z_TOLERANCE, f"{label}: a moment is {worst:.2f} standard errors off"
 
 
 @pytest.mark.parametrize("m", [5, 40, 10**6])
@@ -126,12 +114,12 @@ def test_wishart_neuron_grams_have_condition_1_moments(m):
     samples = {k: np.asarray(getattr(batch, k)) for k in FIELDS + ("a",)}
     v0, v1 = C0**2 / (L * m), C1**2 / M1  # sigma0^2, sigma1^2
     eye_n, eye_d = np.eye(M1), np.eye(D)
-    _assert_moments(samples["N"], m * v1 * eye_n, (2 * eye_n + (1 - eye_n)) * m * v1**2, f"N at m={m}")
-    _assert_moments(samples["Z"], 0.0, m * v0 * v1, f"Z at m={m}")
-    _assert_moments(samples["V"], m * v0 * eye_d, (2 * eye_d + (1 - eye_d)) * m * v0**2, f"V at m={m}")
-    _assert_moments(samples["A"], 0.0, m * v0**2, f"A at m={m}")
-    _assert_moments(samples["G"], 0.0, m * v0 * M1 * v1, f"G at m={m}")
-    _assert_moments(samples["s"], m * M1 * v1, 2 * m * (M1 * v1) ** 2, f"s at m={m}")
+    assert_moments(samples["N"], m * v1 * eye_n, (2 * eye_n + (1 - eye_n)) * m * v1**2, f"N at m={m}")
+    assert_moments(samples["Z"], 0.0, m * v0 * v1, f"Z at m={m}")
+    assert_moments(samples["V"], m * v0 * eye_d, (2 * eye_d + (1 - eye_d)) * m * v0**2, f"V at m={m}")
+    assert_moments(samples["A"], 0.0, m * v0**2, f"A at m={m}")
+    assert_moments(samples["G"], 0.0, m * v0 * M1 * v1, f"G at m={m}")
+    assert_moments(samples["s"], m * M1 * v1, 2 * m * (M1 * v1) ** 2, f"s at m={m}")
     assert set(np.unique(samples["a"])) == {-1.0, 1.0}
     assert abs(samples["a"].mean()) < Z_TOLERANCE / math.sqrt(samples["a"].size)
     G_from_neurons = np.einsum("rjd,rj->rd", samples["Z"], samples["a"])
