@@ -222,13 +222,13 @@ def key_query_change_at_t1(d):
     return _gram_change(d, "KQ", "init", "T1")
 
 
-@quantity("neuron_gram_change_at_T1", "max |<w_j1, w_j2>(T1) - (0)| (weight space)")
+@quantity("neuron_gram_change_at_T1", "max |<w_j1, w_j2>(T1) - (0)| (neurons: weights or model.neurons)")
 def neuron_gram_change_at_t1(d):
     a, b = _neurons(d, "init"), _neurons(d, "T1")
     return None if a is None or b is None else _resolved_change(a["WWt"], b["WWt"])
 
 
-@quantity("neuron_value_change_at_T1_times_m1", "m1 max_j |D0 w_j^T W_V mu|, mu <= 3 (weight space)")
+@quantity("neuron_value_change_at_T1_times_m1", "m1 max_j |D0 w_j^T W_V mu|, mu <= 3 (neurons: weights or model.neurons)")
 def neuron_value_change_at_t1_times_m1(d):
     """Thm E.26's box R = O(1/m1) as m1 R: m1 = max(1, rho m) is not proportional to m at small widths."""
     a, b = _neurons(d, "init"), _neurons(d, "T1")
@@ -711,7 +711,8 @@ def figure(report: dict, path: Path) -> None:
     predicted = {r["quantity"]: r["predicted"] for r in report["rates"] if r["predicted"] is not None}
     columns = 6
     rows = -(-len(shown) // columns)
-    fig, axes = plt.subplots(rows, columns, figsize=(3.6 * columns, 3.0 * rows), constrained_layout=True)
+    fig, axes = plt.subplots(rows, columns, figsize=(3.6 * columns, 3.0 * rows))
+    fig.subplots_adjust(left=0.03, right=0.99, bottom=0.02, top=1 - 0.35 / rows, wspace=0.3, hspace=0.45)
     axes = np.atleast_1d(axes).ravel()
     values = np.asarray(report["values"], float)
     base_c0 = report["config"]["init"]["c0"]
