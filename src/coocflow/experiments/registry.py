@@ -49,7 +49,7 @@ THEORY = {
     "data.n": 96, "data.L": 3, "data.d": 67, "data.random_tokens": "distinct", "data.n_test": 96,
     "model.m": THEORY_WIDTHS[0], "model.m1": 64, "model.space": "gram", "model.neurons": True,
     "init.scheme": "theory", "init.c0": 0.02, "init.c1": 1.0,
-    "train.method": "flow", "train.lr": 0.01 / THEORY_WIDTHS[0], "train.t_end": 50.0 * THEORY_WIDTHS[0],
+    "train.method": "flow", "train.solver": "tsit5", "train.lr": 0.01 / THEORY_WIDTHS[0], "train.t_end": 50.0 * THEORY_WIDTHS[0],
     "observe.points": 200, "observe.chunks": 2, "verify.c_t1": 20.0, "verify.loss_exponent": 2.0,
     "verify.sandwich_c": 0.1,
 }
