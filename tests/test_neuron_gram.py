@@ -187,3 +187,21 @@ def test_neurons_are_refused_where_they_do_not_apply():
                                        "init.gram_from": "sampled"})
     with pytest.raises(ConfigError, match="model.neurons: init.scheme=kaiming"):
         build_model(chunked)
+
+
+def test_gram_widths_share_one_compiled_solve_and_sampler():
+    """m is a traced leaf of the Gram state (issue 19's scale item): a width sweep compiles the
+    flow and the Wishart sampler once, not once per width, and the saved m stays the width."""
+    from coocflow.flow import discrete
+    from coocflow.model.gram_init import _sample_wide
+
+    overrides = {**THEORY_LIKE, "model.space": "gram", "model.neurons": True, "train.method": "flow",
+                 "train.t_end": 1.0, "observe.points": 8, "observe.chunks": 1}
+    first = train(resolve_config("theory", {**overrides, "model.m": 10**6}, seed=0))
+    traced, sampled = discrete.TRACE_COUNTS["flow"], _sample_wide._cache_size()
+    for m in (10**7, 10**8):
+        result = train(resolve_config("theory", {**overrides, "model.m": m}, seed=0))
+        assert float(unstack(result.trajectory.final, 0).m) == m
+        assert not np.array_equal(result.trajectory.series["loss"], first.trajectory.series["loss"])
+    assert discrete.TRACE_COUNTS["flow"] == traced
+    assert _sample_wide._cache_size() == sampled

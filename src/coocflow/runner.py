@@ -27,7 +27,7 @@ from coocflow.flow import Trajectory, integrate_discrete, integrate_flow, observ
 from coocflow.model import Transformer, init_model
 from coocflow.model.gram import grams_from_weights
 from coocflow.model.gram_init import (NEURON_ARRAY_KEYS, accumulate_kaiming_grams, check_kaiming_affordable,
-                                      sample_theory_grams, sample_theory_neuron_grams)
+                                      sample_wide_theory_grams)
 from coocflow.model.state import State, is_gram
 from coocflow.observables import Problem
 from coocflow.observables.registry import neuron_only
@@ -98,8 +98,7 @@ def build_model(config: Config, seed: int | None = None) -> State:
                            config.init.c1)
     dtype = jnp.dtype(config.dtype)
     if source == "wishart":
-        sample = sample_theory_neuron_grams if neurons else sample_theory_grams
-        return sample(key, d, m, m1, L, c0, c1, dtype)
+        return sample_wide_theory_grams(key, d, m, m1, L, c0, c1, neurons, dtype)
     if neurons:
         raise ConfigError(f"model.neurons: init.scheme=kaiming at model.m={m} draws its Grams in row chunks, which do "
                           "not resolve the neurons; use init.scheme=theory or init.gram_from=weights")
@@ -237,7 +236,7 @@ def state_arrays(model: State, data: Dataset) -> dict[str, np.ndarray]:
     if is_gram(model):
         return {"tokens": np.asarray(data.tokens), "labels": np.asarray(data.labels),
                 "groups": np.asarray(data.groups), **{k: np.asarray(getattr(model, k)) for k in gram_keys(model)},
-                "m": np.asarray(model.m), "m1": np.asarray(model.m1)}
+                "m": np.asarray(np.ravel(model.m)[0], dtype=np.int64), "m1": np.asarray(model.m1)}
     return {
         "tokens": np.asarray(data.tokens), "labels": np.asarray(data.labels),
         "groups": np.asarray(data.groups), "W_Q": np.asarray(model.W_Q),

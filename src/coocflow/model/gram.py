@@ -44,6 +44,13 @@ from coocflow.model.transformer import Transformer, score_matrix, token_mlp
 TRAINABLE_SETS = ("all", "mlp-value")
 
 
+def _width(m) -> jnp.ndarray:
+    """m as a float64 array leaf (not a static field): every width then shares one compiled
+    solve, m being a traced constant whose velocity is zero (`velocity`) and which the step
+    control leaves out (`GramState.grams`)."""
+    return jnp.asarray(m, dtype=jnp.float64)
+
+
 class GramState(eqx.Module):
     """The Grams of the weights of eq. (1); the loss is a function of A and G alone."""
 
@@ -53,7 +60,7 @@ class GramState(eqx.Module):
     V: jnp.ndarray  # (d, d) W_V^T W_V: Gram of the value weights
     G: jnp.ndarray  # (d,) W_V^T u: the MLP's output G(x) at every token, u = W^T a
     s: jnp.ndarray  # () u^T u = ||W^T a||^2, the quantity of eq. (5)
-    m: int = eqx.field(static=True)  # width of W_Q, W_K, W_V; scores are A[x_h, x_l] / sqrt(m)
+    m: jnp.ndarray = eqx.field(converter=_width)  # () width of W_Q, W_K, W_V; scores are A[x_h, x_l] / sqrt(m)
     m1: int = eqx.field(static=True)  # MLP neurons, a^T a = m1
     N: jnp.ndarray | None = None  # (m1, m1) W W^T: the neurons' inner products <w_j, w_k>; None unless resolved
     Z: jnp.ndarray | None = None  # (m1, d) W W_V: Z[j, mu] = w_j^T W_V mu, the neurons' values; None unless resolved
@@ -63,6 +70,11 @@ class GramState(eqx.Module):
     def has_neurons(self) -> bool:
         """Whether the state resolves the MLP's neurons (N, Z, a), `model.neurons`."""
         return self.N is not None
+
+    def grams(self) -> tuple[jnp.ndarray, ...]:
+        """The six Grams, the arrays the flow's step control measures (`state.step_error_norm`):
+        not N, Z, which ride along, nor m and a, constants of the flow."""
+        return (self.A, self.P, self.K, self.V, self.G, self.s)
 
     def without_neurons(self) -> "GramState":
         """The same state with N, Z, a dropped: the six Grams a run without neurons integrates."""
@@ -241,7 +253,8 @@ def gram_velocity(state: GramState, data: Dataset, trainable: str = "all") -> Gr
         dK = MAt.as_rows() + MAt.as_columns()
     else:
         dA, dP, dK = jnp.zeros_like(state.A), jnp.zeros_like(state.P), jnp.zeros_like(state.K)
-    return GramState(A=dA, P=dP, K=dK, V=dV, G=dG, s=ds, m=state.m, m1=state.m1, **_neuron_velocity(state, c))
+    return GramState(A=dA, P=dP, K=dK, V=dV, G=dG, s=ds, m=jnp.zeros_like(state.m), m1=state.m1,
+                     **_neuron_velocity(state, c))
 
 
 def _neuron_velocity(state: GramState, c: jnp.ndarray) -> dict:

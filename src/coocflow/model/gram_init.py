@@ -45,9 +45,10 @@ def wishart_identity(key: jax.Array, m: int, p: int, dtype=jnp.float64) -> jnp.n
 
     For m >= p by the Bartlett decomposition C C^T (C lower triangular, C_ii^2 ~ chi^2(m - i + 1)
     for i = 1..p, C_ij ~ N(0, 1) below the diagonal): O(p^3) however large m is. For m < p the
-    Wishart is singular and Bartlett does not apply, so X is drawn and its Gram formed.
+    Wishart is singular and Bartlett does not apply, so X is drawn and its Gram formed. A traced m
+    (`sample_wide_theory_grams`) is taken to be >= p.
     """
-    if m < p:
+    if isinstance(m, int) and m < p:
         gaussian = jax.random.normal(key, (m, p), dtype=dtype)
         return gaussian.T @ gaussian
     key_diagonal, key_below = jax.random.split(key)
@@ -89,7 +90,7 @@ def sample_theory_grams(key: jax.Array, d: int, m: int, m1: int, L: int, c0: flo
     column, s = u^T u the corner. O(d^3) time for any m, m1.
     """
     dtype = jnp.dtype(dtype)
-    sigma0, sigma1 = c0 / math.sqrt(L * m), c1 / math.sqrt(m1)
+    sigma0, sigma1 = c0 / jnp.sqrt(jnp.asarray(L * m, dtype)), c1 / math.sqrt(m1)
     sigma_u = math.sqrt(m1) * sigma1
     scales = jnp.concatenate([jnp.full((3 * d,), sigma0, dtype=dtype), jnp.array([sigma_u], dtype=dtype)])
     joint = _scaled_wishart(key, m, scales, dtype)
@@ -108,7 +109,7 @@ def sample_theory_neuron_grams(key: jax.Array, d: int, m: int, m1: int, L: int, 
     s = a^T N a are set from the same draw.
     """
     dtype = jnp.dtype(dtype)
-    sigma0, sigma1 = c0 / math.sqrt(L * m), c1 / math.sqrt(m1)
+    sigma0, sigma1 = c0 / jnp.sqrt(jnp.asarray(L * m, dtype)), c1 / math.sqrt(m1)
     key_grams, key_signs = jax.random.split(key)
     scales = jnp.concatenate([jnp.full((3 * d,), sigma0, dtype=dtype), jnp.full((m1,), sigma1, dtype=dtype)])
     joint = _scaled_wishart(key_grams, m, scales, dtype)
@@ -119,6 +120,26 @@ def sample_theory_neuron_grams(key: jax.Array, d: int, m: int, m1: int, L: int, 
         P=joint[:d, :d], K=joint[d:2 * d, d:2 * d], A=joint[d:2 * d, :d], V=joint[2 * d:3 * d, 2 * d:3 * d],
         G=Z.T @ a, s=a @ N @ a, m=m, m1=m1, N=N, Z=Z, a=a,
     )
+
+
+@functools.partial(jax.jit, static_argnames=("d", "m1", "neurons", "dtype"))
+def _sample_wide(key, m, L, c0, c1, *, d, m1, neurons, dtype):
+    sample = sample_theory_neuron_grams if neurons else sample_theory_grams
+    return sample(key, d, m, m1, L, c0, c1, dtype)
+
+
+def sample_wide_theory_grams(key: jax.Array, d: int, m: int, m1: int, L: int, c0: float, c1: float,
+                             neurons: bool = False, dtype=jnp.float64) -> GramState:
+    """`sample_theory_neuron_grams` (`neurons`) or `sample_theory_grams` compiled once for every
+    width m, c0 and c1 (traced, so a width sweep compiles one sampler, not one per width); m below
+    the Wishart's dimension takes the un-compiled path, whose Gram of drawn Gaussians has m rows."""
+    dimension = 3 * d + (m1 if neurons else 1)
+    if m < dimension:
+        sample = sample_theory_neuron_grams if neurons else sample_theory_grams
+        return sample(key, d, m, m1, L, c0, c1, dtype)
+    dtype = jnp.dtype(dtype)
+    return _sample_wide(key, jnp.asarray(m, dtype), jnp.asarray(L, dtype), jnp.asarray(c0, dtype),
+                        jnp.asarray(c1, dtype), d=d, m1=m1, neurons=neurons, dtype=dtype)
 
 
 KAIMING_BLOCK_ELEMENTS = 1 << 22

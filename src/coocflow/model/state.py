@@ -129,10 +129,9 @@ def step_error_norm(error) -> jnp.ndarray:
     """The norm the flow's step-size control takes of a step's scaled error (Diffrax's default RMS
     norm) over the integrated arrays, leaving a Gram state's neurons N, Z, a out: resolving them
     (`model.neurons`) then changes no step, so the Grams are computed exactly as without them, and
-    N, Z follow at the accuracy those steps give (tests/test_neuron_gram.py measures it)."""
-    if is_gram(error) and error.has_neurons:
-        error = error.without_neurons()
-    return optimistix.rms_norm(error)
+    N, Z follow at the accuracy those steps give (tests/test_neuron_gram.py measures it). The width
+    m, a constant leaf of the state, is left out too."""
+    return optimistix.rms_norm(error.grams() if is_gram(error) else error)
 
 
 def loss_of(state: State, data: Dataset) -> jnp.ndarray:

@@ -701,11 +701,14 @@ def scaling_markdown(report: dict, base: Config) -> str:
 
 
 def figure(report: dict, path: Path) -> None:
-    """One panel per claimed rate's quantity: seeds, medians, the fit and the prediction."""
+    """One panel per claimed rate's quantity: seeds, medians, the fit and the prediction. Titles at a
+    fixed height and no minor ticks: automatic title placement and log-axis minor ticks took 80% of
+    drawing its 48 panels (about 6 s of a 20 s re-check)."""
     import matplotlib
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
+    from matplotlib.ticker import NullLocator
 
     shown = list(dict.fromkeys(r["quantity"] for r in report["rates"] if r["source"] == "quantity"))
     predicted = {r["quantity"]: r["predicted"] for r in report["rates"] if r["predicted"] is not None}
@@ -726,8 +729,8 @@ def figure(report: dict, path: Path) -> None:
         medians = np.array([np.nan if not v else abs(v) for v in entry["medians"]], float)
         if not points and not np.isfinite(medians).any():
             ax.text(0.5, 0.5, "not measured", ha="center", va="center", transform=ax.transAxes, fontsize=7)
-            ax.set(xscale="log", title=entry["label"])
-            ax.title.set_fontsize(7)
+            ax.set_xscale("log")
+            ax.set_title(entry["label"], fontsize=7, y=1.0)
             continue
         ax.plot(values, medians, "o", color="black", ms=3)
         fit = entry["fit"]
@@ -738,11 +741,13 @@ def figure(report: dict, path: Path) -> None:
             anchor = np.flatnonzero(np.isfinite(medians))[0]
             ax.plot(values, medians[anchor] * (values / values[anchor]) ** predicted[name], "r--", lw=1,
                     label=f"claim {predicted[name]:+g}")
-        ax.set(xscale="log", yscale="log", title=entry["label"])
-        ax.title.set_fontsize(7)
+        ax.set(xscale="log", yscale="log")
+        ax.set_title(entry["label"], fontsize=7, y=1.0)
+        ax.xaxis.set_minor_locator(NullLocator())
+        ax.yaxis.set_minor_locator(NullLocator())
         ax.tick_params(labelsize=6)
         ax.legend(fontsize=6)
-        ax.grid(alpha=0.3, which="both", lw=0.4)
+        ax.grid(alpha=0.3, lw=0.4)
     for ax in axes[len(shown):]:
         ax.set_visible(False)
     fig.suptitle(f"width scaling over {report['axis']} = {report['values']}, {len(report['seeds'])} seeds each, "
