@@ -75,3 +75,90 @@ def test_interrupt_between_chunks_checkpoints_and_resumes(tmp_path, signum):
                           timeout=300)
     assert done.returncode == 0, done.stderr
     assert (out / "manifest.json").is_file()
+
+
+INTERRUPT_AT = r"""
+import os, signal, sys
+moment, out = sys.argv[1], sys.argv[2]
+
+def interrupting(function, when=lambda *args, **kwargs: True):
+    state = {"sent": False}
+
+    def wrapped(*args, **kwargs):
+        if not state["sent"] and when(*args, **kwargs):
+            state["sent"] = True
+            os.kill(os.getpid(), signal.SIGINT)
+        return function(*args, **kwargs)
+    return wrapped
+
+if moment == "writing":
+    import coocflow.runner as runner
+    runner.write_state = interrupting(runner.write_state)
+elif moment == "rename":
+    os.replace = interrupting(os.replace, lambda source, *rest: ".partial-" in str(source)
+                              and os.path.exists(os.path.join(source, "manifest.json")))
+elif moment == "figures":
+    import coocflow.plots.figures as figures
+    figures.figure1 = interrupting(figures.figure1)
+elif moment == "report":
+    import coocflow.report.html as html
+    html.run_report = interrupting(html.run_report)
+elif moment == "report-file":
+    import pathlib
+    pathlib.Path.write_bytes = interrupting(pathlib.Path.write_bytes, lambda path, data: "report.html" in path.name)
+from coocflow.cli import main
+sys.argv = ["coocflow", *sys.argv[3:]]
+main()
+"""
+"""Runs the command line with SIGINT sent to itself at one moment of finishing a run."""
+FINISHED_RUN = [x for k, v in {**TINY, "train.steps": 100}.items() for x in ("--set", f"{k}={v}")]
+
+
+def _interrupt_at(moment: str, out: Path, *args: str) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-c", INTERRUPT_AT, moment, str(out), *args], capture_output=True,
+                          text=True, timeout=300, env={**os.environ, "COLUMNS": "200"})
+
+
+def _left_behind(out: Path) -> list[str]:
+    """Hidden staging folders or temporary files in or beside the run folder."""
+    return [p.name for folder in (out.parent, out) for p in folder.iterdir()
+            if p.name.startswith(".") or p.name.endswith(".tmp")]
+
+
+@pytest.mark.parametrize("moment", ["writing", "rename", "figures"])
+def test_an_interrupt_after_training_keeps_the_finished_run(moment, tmp_path):
+    """SIGINT while the folder is written, during its final rename or while the figures are drawn:
+    exit 130 with one line saying the run is complete, the folder whole and loadable, nothing hidden
+    left behind, and `--resume` draws the figures without training again (issue 20)."""
+    from coocflow.storage import load_run
+
+    out = tmp_path / "run"
+    done = _interrupt_at(moment, out, "run", "paper", *FINISHED_RUN, "--out", str(out))
+    assert done.returncode == 130, done.stderr
+    line = done.stderr.strip().splitlines()[-1]
+    assert "Traceback" not in done.stderr and "complete and kept" in line, done.stderr
+    assert f"coocflow run --resume {out}" in line and "figure1.png" in line
+    assert load_run(out).manifest["figures"] == ["figure1.png", "overview.png"]
+    assert not (out / "figure1.png").exists() and _left_behind(out) == []
+    resumed = subprocess.run([str(BIN), "run", "--resume", str(out)], capture_output=True, text=True, timeout=300)
+    assert resumed.returncode == 0 and "drew its missing figures" in resumed.stdout, resumed.stderr
+    assert (out / "figure1.png").stat().st_size > 10000 and (out / "overview.png").is_file()
+
+
+def test_an_interrupt_during_the_report_leaves_the_run_as_it_was(tmp_path):
+    """SIGINT while `coocflow report` builds the page (it leaves at once: no report.html) and while
+    it writes the file (the file is finished first): exit 130, no temporary file, the run untouched."""
+    from coocflow.storage import load_run
+
+    out = tmp_path / "run"
+    subprocess.run([str(BIN), "run", "paper", *FINISHED_RUN, "--out", str(out), "--no-figures"], check=True,
+                   capture_output=True, timeout=300)
+    before = sorted(p.name for p in out.iterdir())
+    done = _interrupt_at("report", out, "report", str(out))
+    assert done.returncode == 130 and "Traceback" not in done.stderr, done.stderr
+    assert sorted(p.name for p in out.iterdir()) == before and _left_behind(out) == []
+    done = _interrupt_at("report-file", out, "report", str(out))
+    assert done.returncode == 130 and "Traceback" not in done.stderr, done.stderr
+    assert sorted(p.name for p in out.iterdir()) == sorted(before + ["report.html"]) and _left_behind(out) == []
+    assert (out / "report.html").read_text().rstrip().endswith("</html>")
+    assert load_run(out).manifest["figures"] == []

@@ -10,26 +10,29 @@ The Python API: `run` trains and writes a run folder, `load` reads one, `verify`
 
 from __future__ import annotations
 
-from pathlib import Path
-from typing import TYPE_CHECKING, Any, Mapping, Sequence
+import typing as _typing
 
-from coocflow.runtime import configure_jax
+from coocflow import runtime as _runtime
 
-configure_jax()
+_runtime.configure_jax()
 
 __version__ = "0.1.0"
 
-if TYPE_CHECKING:
+if _typing.TYPE_CHECKING:
+    from pathlib import Path
+    from typing import Any, Mapping, Sequence
+
     from coocflow.config import Config
-    from coocflow.notebook import Run
+    from coocflow.notebook import Run, Study
     from coocflow.phases.verify import Verification
 
 
 def run(experiment_or_config: "str | Path | Config" = "paper", *, seeds: int | Sequence[int] | None = None,
         seed: int | None = None, out: str | Path | None = None,
         overrides: Mapping[str, Any] | Sequence[str] | None = None, figures: bool = True,
-        force: bool = False) -> "Run":
-    """Train and write a run folder, then load it, exactly as `coocflow run` does.
+        force: bool = False) -> "Run | Study":
+    """Train and write a run folder, then load it, exactly as `coocflow run` does (a study's
+    name, such as `deep`, runs that study and returns a `Study`).
 
     experiment_or_config: an experiment name (`coocflow experiments`), a config .toml, a run
         folder (start from its configuration), or a `Config`.
@@ -47,9 +50,9 @@ def run(experiment_or_config: "str | Path | Config" = "paper", *, seeds: int | S
                 force=force)
 
 
-def load(folder: str | Path) -> "Run":
-    """Read a run folder written by `coocflow run` or `coocflow.run` (no pickle; only the
-    documented format)."""
+def load(folder: str | Path) -> "Run | Study":
+    """Read a folder written by `coocflow run` or `coocflow.run` (no pickle; only the documented
+    format): a `Run`, or a `Study` for a study's folder."""
     from coocflow.notebook import load as _load
 
     return _load(folder)
@@ -65,3 +68,8 @@ def verify(target: "Run | str | Path") -> "Verification":
 
 
 __all__ = ["__version__", "load", "run", "verify"]
+
+
+def __dir__() -> list[str]:
+    """What `dir(coocflow)` shows: the API, not the names its own module imports."""
+    return sorted(__all__)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import difflib
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Callable, Mapping, Sequence
@@ -108,6 +109,14 @@ def figure_writer(figures: bool | Sequence[str] = True) -> Callable[["RunResult"
     return draw
 
 
+def _figure_names(figures: bool | Sequence[str]) -> tuple[str, ...]:
+    """The files `figure_writer(figures)` draws."""
+    if not figures:
+        return ()
+    formats = ("png",) if figures is True else tuple(figures)
+    return tuple(f"figure1.{fmt}" for fmt in formats) + ("overview.png",)
+
+
 def _title(c: Config) -> str:
     seeds = c.seed_list
     seed_text = f"seed={seeds[0]}" if len(seeds) == 1 else f"{len(seeds)} seeds (median, 10-90% band)"
@@ -127,13 +136,116 @@ def run_and_write(config: Config, out: Path, force: bool = False,
     The folder exists from the start, holding config.json and the checkpoints of the run in
     progress, so a killed run continues with `resume_run(out)`.
     """
-    from coocflow.runner import begin_run_folder, train, write_run
-    from coocflow.storage.checkpoint import run_lock
+    from coocflow.runner import begin_run_folder
 
     begin_run_folder(out, config, force=force)
-    with run_lock(out):
-        result = train(config, progress, checkpoint_in=Path(out))
-        return write_run(result, out, figures=figure_writer(figures)), result
+    return _train_and_write(config, Path(out), progress, figures)
+
+
+def _train_and_write(config: Config, out: Path, progress: Callable[[float], None] | None,
+                     figures: bool | Sequence[str]) -> tuple[Path, "RunResult"]:
+    """Train into the begun folder `out` (checkpointing it) and write the run there. From the end of
+    training to the folder's last rename an interrupt waits (`interrupts.shielded`), so a finished
+    run is always written; the figures come after, and an interrupt there keeps the run."""
+    from coocflow import interrupts
+    from coocflow.runner import train, write_run_files
+    from coocflow.storage.checkpoint import run_lock
+
+    with run_lock(out), interrupts.shielded():
+        with interrupts.exposed():
+            result = train(config, progress, checkpoint_in=out)
+        write_run_files(result, out, figures=_figure_names(figures))
+    draw = figure_writer(figures)
+    if draw is not None:
+        draw(result, out)
+    return out, result
+
+
+def study_of(config: Config) -> str | None:
+    """The study a configuration runs: the study of the experiment it is named after (`deep`,
+    `markov`, ...), else None (a run of eq. (1)). The CLI and `coocflow.run` both decide by it, so
+    they write the same folder for every experiment."""
+    experiment = EXPERIMENTS.get(config.name)
+    return experiment.study if experiment is not None else None
+
+
+def run_study(config: Config, out: Path, force: bool = False, progress: Callable[[str], None] | None = None,
+              resume: bool = False) -> tuple[Path, dict]:
+    """Run the study `config` names into `out` and write its config.json, manifest.json and
+    summary.md; returns the folder and the manifest's record of trained variants (empty for the
+    studies that do not checkpoint). The deep and markov studies begin the folder with config.json
+    and study.json and train under its lock with checkpoints, so `resume` continues one that was
+    interrupted."""
+    import shutil
+    import time
+
+    from coocflow.experiments.studies import STUDIES
+    from coocflow.experiments.study_folder import (RESUMABLE_STUDIES, begin_study_folder, check_study_config,
+                                                   clear_study_progress, study_record)
+    from coocflow.storage import atomic_write_json, atomic_write_text
+    from coocflow.storage.checkpoint import run_lock
+    from coocflow.storage.paths import refuse_existing_out
+    from coocflow.storage.provenance import provenance
+
+    study = study_of(config)
+    if study is None:
+        raise ConfigError(f"{config.name}: not a study; `coocflow experiments` lists the studies")
+    out = Path(out)
+    resumable = study in RESUMABLE_STUDIES
+    if not resumable:
+        refuse_existing_out(out, force)
+        if out.exists():
+            shutil.rmtree(out)
+        out.mkdir(parents=True)
+    elif not resume:
+        check_study_config(study, config)
+        begin_study_folder(out, config, study, force)
+    start = time.perf_counter()
+    with run_lock(out) if resumable else contextlib.nullcontext():
+        result = STUDIES[study](config, out, progress)
+        record = study_record(out) if resumable else {}
+        atomic_write_json(out / "config.json", config.to_dict())
+        atomic_write_json(out / "manifest.json", {"study": config.name, "wall_s": time.perf_counter() - start,
+                                                  "figures": [p.name for p in result.figures], "rows": result.rows,
+                                                  **record, **provenance()})
+        atomic_write_text(out / "summary.md", result.summary)
+        if resumable:
+            clear_study_progress(out)
+    return out, record
+
+
+def execute(config: Config, out: Path, force: bool = False, figures: bool | Sequence[str] = True) -> Path:
+    """Train `config` and write its folder: the study it names (`study_of`) or a run of eq. (1)
+    (`run_and_write`); what `coocflow run` and `coocflow.run` both do."""
+    if study_of(config) is not None:
+        return run_study(config, out, force=force)[0]
+    return run_and_write(config, out, force=force, figures=figures)[0]
+
+
+def missing_figures(folder: Path) -> list[str]:
+    """The figures of a complete run folder that are not there (an interrupt while they were
+    drawn); none for a study, whose manifest is written after its figures."""
+    folder = Path(folder)
+    manifest = read_json_object(folder / "manifest.json")
+    if "study" in manifest:
+        return []
+    return [name for name in manifest.get("figures", []) if not (folder / name).is_file()]
+
+
+def draw_figures(folder: Path) -> list[Path]:
+    """Draw a complete run folder's figures (those its manifest lists) from its metrics table, as
+    the run would have (what `coocflow run --resume` does for a run interrupted while drawing them)."""
+    import pyarrow.parquet as pq
+
+    from coocflow.plots import SeriesView, write_run_figures
+
+    folder = Path(folder)
+    config = config_from_dict(read_json_object(folder / "config.json"))
+    table = pq.read_table(folder / "metrics.parquet")
+    columns = {name: table.column(name).to_numpy() for name in table.column_names}
+    formats = tuple(name.split(".", 1)[1] for name in read_json_object(folder / "manifest.json")["figures"]
+                    if name.startswith("figure1."))
+    return write_run_figures(SeriesView.from_metrics(columns), folder, title=_title(config), formats=formats)
 
 
 def resumable_config(folder: Path) -> Config | None:
@@ -156,12 +268,7 @@ def resume_run(folder: Path, progress: Callable[[float], None] | None = None,
     config = resumable_config(folder)
     if config is None:
         raise RunFolderError(f"--resume {folder}: the run is complete (manifest.json exists); nothing to resume")
-    from coocflow.runner import train, write_run
-    from coocflow.storage.checkpoint import run_lock
-
-    with run_lock(folder):
-        result = train(config, progress, checkpoint_in=Path(folder))
-        return write_run(result, folder, figures=figure_writer(figures)), result
+    return _train_and_write(config, Path(folder), progress, figures)
 
 
 def describe(c: Config) -> str:

@@ -125,6 +125,13 @@ def _resume(folder: Path, figures: tuple[str, ...]) -> None:
                              "studies only deep and markov checkpoint, so re-run the others")
     config = resumable_config(folder)
     if config is None:
+        from coocflow.api import draw_figures, missing_figures
+
+        missing = missing_figures(folder)
+        if missing:
+            drawn = draw_figures(folder)
+            console.print(f"{folder}: the run is complete; drew its missing figures: {', '.join(map(str, drawn))}")
+            return
         console.print(f"{folder}: the run is complete (manifest.json exists); nothing to resume")
         return
     study = study_of_folder(folder)
@@ -132,7 +139,7 @@ def _resume(folder: Path, figures: tuple[str, ...]) -> None:
         if figures != ("png",):
             raise ConfigError("--no-figures/--pdf: not used with a study (it writes its own figures); drop them")
         console.print(f"resuming the {study} study in {folder}: {study_progress(folder)}")
-        _run_study(study, [], None, None, folder, False, resume_config=config)
+        _run_study(config, folder, False, resume=True)
         return
     meta = read_checkpoint_meta(folder)
     where = (f"its checkpoint at observation {meta['next_obs']} of {meta['n_obs']}" if meta
@@ -147,6 +154,13 @@ def _interrupted_message(out: Path) -> Interrupted:
 
     if not out.is_dir():
         return Interrupted(f"interrupted before {out} was created; nothing to resume")
+    if (out / "manifest.json").is_file():
+        from coocflow.api import missing_figures
+
+        missing = missing_figures(out)
+        return Interrupted(f"interrupted after training: the run in {out} is complete and kept" + (
+            f"; its figures were not drawn ({', '.join(missing)}): `coocflow run --resume {out}` draws them"
+            if missing else ""))
     meta = read_checkpoint_meta(out)
     where = (f"a checkpoint at observation {meta['next_obs']} of {meta['n_obs']}" if meta
              else "no checkpoint yet, so it restarts from t = 0")
@@ -177,13 +191,11 @@ def _train_and_write(target: Optional[str], set_: list[str], seed: Optional[int]
                      restored: bool = False) -> Path:
     from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn, TimeRemainingColumn
 
-    from coocflow.api import describe, resolve_config, resume_run, run_and_write
-    from coocflow.experiments import EXPERIMENTS
-
-    if resume_config is None and target in EXPERIMENTS and EXPERIMENTS[target].study:
-        return _run_study(target, set_, seed, seeds, out, force)
+    from coocflow.api import describe, resolve_config, resume_run, run_and_write, study_of
 
     config = resume_config or resolve_config(target, set_, seed, seeds)
+    if resume_config is None and study_of(config) is not None:
+        return _run_study(config, out, force)
     if out is None:
         from coocflow.storage.paths import default_out
 
@@ -233,75 +245,43 @@ def _train_and_write(target: Optional[str], set_: list[str], seed: Optional[int]
     return folder
 
 
-def _run_study(name: str, set_: list[str], seed: Optional[int], seeds: Optional[int],
-               out: Optional[Path], force: bool, resume_config=None) -> Path:
-    """Run a study into `out`, then write its config, manifest and summary. The deep and markov
-    studies begin the folder with config.json and study.json and train under its lock with
-    checkpoints, so `resume_config` (the folder's config) continues one that was interrupted."""
-    import shutil
-    import time
+def _run_study(config, out: Optional[Path], force: bool, resume: bool = False) -> Path:
+    """Run the study `config` names (`api.run_study`) with a status line, then print its summary;
+    an interrupted deep or markov study says how to continue."""
+    from coocflow.api import describe, run_study, study_of
+    from coocflow.experiments.study_folder import RESUMABLE_STUDIES, divergence_message, study_progress
+    from coocflow.storage.run_folder import read_json_object
 
-    from coocflow.api import describe, resolve_config
-    from coocflow.experiments import EXPERIMENTS
-    from coocflow.experiments.study_folder import (RESUMABLE_STUDIES, begin_study_folder, check_study_config,
-                                                   clear_study_progress, divergence_message, study_progress,
-                                                   study_record)
-    from coocflow.experiments.studies import STUDIES
-    from coocflow.storage import atomic_write_json, atomic_write_text
-    from coocflow.storage.checkpoint import run_lock
-    from coocflow.storage.provenance import provenance
-
-    study = EXPERIMENTS[name].study
-    resumable = study in RESUMABLE_STUDIES
-    config = resume_config or resolve_config(name, set_, seed, seeds)
+    name = config.name
     if out is None:
         from coocflow.storage.paths import default_out
 
         out = default_out(name)
-    if not resumable:
-        from coocflow.storage.paths import refuse_existing_out
-
-        refuse_existing_out(out, force)
-        if out.exists():
-            shutil.rmtree(out)
-        out.mkdir(parents=True)
-    elif resume_config is None:
-        check_study_config(study, config)
-        begin_study_folder(out, config, study, force)
+    resumable = study_of(config) in RESUMABLE_STUDIES
     console.print(describe(config))
 
     def interrupted() -> str:
         return f"interrupted: {out}: {study_progress(out)}; continue with `coocflow run --resume {out}`"
 
-    start = time.perf_counter()
-    record = {}
-    with contextlib.ExitStack() as training:
-        if resumable:
-            training.enter_context(run_lock(out))
-            interrupts.set_message(interrupted)
-        try:
-            with console.status(f"running the {name} study...") as status:
-                result = STUDIES[study](config, out, lambda text: status.update(f"{name}: {text}"))
-        except KeyboardInterrupt:
-            if not resumable:
-                raise
-            raise Interrupted(interrupted()) from None
+    if resumable:
+        interrupts.set_message(interrupted)
+    try:
+        with console.status(f"running the {name} study...") as status:
+            folder, record = run_study(config, out, force=force, resume=resume,
+                                       progress=lambda text: status.update(f"{name}: {text}"))
+    except KeyboardInterrupt:
+        if not resumable or not Path(out, "config.json").is_file():
+            raise
+        raise Interrupted(interrupted()) from None
+    finally:
         interrupts.set_message(None)
-        if resumable:
-            record = study_record(out)
-        atomic_write_json(out / "config.json", config.to_dict())
-        atomic_write_json(out / "manifest.json", {"study": name, "wall_s": time.perf_counter() - start,
-                                                  "figures": [p.name for p in result.figures], "rows": result.rows,
-                                                  **record, **provenance()})
-        atomic_write_text(out / "summary.md", result.summary)
-        if resumable:
-            clear_study_progress(out)
-    console.print(result.summary)
-    console.print(f"written: {', '.join(str(p) for p in result.figures)}, {out / 'summary.md'}")
-    diverged = divergence_message(record, out)
+    console.print((folder / "summary.md").read_text())
+    figures = [folder / name for name in read_json_object(folder / "manifest.json")["figures"]]
+    console.print(f"written: {', '.join(str(p) for p in figures)}, {folder / 'summary.md'}")
+    diverged = divergence_message(record, folder)
     if diverged:
         raise CoocflowError(diverged)
-    return out
+    return folder
 
 
 @app.command()

@@ -20,7 +20,7 @@ import threading
 from contextlib import contextmanager
 from typing import Callable, Iterator
 
-_state: dict = {"deferred": 0, "pending": False, "message": None}
+_state: dict = {"deferred": 0, "pending": False, "message": None, "shielded": 0, "held": False}
 _exit_lock = threading.Lock()
 SIGNALS = (signal.SIGINT, signal.SIGTERM)
 
@@ -42,6 +42,35 @@ def deferred() -> Iterator[None]:
         _state["deferred"] -= 1
 
 
+@contextmanager
+def shielded() -> Iterator[None]:
+    """Inside: an interrupt waits until the block is done (writing a finished run's folder, a few
+    seconds), then acts as it would have: a KeyboardInterrupt where interrupts are `deferred`, else
+    the one-line exit. So an interrupt never leaves a finished run half-written or its staging
+    folder behind."""
+    _state["shielded"] += 1
+    try:
+        yield
+    finally:
+        _state["shielded"] -= 1
+    if not _state["shielded"] and _state["held"]:
+        _state["held"] = False
+        if _state["deferred"]:
+            raise KeyboardInterrupt
+        exit_interrupted()
+
+
+@contextmanager
+def exposed() -> Iterator[None]:
+    """Inside a `shielded` block, a part that interrupts reach as usual (training, whose chunks
+    checkpoint), so the shield covers exactly what comes after it."""
+    saved, _state["shielded"] = _state["shielded"], 0
+    try:
+        yield
+    finally:
+        _state["shielded"] = saved
+
+
 def exit_interrupted() -> None:
     """Write the one-line message and leave with code 130, now (from any thread)."""
     _exit_lock.acquire(timeout=2.0)
@@ -60,6 +89,9 @@ def exit_interrupted() -> None:
 
 
 def _handler(signum, frame) -> None:
+    if _state["shielded"]:
+        _state["held"] = True
+        return
     if _state["deferred"]:
         _state["pending"] = False
         raise KeyboardInterrupt
@@ -75,6 +107,9 @@ def _watch(fd: int) -> None:
         if not data:
             return
         if not any(byte in SIGNALS for byte in data):
+            continue
+        if _state["shielded"]:
+            _state["held"] = True
             continue
         if not _state["deferred"] or _state["pending"]:
             exit_interrupted()

@@ -73,6 +73,37 @@ class Run:
                 f"rows={self.metrics.num_rows}, folder='{self.folder}')")
 
 
+@dataclass
+class Study:
+    """A study folder, loaded (`coocflow run deep`, `coocflow.run("deep")`, ...): its summary, its
+    figures and every table it wrote, by path relative to the folder (`metrics.parquet`,
+    `variants/<name>/metrics.parquet`), as pyarrow Tables."""
+
+    folder: Path
+    config: dict[str, Any]
+    manifest: dict[str, Any]
+    summary: str
+    figures: list[Path]
+    tables: dict[str, pa.Table]
+
+    @property
+    def name(self) -> str:
+        return str(self.manifest["study"])
+
+    def __repr__(self) -> str:
+        return f"Study({self.name!r}, tables={sorted(self.tables)}, folder='{self.folder}')"
+
+
+def _load_study(folder: Path, manifest: dict[str, Any]) -> Study:
+    import pyarrow.parquet as pq
+
+    from coocflow.storage.run_folder import read_json_object
+
+    tables = {str(path.relative_to(folder)): pq.read_table(path) for path in sorted(folder.rglob("*.parquet"))}
+    return Study(folder, read_json_object(folder / "config.json"), manifest, (folder / "summary.md").read_text(),
+                 [folder / name for name in manifest.get("figures", [])], tables)
+
+
 def _columns_figure(view, columns: list[str], title: str):
     import matplotlib.pyplot as plt
 
@@ -87,13 +118,19 @@ def _columns_figure(view, columns: list[str], title: str):
     return fig
 
 
-def load(folder: str | Path) -> Run:
-    """Read a run folder written by `coocflow run` or `coocflow.run` (no pickle, any version of
-    the documented format)."""
+def load(folder: str | Path) -> Run | Study:
+    """Read a folder written by `coocflow run` or `coocflow.run` (no pickle, any version of the
+    documented format): a `Run`, or a `Study` when it holds a study."""
     import pyarrow.parquet as pq
 
     from coocflow.storage import load_run
+    from coocflow.storage.run_folder import read_json_object
 
+    folder = Path(folder)
+    if (folder / "manifest.json").is_file():
+        manifest = read_json_object(folder / "manifest.json")
+        if "study" in manifest:
+            return _load_study(folder, manifest)
     loaded = load_run(Path(folder))
     return Run(Path(folder), loaded.config, loaded.manifest, pq.read_table(Path(folder) / "metrics.parquet"),
                loaded.state_init, loaded.state_final)
@@ -102,11 +139,13 @@ def load(folder: str | Path) -> Run:
 def run(experiment_or_config: str | Path | Config = "paper", *, seeds: int | Sequence[int] | None = None,
         seed: int | None = None, out: str | Path | None = None,
         overrides: Mapping[str, Any] | Sequence[str] | None = None, figures: bool = True,
-        force: bool = False) -> Run:
+        force: bool = False) -> Run | Study:
     """Train and write a run folder (default `runs/NAME-TIMESTAMP`, like `coocflow run`), then
-    load it; see `coocflow.run` for the arguments. The folder is locked and checkpointed while
-    it trains, so an interrupted run continues with `coocflow run --resume FOLDER`."""
-    from coocflow.api import resolve_config, run_and_write
+    load it; see `coocflow.run` for the arguments. A study's name (deep, markov, ...) runs the
+    study, as `coocflow run NAME` does (`api.execute`), and returns a `Study`. The folder is locked
+    and checkpointed while it trains, so an interrupted run continues with
+    `coocflow run --resume FOLDER`."""
+    from coocflow.api import execute, resolve_config
     from coocflow.storage.paths import default_out, refuse_existing_out
 
     if isinstance(overrides, str):
@@ -114,7 +153,7 @@ def run(experiment_or_config: str | Path | Config = "paper", *, seeds: int | Seq
     resolved = resolve_config(experiment_or_config, overrides or (), seed, seeds)
     folder = Path(out) if out is not None else default_out(resolved.name)
     refuse_existing_out(folder, force)
-    run_and_write(resolved, folder, force=force, figures=figures)
+    execute(resolved, folder, force=force, figures=figures)
     return load(folder)
 
 

@@ -20,6 +20,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
+from coocflow import interrupts
 from coocflow.config import Config
 from coocflow.errors import ConfigError
 from coocflow.data import Dataset, make_test_set, make_train_set
@@ -213,12 +214,13 @@ def begin_run_folder(out: Path, config: Config, force: bool = False, extra: dict
             out.unlink()
     out.parent.mkdir(parents=True, exist_ok=True)
     staging = out.parent / f".{out.name}.partial-{os.getpid()}"
-    shutil.rmtree(staging, ignore_errors=True)
-    staging.mkdir()
-    atomic_write_json(staging / "config.json", config.to_dict())
-    for name, record in (extra or {}).items():
-        atomic_write_json(staging / name, record)
-    os.replace(staging, out)
+    with interrupts.shielded():
+        shutil.rmtree(staging, ignore_errors=True)
+        staging.mkdir()
+        atomic_write_json(staging / "config.json", config.to_dict())
+        for name, record in (extra or {}).items():
+            atomic_write_json(staging / name, record)
+        os.replace(staging, out)
     return out
 
 
@@ -404,13 +406,36 @@ def snapshot_files(result: RunResult) -> dict[str, dict[str, np.ndarray]]:
 
 def write_run(result: RunResult, out: Path, force: bool = False,
               figures: Callable[[RunResult, Path], None] | None = None) -> Path:
-    """Write the run folder atomically: everything goes to a hidden sibling, then one rename
-    (which replaces the in-progress folder and its checkpoint, if the run had one)."""
+    """`write_run_files`, then the figures drawn into the finished folder (`figures`)."""
+    write_run_files(result, out, force, figures=() if figures is None else ("figure1.png", "overview.png"))
+    if figures is not None:
+        figures(result, Path(out))
+    return Path(out)
+
+
+def write_run_files(result: RunResult, out: Path, force: bool = False, figures: tuple[str, ...] = ()) -> Path:
+    """Write the run folder but its figures atomically: everything goes to a hidden sibling, then
+    one rename (which replaces the in-progress folder and its checkpoint, if the run had one). An
+    interrupt meanwhile waits for the rename (`interrupts.shielded`), so finished training is
+    never lost and no hidden staging folder is left behind; one while the figures are drawn
+    afterwards leaves the run complete (`coocflow run --resume` draws what is missing)."""
     out = Path(out)
     if not is_in_progress(out):
         refuse_existing_out(out, force)
     out.parent.mkdir(parents=True, exist_ok=True)
     staging = out.parent / f".{out.name}.partial-{os.getpid()}"
+    with interrupts.shielded():
+        try:
+            _write_staged(result, out, staging, figures)
+        except BaseException:
+            shutil.rmtree(staging, ignore_errors=True)
+            raise
+    return out
+
+
+def _write_staged(result: RunResult, out: Path, staging: Path, figures: tuple[str, ...]) -> None:
+    """Every file of the run folder but the figures, into `staging`, then renamed onto `out`; the
+    manifest lists the `figures` to be drawn next."""
     shutil.rmtree(staging, ignore_errors=True)
     staging.mkdir()
     config = result.config
@@ -430,6 +455,7 @@ def write_run(result: RunResult, out: Path, force: bool = False,
         "created": dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds"),
         "timings": result.trajectory.timings,
         "resumed": result.resumed,
+        "figures": list(figures),
         **summary(result),
         "snapshots": {name: [float(t) if np.isfinite(t) else None for t in np.atleast_1d(arrays["t"])]
                       for name, arrays in snapshots.items()},
@@ -445,12 +471,9 @@ def write_run(result: RunResult, out: Path, force: bool = False,
     arrays = {"tokens": test.tokens, "labels": test.labels, "groups": test.groups}
     write_arrays(staging / "test_set.npz",
                  {k: np.asarray(v)[0] if len(result.seeds) == 1 else np.asarray(v) for k, v in arrays.items()})
-    if figures is not None:
-        figures(result, staging)
     atomic_write_json(staging / "manifest.json", manifest)
     if out.exists():
         trash = out.parent / f".{out.name}.old-{os.getpid()}"
         os.replace(out, trash)
         shutil.rmtree(trash)
     os.replace(staging, out)
-    return out

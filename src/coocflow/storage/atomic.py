@@ -8,6 +8,8 @@ import tempfile
 from pathlib import Path
 from typing import Any, Callable
 
+from coocflow import interrupts
+
 
 def _current_umask() -> int:
     mask = os.umask(0)
@@ -19,17 +21,19 @@ _UMASK = _current_umask()
 
 
 def atomic_write_with(path: Path, write: Callable[[Path], None]) -> None:
-    """Call `write(tmp_path)` and rename the result onto `path` (same filesystem)."""
+    """Call `write(tmp_path)` and rename the result onto `path` (same filesystem). An interrupt
+    meanwhile waits for the rename (`interrupts.shielded`), so none leaves a temporary file behind."""
     path = Path(path)
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
-    os.close(fd)
-    os.chmod(tmp, 0o666 & ~_UMASK)  # mkstemp makes 0600; results are for sharing
-    try:
-        write(Path(tmp))
-        os.replace(tmp, path)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
+    with interrupts.shielded():
+        fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
+        os.close(fd)
+        os.chmod(tmp, 0o666 & ~_UMASK)  # mkstemp makes 0600; results are for sharing
+        try:
+            write(Path(tmp))
+            os.replace(tmp, path)
+        except BaseException:
+            Path(tmp).unlink(missing_ok=True)
+            raise
 
 
 def atomic_write_bytes(path: Path, data: bytes) -> None:

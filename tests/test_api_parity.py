@@ -1,0 +1,52 @@
+"""`coocflow.run(NAME)` and `coocflow run NAME` write the same folder for every experiment: the
+same files and equal tables (issue 20: `coocflow.run("deep")` used to train eq. (1) on the deep
+preset while the command ran the study)."""
+
+from pathlib import Path
+
+import pyarrow.parquet as pq
+import pytest
+from typer.testing import CliRunner
+
+import coocflow
+from coocflow.cli import app
+from coocflow.experiments import EXPERIMENTS
+from coocflow.notebook import Run, Study
+
+from conftest import TINY
+from test_deep import TINY_DEEP
+from test_markov import SMOKE as MARKOV_SMOKE
+
+SMALL = {**TINY, "train.steps": 40, "observe.points": 12, "seeds": [0]}
+"""Every experiment at a size that takes a second or two."""
+OVERRIDES = {
+    "theory": {**SMALL, "data.d": 23},
+    "generalization": {**SMALL, "train.method": "gd"},
+    "unseen-tokens": {**SMALL, "data.d": 32, "train.method": "gd", "train.t_end": 0},
+    "deep": {**TINY_DEEP, "train.steps": 40, "observe.points": 12, "seeds": [0]},
+    "markov": {**MARKOV_SMOKE, "train.steps": 40, "observe.points": 12, "seeds": [0]},
+}
+NOT_COMPARED = {"manifest.json"}
+"""Holds the wall time and creation time of the folder; its keys are compared instead."""
+
+
+def _files(folder: Path) -> set[str]:
+    return {str(p.relative_to(folder)) for p in folder.rglob("*") if p.is_file()}
+
+
+@pytest.mark.parametrize("name", sorted(EXPERIMENTS))
+def test_the_api_and_the_command_write_the_same_folder(name, tmp_path):
+    overrides = OVERRIDES.get(name, SMALL)
+    sets = [x for key, value in overrides.items() for x in ("--set", f"{key}={value}")]
+    done = CliRunner().invoke(app, ["run", name, *sets, "--out", str(tmp_path / "cli")])
+    assert done.exit_code == 0, done.output
+    loaded = coocflow.run(name, overrides=overrides, out=tmp_path / "api")
+    assert isinstance(loaded, Study if EXPERIMENTS[name].study else Run)
+    cli, api = tmp_path / "cli", tmp_path / "api"
+    assert _files(cli) == _files(api)
+    tables = sorted(path for path in _files(cli) if path.endswith(".parquet"))
+    assert tables, "every experiment writes a table"
+    for path in tables:
+        assert pq.read_table(cli / path).equals(pq.read_table(api / path)), path
+    assert (cli / "config.json").read_text() == (api / "config.json").read_text()
+    assert coocflow.load(cli).manifest.keys() == loaded.manifest.keys()
