@@ -60,7 +60,8 @@ def test_a_run_folder_is_a_starting_point(workspace):
 
     first = json.loads((workspace / "runs/first/config.json").read_text())
     second = json.loads((workspace / "runs/variant/config.json").read_text())
-    assert second["train"]["lr"] == 0.05 and {**second, "train": None} == {**first, "train": None}
+    assert second["train"]["lr"] == 0.05 and second["name"] == f"{first['name']}-lr0.05"
+    assert {**second, "train": None, "name": None} == {**first, "train": None, "name": None}
     again = coocflow("run", "runs/first/config.json", "--out", "runs/again", "--no-figures", cwd=workspace)
     assert again.returncode == 0, again.stderr
     assert json.loads((workspace / "runs/again/config.json").read_text()) == first

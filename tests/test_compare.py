@@ -4,7 +4,9 @@ comparison page and the one-line errors."""
 import html
 import json
 import re
+import shutil
 
+import numpy as np
 import pytest
 from rich.console import Console
 
@@ -114,3 +116,34 @@ def test_bad_folders_are_refused_in_one_line(runs, tmp_path):
         compare_runs([runs["a"], unfinished], out=tmp_path / "c")
     with pytest.raises(ConfigError, match="one of the compared run folders"):
         compare_runs([runs["a"], runs["b"]], out=runs["a"])
+
+
+def test_a_variant_is_named_and_compared_at_common_times(tmp_path):
+    """`run RUN_DIR --set train.lr=...` names the variant and says how the time axis moves; compare
+    warns that the runs end at different times and reports the loss at the common time (issue 20)."""
+    from typer.testing import CliRunner
+
+    from coocflow.cli import app
+    from coocflow.compare import compare_runs, value_at
+    from coocflow.storage import load_run
+
+    sets = [x for k, v in TINY.items() for x in ("--set", f"{k}={v}")]
+    runner = CliRunner()
+    assert runner.invoke(app, ["run", "paper", *sets, "--out", str(tmp_path / "base")]).exit_code == 0
+    done = runner.invoke(app, ["run", str(tmp_path / "base"), "--set", "train.lr=0.05", "--out", str(tmp_path / "half")])
+    assert done.exit_code == 0, done.output
+    assert "named paper-lr0.05" in done.output and "t_end 20 -> 10" in " ".join(done.output.split())
+    assert load_run(tmp_path / "half").manifest["name"] == "paper-lr0.05"
+    comparison = compare_runs([tmp_path / "base", tmp_path / "half"], out=tmp_path / "cmp")
+    assert any("end at different flow times" in w and "t = 10" in w for w in comparison.warnings)
+    base, half = comparison.results
+    assert base["common_t"] == half["common_t"] == 10.0
+    metrics = load_run(tmp_path / "base").metrics
+    assert base["loss_at_common_t"] == value_at(metrics, "loss", 10.0)
+    observed = np.asarray(metrics["t"]) == 10.0
+    if observed.any():
+        assert base["loss_at_common_t"] == float(np.median(np.asarray(metrics["loss"])[observed]))
+    assert half["loss_at_common_t"] == half["final_loss"]
+    shutil.copytree(tmp_path / "base", tmp_path / "copy")
+    same = compare_runs([tmp_path / "base", tmp_path / "copy"], out=tmp_path / "cmp2")
+    assert same.warnings == []

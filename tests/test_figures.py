@@ -206,3 +206,35 @@ def test_curves_are_the_paper_panels():
         assert all(ax.collections for ax in fig.axes), "an ensemble draws its 10-90% bands"
     finally:
         plt.close(fig)
+
+
+def test_phase1_is_not_named_from_too_few_points():
+    """A Phase 1 with fewer than 10 observations up to T1 is "not resolved" (with how to resolve it),
+    whatever its losses do; from 10 on the rise is named as measured (issue 20)."""
+    from coocflow.plots.figures import MIN_POINTS_TO_NAME, phase1_points
+
+    coarse = np.unique(np.r_[0.0, np.geomspace(0.02, 0.3, MIN_POINTS_TO_NAME - 2), np.geomspace(0.4, 30, 60)])
+    view = make_view(t=coarse)
+    assert phase1_points(view) == MIN_POINTS_TO_NAME - 1
+    title = phase1_title(view)
+    assert "not resolved" in title and "observe.start" in title and "rise" not in title
+    assert "not resolved" in scores_titles(view)[0]
+    fine = np.unique(np.r_[coarse, 0.25])
+    assert phase1_points(make_view(t=fine)) == MIN_POINTS_TO_NAME
+    assert "rises" in phase1_title(make_view(t=fine)) and "not resolved" not in phase1_title(make_view(t=fine))
+
+
+def test_the_gram_example_observes_phase1_at_m_1e6_with_no_flags():
+    """The theory init observes the flow from 0.01 / U0 (`observe.start` = 0), so at m = m1 = 10^6
+    Phase 1 gets at least 20 observations before T1, while a kaiming run still starts at train.lr."""
+    from coocflow.api import resolve_config
+    from coocflow.runner import observation_grid, train
+
+    wide = {"model.space": "gram", "model.m": 10**6, "model.m1": 10**6, "init.scheme": "theory",
+            "train.method": "flow", "observe.chunks": 2}
+    result = train(resolve_config("paper", wide))
+    t1 = result.t1[0]
+    assert t1 is not None and int(np.count_nonzero(result.trajectory.t <= t1)) >= 20
+    assert result.trajectory.t[1] == pytest.approx(0.01 / 10**6)
+    kaiming = resolve_config("paper", {"train.method": "flow"})
+    assert observation_grid(kaiming)[0][1] == pytest.approx(kaiming.train.lr)

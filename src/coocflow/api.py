@@ -7,7 +7,8 @@ import difflib
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Callable, Mapping, Sequence
 
-from coocflow.config import Config, _unknown_key, all_keys, config_from_dict, load_toml, parse_override
+from coocflow.config import (Config, _unknown_key, all_keys, config_from_dict, flatten_dotted, load_toml,
+                             parse_override)
 from coocflow.errors import ConfigError, RunFolderError
 from coocflow.experiments import EXPERIMENTS, get_experiment
 from coocflow.storage.run_folder import read_json_object
@@ -64,7 +65,10 @@ def resolve_config(target: str | Path | Config, overrides: Sequence[str] | Mappi
     else:
         parsed = dict(parse_override(text) for text in overrides)
     if parsed:
+        base = config
         config = config.replace(parsed)
+        if _names_a_run(target) and "name" not in parsed:
+            config = config.replace({"name": variant_name(base, config)})
     listed = list(config.seeds)
     if listed and (n_seeds is not None or seed is not None) and _lists_seeds_itself(target, parsed):
         flag = "--seeds" if n_seeds is not None else "--seed"
@@ -81,6 +85,43 @@ def resolve_config(target: str | Path | Config, overrides: Sequence[str] | Mappi
             n_seeds = list(range(config.seed, config.seed + n_seeds))
         config = config.replace({"seeds": list(n_seeds)})
     return config
+
+
+def _names_a_run(target) -> bool:
+    """Whether a target is a run folder or a config.json (a finished run's configuration): with
+    overrides it makes a variant of that run (`variant_name`)."""
+    if isinstance(target, Config) or str(target) in EXPERIMENTS:
+        return False
+    path = Path(str(target))
+    return path.is_dir() or path.suffix == ".json"
+
+
+def _changed_keys(before: Config, after: Config) -> dict[str, Any]:
+    """The dotted keys whose value differs, with the new values (name and seeds left out)."""
+    old, new = flatten_dotted(before.to_dict()), flatten_dotted(after.to_dict())
+    return {key: value for key, value in new.items() if old.get(key) != value and key not in ("name", "seed", "seeds")}
+
+
+def variant_name(before: Config, after: Config) -> str:
+    """The name of a variant of a run: the run's name and what changed, e.g. `paper-lr0.005`
+    (a variant never passes for the run it started from)."""
+    changed = _changed_keys(before, after)
+    if not changed:
+        return before.name
+    parts = [f"{key.rsplit('.', 1)[-1]}{value:g}" if isinstance(value, float) else f"{key.rsplit('.', 1)[-1]}{value}"
+             for key, value in list(changed.items())[:3]]
+    return "-".join([before.name, *parts]).replace(" ", "").replace("/", "_")[:80]
+
+
+def time_axis_changes(before: Config, after: Config) -> list[str]:
+    """What a variant moves on the time axis, e.g. `t_end 300 -> 150` (the flow time a discrete
+    run reaches is lr x steps, so a new lr moves it) and the flow's first observed time."""
+    changes = []
+    if before.t_end != after.t_end:
+        changes.append(f"t_end {before.t_end:g} -> {after.t_end:g}")
+    if after.is_flow and before.is_flow and before.flow_start != after.flow_start:
+        changes.append(f"first observed time {before.flow_start:g} -> {after.flow_start:g}")
+    return changes
 
 
 def _lists_seeds_itself(target, overrides: dict) -> bool:

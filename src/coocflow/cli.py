@@ -191,11 +191,20 @@ def _train_and_write(target: Optional[str], set_: list[str], seed: Optional[int]
                      restored: bool = False) -> Path:
     from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn, TimeRemainingColumn
 
-    from coocflow.api import describe, resolve_config, resume_run, run_and_write, study_of
+    from rich.markup import escape
+
+    from coocflow.api import (_names_a_run, config_of_target, describe, resolve_config, resume_run, run_and_write,
+                              study_of, time_axis_changes)
 
     config = resume_config or resolve_config(target, set_, seed, seeds)
     if resume_config is None and study_of(config) is not None:
         return _run_study(config, out, force)
+    if resume_config is None and set_ and _names_a_run(target):
+        base = config_of_target(target)
+        moved = time_axis_changes(base, config)
+        console.print(f"a variant of {target}, named [bold]{escape(config.name)}[/]"
+                      + (f"; on the time axis: {', '.join(moved)}" if moved else "; the time axis is unchanged"),
+                      highlight=False)
     if out is None:
         from coocflow.storage.paths import default_out
 
@@ -324,9 +333,20 @@ def _last(values):
     return np.array([row[np.isfinite(row)][-1] if np.isfinite(row).any() else np.nan for row in values])
 
 
+def _training_text(config) -> str:
+    """How a run trains, in its own terms: the flow by its solver, end and tolerances and where
+    its grid starts; a discrete method by its rate and steps (and the flow time they reach)."""
+    train = config.train
+    if config.is_flow:
+        return (f"flow ({train.solver}, rtol={train.rtol:g}, atol={train.atol:g}) to t={config.t_end:g}, "
+                f"observed from t={config.flow_start:.3g}")
+    return f"{train.method} lr={train.lr:g} steps={train.steps} (t={config.t_end:g})"
+
+
 def _print_summary(run_dir: Path) -> None:
     import numpy as np
 
+    from coocflow.config import config_from_dict
     from coocflow.storage import load_run
     from coocflow.storage.run_folder import pivot_metrics
 
@@ -340,8 +360,7 @@ def _print_summary(run_dir: Path) -> None:
     if man.get("space") == "gram":
         table.add_row("space", f"gram: A, P, K, V, G, s integrated (initial Grams from {man.get('gram_init')}); "
                                f"not available here (they need W's neurons): {', '.join(man.get('absent_columns') or [])}")
-    table.add_row("training", f"{cfg['train']['method']} lr={cfg['train']['lr']} steps={cfg['train']['steps']} "
-                              f"seed={man['seed']} {man['dtype']}")
+    table.add_row("training", f"{_training_text(config_from_dict(cfg))} seed={man['seed']} {man['dtype']}")
     if len(man.get("seeds", [man["seed"]])) > 1:
         spread = man["T1_spread"]
         t1_text = (f"median {spread['median']:.4g} (10-90%: {spread['q10']:.4g}-{spread['q90']:.4g}, "

@@ -41,6 +41,9 @@ RESULT_FIELDS = (
     ("final_G_mu1", "final G(mu1)"),
     ("final_G_mu2", "final G(mu2)"),
     ("final_G_mu3", "final G(mu3)"),
+    ("common_t", "common time (the shortest run's end)"),
+    ("loss_at_common_t", "loss at the common time"),
+    ("first_t", "first observed t > 0"),
     ("delta_A_mu1_mu2", "A_mu1_mu2(T) - A_mu1_mu2(0)"),
     ("wall_s", "wall time (s, training)"),
 )
@@ -62,6 +65,7 @@ class Comparison:
     labels: list[str] = field(default_factory=list)
     folders: list[str] = field(default_factory=list)
     resolved: list[str] = field(default_factory=list)
+    warnings: list[str] = field(default_factory=list)
 
 
 def config_differences(configs: list[dict]) -> dict[str, list[Any]]:
@@ -268,6 +272,36 @@ def _prepare_out(out: Path | None, resolved: list[Path]) -> Path:
     return out
 
 
+def value_at(metrics: dict[str, np.ndarray], column: str, time: float) -> float | None:
+    """The median over seeds of `column` at flow time `time`, interpolated linearly in log t
+    between the observations around it (exact at an observed time); None outside the observed span."""
+    t, grid = pivot(metrics, column)
+    positive = t > 0
+    if not positive.any() or time < t[positive][0] or time > t[-1]:
+        return None
+    per_seed = [np.interp(np.log(time), np.log(t[positive][np.isfinite(row[positive])]),
+                          row[positive][np.isfinite(row[positive])]) for row in grid if np.isfinite(row[positive]).any()]
+    return float(np.median(per_seed)) if per_seed else None
+
+
+def time_axis_warnings(runs, labels: list[str]) -> list[str]:
+    """What differs between the runs' time axes: their end (results at the end are then at
+    different times; the common time is the shortest end) and their first observed time."""
+    ends = [float(np.max(run.metrics["t"])) for run in runs]
+    firsts = [float(np.min(np.asarray(run.metrics["t"])[np.asarray(run.metrics["t"]) > 0], initial=np.inf))
+              for run in runs]
+    warnings = []
+    if not np.allclose(ends, ends[0], rtol=1e-9):
+        spans = ", ".join(f"{label} {end:g}" for label, end in zip(labels, ends))
+        warnings.append(f"the runs end at different flow times ({spans}): their final values are not at one time; "
+                        f"compare them at the common time t = {min(ends):g} (the rows 'loss at the common time')")
+    if not np.allclose(firsts, firsts[0], rtol=1e-9):
+        grid = ", ".join(f"{label} {first:g}" for label, first in zip(labels, firsts))
+        warnings.append(f"the runs are observed on different grids (first observed t > 0: {grid}); the figure "
+                        "shows each on its own")
+    return warnings
+
+
 def compare_runs(folders: list[Path], columns: list[str] | None = None, out: Path | None = None) -> Comparison:
     """Load the run folders, find their configuration differences and key results, draw the
     chosen columns for all runs, and write compare.json and compare.png to `out` (by default
@@ -282,15 +316,22 @@ def compare_runs(folders: list[Path], columns: list[str] | None = None, out: Pat
     _check_columns(names, runs, labels)
     differences = config_differences([run.config for run in runs])
     results = [run_results(run, label) for run, label in zip(runs, labels)]
+    common = min(float(np.max(run.metrics["t"])) for run in runs)
+    for run, result in zip(runs, results):
+        t = np.asarray(run.metrics["t"])
+        result.update(common_t=common, loss_at_common_t=_finite(value_at(run.metrics, "loss", common)),
+                      first_t=float(t[t > 0].min()) if (t > 0).any() else None)
+    warnings = time_axis_warnings(runs, labels)
     out = _prepare_out(out, resolved)
     figure = draw_figure(runs, labels, names, out / "compare.png")
     comparison = Comparison(folder=out, figure=figure, differences=differences, results=results, columns=names,
-                            labels=labels, folders=[str(f) for f in folders], resolved=[str(p) for p in resolved])
+                            labels=labels, folders=[str(f) for f in folders], resolved=[str(p) for p in resolved],
+                          warnings=warnings)
     record = {
         "format": "coocflow-compare", "format_version": COMPARE_FORMAT,
         "created": dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds"),
         "folders": comparison.folders, "resolved": comparison.resolved, "labels": labels, "columns": names,
-        "differences": differences, "results": results, "figure": figure.name,
+        "differences": differences, "results": results, "figure": figure.name, "warnings": warnings,
     }
     atomic_write_text(out / "compare.json", json.dumps(record, indent=2, default=_jsonable) + "\n")
     return comparison
@@ -308,7 +349,8 @@ def read_comparison(folder: Path) -> Comparison:
     try:
         return Comparison(folder=folder, figure=folder / record["figure"], differences=record["differences"],
                           results=record["results"], columns=record["columns"], labels=record["labels"],
-                          folders=record["folders"], resolved=record["resolved"])
+                          folders=record["folders"], resolved=record["resolved"],
+                          warnings=record.get("warnings", []))
     except KeyError as err:
         raise RunFolderError(f"{folder / 'compare.json'}: missing {err}; re-run `coocflow compare`") from None
 
@@ -354,3 +396,5 @@ def render_comparison(comparison: Comparison, console) -> None:
     for title, cells in result_rows(comparison):
         results.add_row(title, *(escape(c) for c in cells))
     console.print(results)
+    for warning in comparison.warnings:
+        console.print(f"[yellow]warning:[/] {escape(warning)}")

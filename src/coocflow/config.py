@@ -120,6 +120,11 @@ class ObserveConfig:
     checkpoint_every_s: float = 60.0
     """Wall seconds between checkpoints of `coocflow run` (taken at chunk boundaries, so at most
     `chunks` of them); 0 checkpoints at every chunk boundary."""
+    start: float = 0.0
+    """The flow's first observed time after t = 0 (the grid is geometric from it, `spacing`); 0
+    takes the run's own time scale: 0.01 / U0 under the theory init (U0 = c1^2 m, T1 ~ C_T1 / U0, so
+    Phase 1 is observed at every width), else train.lr (the times GD at that rate observes, so the
+    two compare at shared times). Discrete methods observe at steps and ignore it."""
     snapshots: tuple[float, ...] = ()
     """Flow times at which the run keeps the weights (state_snapshots.npz; they join the
     observation grid, discrete methods at the nearest step); the weights at T1 are always kept."""
@@ -137,6 +142,11 @@ class VerifyConfig:
     sandwich_c: float = 0.0
     """Lemma 4.3's C: T0.5 is the earliest time from which (1+C) max(dG1, dG2) <= -dG3 <= (1-C)(dG1 + dG2)
     holds through T1; 0 takes the first time the common token catches up (-dG3 >= max(dG1, dG2))."""
+
+
+FLOW_START_PER_U0 = 0.01
+"""Under the theory init the flow is observed from t = 0.01 / U0: Phase 1 ends near T1 ~ C_T1 / U0,
+so it gets about two decades of the geometric grid whatever the width."""
 
 
 @dataclass(frozen=True)
@@ -169,6 +179,16 @@ class Config:
     @property
     def is_flow(self) -> bool:
         return self.train.method == "flow"
+
+    @property
+    def flow_start(self) -> float:
+        """The flow's first observed time after 0: `observe.start`, or the run's own time scale
+        (`FLOW_START_PER_U0` / U0 under the theory init, train.lr otherwise)."""
+        if self.observe.start > 0:
+            return self.observe.start
+        if self.init.scheme == "theory":
+            return FLOW_START_PER_U0 / (self.init.c1**2 * self.model.m)
+        return self.train.lr
 
     @property
     def paper_t1(self) -> float | None:
@@ -418,6 +438,9 @@ def validate(c: Config) -> None:
     _need(c.observe.spacing in GRID_SPACINGS,
           f"observe.spacing: must be one of {', '.join(GRID_SPACINGS)} (got '{c.observe.spacing}')")
     _need(c.observe.chunks >= 1, f"observe.chunks: must be >= 1 (got {c.observe.chunks})")
+    _need(math.isfinite(c.observe.start) and 0 <= c.observe.start < c.t_end,
+          f"observe.start: the first observed flow time must be >= 0 and before the end t = {c.t_end:g} "
+          f"(got {c.observe.start}); 0 picks it from the run's time scale")
     _need(c.observe.checkpoint_every_s >= 0,
           f"observe.checkpoint_every_s: must be >= 0 seconds, 0 meaning every chunk (got {c.observe.checkpoint_every_s})")
     snaps = c.observe.snapshots

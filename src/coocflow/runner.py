@@ -160,7 +160,7 @@ def observation_grid(config: Config) -> tuple[np.ndarray, np.ndarray]:
     o = config.observe
     declared = () if config.paper_t1 is None or config.paper_t1 > config.t_end else (config.paper_t1,)
     if config.is_flow:
-        grid = observation_times(config.t_end, config.train.lr, o.points, o.spacing)
+        grid = observation_times(config.t_end, config.flow_start, o.points, o.spacing)
         wanted = np.asarray((*o.snapshots, *declared), dtype=np.float64)
         for time_ in wanted:
             nearest = int(np.argmin(np.abs(grid - time_)))
@@ -299,8 +299,7 @@ def health_warnings(result: RunResult) -> list[str]:
     first = float(t[1]) if len(t) > 1 else None
     if first is not None and any(t1 is not None and t1 <= first for t1 in result.t1):
         config = result.config
-        fix = (f"--set train.lr={first / 100:g} --set train.t_end={config.t_end:g} (the flow's first observed time "
-               "is train.lr)" if config.is_flow else
+        fix = (f"--set observe.start={first / 100:g} (the flow's first observed time)" if config.is_flow else
                f"--set train.lr={config.train.lr / 100:g} --set train.steps={config.train.steps * 100}")
         warnings.append(f"resolution: T1 is the first observed time t = {first:g}, so Phase 1 ended before any "
                         f"observation; observe earlier: {fix}")

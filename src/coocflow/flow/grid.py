@@ -32,12 +32,12 @@ def observation_steps(steps: int, points: int, spacing: str = "log-linear") -> n
         budget += target - len(unique)
 
 
-def observation_times(t_end: float, lr: float, points: int, spacing: str = "log-linear") -> np.ndarray:
-    """Observed flow times from 0 to `t_end` for the ODE flow.
+def observation_times(t_end: float, start: float, points: int, spacing: str = "log-linear") -> np.ndarray:
+    """Observed flow times from 0 to `t_end` for the ODE flow, the first positive one `start`.
 
-    The same grid gradient descent with learning rate `lr` observes (steps times lr), so the
-    flow and GD can be compared at shared times; the first positive time is `lr`.
+    The grid gradient descent with learning rate `start` observes (its steps times `start`), so
+    with `start` = lr the flow and GD compare at shared times (`Config.flow_start`).
     """
-    steps = max(1, int(round(t_end / lr)))
+    steps = max(1, int(round(t_end / start)))
     times = observation_steps(steps, points, spacing) * (t_end / steps)
     return times

@@ -144,11 +144,36 @@ def rises(view: SeriesView, key: str) -> bool:
     return bool(np.isfinite(rise) and rise > RISE_TOL * max(y0, 1e-12))
 
 
+MIN_POINTS_TO_NAME = 10
+"""A title names a phenomenon (a rise, its absence, a decay rate) only from at least this many
+observations in its window; with fewer it says the window is not resolved and how to resolve it."""
+
+
+def phase1_points(view: SeriesView) -> int:
+    """Observations in Phase 1, t = 0 to T1 (to the zoom horizon without T1)."""
+    end = view.t1 if view.t1 else _zoom_horizon(view)
+    return int(np.count_nonzero(view.t <= end))
+
+
+def not_resolved(view: SeriesView) -> str | None:
+    """What a Phase-1 title says instead of naming a phenomenon when too few observations fall in
+    it (`MIN_POINTS_TO_NAME`), else None."""
+    found = phase1_points(view)
+    if found >= MIN_POINTS_TO_NAME:
+        return None
+    end = view.t1 if view.t1 else _zoom_horizon(view)
+    return (f"not resolved: {found} observations up to t = {end:.2g} ({MIN_POINTS_TO_NAME} needed);\n"
+            f"observe from earlier (the flow: --set observe.start={end / 1000:.1g}) or more points")
+
+
 def phase1_title(view: SeriesView) -> str:
     """Title of panel (b'): whether the I2 and I3 losses rise before T1, by how much, and whether
-    they fall afterwards."""
-    found = {g: rises(view, f"loss_{g}") for g in ("I2", "I3")}
+    they fall afterwards; "not resolved" when Phase 1 holds too few observations to tell."""
     head = "(b') Phase 1 zoom: "
+    unresolved = not_resolved(view)
+    if unresolved:
+        return head + unresolved
+    found = {g: rises(view, f"loss_{g}") for g in ("I2", "I3")}
     if not any(found.values()):
         return head + "no rise of the I2/I3 losses\n(the paper's Figure 1(b) shows one)"
     parts, falling = [], []
@@ -193,6 +218,8 @@ def scores_titles(view: SeriesView) -> tuple[str, str]:
         diffs = diffs[np.isfinite(diffs)]
         moved = f"{diffs.max():.2g}" if diffs.size else "nan"
         a = f"(a) attention scores\nPhase 1 (t ≤ T1) moves them by at most {moved}"
+        if not_resolved(view):
+            a = f"(a) attention scores\nPhase 1 {not_resolved(view).split(';')[0]}"
     start = 0 if i1 is None else i1
     changes = []
     end_t = None
@@ -218,7 +245,7 @@ def loss_title(view: SeriesView) -> str:
     text = f"(b) total and per-group loss\ntotal {y[0]:.3g} → {y[last]:.3g} at t = {view.t[last]:.3g}"
     t_from = max(view.t1 or 0.0, view.t[last] / 100)
     keep = (view.t >= t_from) & (view.t > 0) & np.isfinite(y) & (y > 0)
-    if keep.sum() >= 5 and view.t1:
+    if keep.sum() >= MIN_POINTS_TO_NAME and view.t1:
         slope = np.polyfit(np.log(view.t[keep]), np.log(y[keep]), 1)[0]
         text += f", late decay ~ t^{slope:.2f}".replace("-", "−")
     return text

@@ -73,6 +73,7 @@ def comparison_report(folder: Path) -> str:
         "<h2>Configuration differences</h2>",
         _table(diff_rows, ["key", *labels]) if diff_rows else "<p>None: the configurations are identical.</p>",
         "<h2>Results</h2>", _table(result_table, ["result", *labels]),
+        "".join(f'<p class="warning">warning: {html.escape(w)}</p>' for w in comparison.warnings),
         "<h2>Observables</h2>",
         "".join(f'<p class="meta">{html.escape(note)}</p>' for note in notes),
         divs,
