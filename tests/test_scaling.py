@@ -132,11 +132,14 @@ def test_the_command_reuses_the_sweep_and_prints_the_claims(sweep):
     args = [str(cli), "verify", "theory", "--scaling", "both", "--values", "256,512", "--seeds", "2",
             "--set", "data.n=24", "--set", "data.d=40", "--set", "observe.points=60",
             "--set", "observe.chunks=1", "--out", str(out), "--strict"]
-    done = subprocess.run(args, capture_output=True, text=True, env={**__import__("os").environ, "COLUMNS": "160"})
+    done = subprocess.run(args, capture_output=True, text=True, env={**__import__("os").environ, "COLUMNS": "80"})
     report = json.loads((out / "scaling.json").read_text())
     failed = [row["id"] for row in report["claims"] if row["verdict"] == "fail"]
     assert done.returncode == (2 if failed else 0), done.stderr
-    assert "claims:" in done.stdout and "premises at m=512" in done.stdout and "running both=256" in done.stdout
+    assert "claims:" in done.stdout and "premises at m=512" in done.stdout and "premises over the 2 runs" in done.stdout
+    lines = done.stdout.strip().splitlines()
+    assert len(lines) <= 60 and max(map(len, lines)) <= 80, done.stdout
+    assert all(any(line[7:].startswith(f"{claim.id} ") for line in lines) for claim in CLAIMS)
     assert (out / "scaling.md").read_text().count("\n| ") > len(CLAIMS) and (out / "scaling.png").stat().st_size > 20000
     assert report["base_width"] == 512 and len(report["claims"]) == len(CLAIMS)
     assert manifest.stat().st_mtime_ns == before

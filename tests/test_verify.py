@@ -300,6 +300,13 @@ def test_strict_exit_codes_and_the_summary_line(tmp_path):
     relaxed = subprocess.run([str(cli), "verify", str(folder)], capture_output=True, text=True, env=env)
     assert relaxed.returncode == 0, relaxed.stderr
     assert "premises" in relaxed.stdout and "fail outside premises" in relaxed.stdout
+    summary = subprocess.run([str(cli), "verify", str(folder)], capture_output=True, text=True,
+                             env={**env, "COLUMNS": "80"}).stdout.strip().splitlines()
+    assert len(summary) <= 60 and max(map(len, summary)) <= 80, "\n".join(summary)
+    assert any(line.startswith("pass*") for line in summary) and "outside the theory's regime" in "\n".join(summary)
+    assert sum("not met (" in line for line in summary) == 1 and "add --full" in " ".join(summary)
+    full = subprocess.run([str(cli), "verify", str(folder), "--full"], capture_output=True, text=True, env=env)
+    assert "implementation identities" in full.stdout and len(full.stdout.splitlines()) > len(summary)
     rates = json.loads((folder / "verify.json").read_text())["pass_rates"]
     outside = [name for name, rate in rates.items() if rate["failed_outside_premises"]]
     assert outside and not any(rate["failed"] for rate in rates.values())

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import contextlib
 import os
+import re
 import shutil
 import sys
 from pathlib import Path
@@ -463,13 +464,15 @@ def verify(
                                               "else 32,64,128,256)"),
     strict: bool = typer.Option(False, "--strict",
                                 help="exit non-zero when any check fails where its premises are met"),
+    full: bool = typer.Option(False, "--full", help="print every table (premises, each claim's evidence, "
+                                                     "identities) instead of the summary"),
 ) -> None:
     """Check every claim of the paper on a run: premises, claims, identities (verify.json/.md/.png).
 
     Examples: coocflow verify runs/paper | coocflow verify tiny --seeds 4 | coocflow verify theory --scaling both
     """
     if scaling is not None:
-        _verify_scaling(target, set_, seed, seeds, out, force, scaling, values, strict)
+        _verify_scaling(target, set_, seed, seeds, out, force, scaling, values, strict, full)
         return
     _refuse_unused("verify without --scaling", (("--values", values),))
     from coocflow.phases.verify import verify_run, write_verification
@@ -485,7 +488,17 @@ def verify(
     loaded = load_run(folder)
     verification = verify_run(loaded)
     write_verification(loaded, verification)
-    _print_verification(folder, verification)
+    if full:
+        _print_verification(folder, verification)
+    else:
+        from coocflow.phases.claims import claims_table, summary_line
+        from coocflow.phases.verify import width_summary
+
+        table = claims_table(width_summary(verification))
+        premises = [{"id": p.id, "met": p.met} for p in verification.premises]
+        _print_summary_of_claims(f"verify {folder}: {len(table)} claims, {len(loaded.manifest.get('seeds') or [1])} "
+                                 "seed(s)", premises, table, summary_line(table),
+                                 [folder / "verify.md", folder / "verify.json"])
     console.print(f"written: {folder / 'verify.json'}, {folder / 'verify.md'}, {folder / 'verify.png'}")
     failed = verification.findings()
     if strict and failed:
@@ -528,6 +541,69 @@ def _print_verification(folder: Path, verification) -> None:
     console.print(f"{premise_line}{summary_line(table)}; checks x seeds: {counts['passed']} pass, "
                   f"{counts['failed']} fail, {counts['failed_outside_premises']} fail outside premises, "
                   f"{counts['unchecked']} not applicable, {counts['no_verdict']} diagnostic (no verdict)")
+
+
+FINDINGS_EXPLAINED = "README.md, 'What verify finds', and docs/claims.md section 4"
+"""Where a verdict against the paper is explained (printed under the summary when a claim fails)."""
+SUMMARY_WIDTH = 80
+
+
+SHORT_VERDICTS = {"pass": "pass", "fail": "FAIL", "fail outside premises": "fail*", "not applicable": "n/a",
+                  "inconclusive": "incon.", "no verdict": "-"}
+"""Verdicts in the summary's first column; '*' marks a claim whose premises are not all met."""
+
+
+def _main_number(row: dict) -> str:
+    """A claim's main evidence in a few words: the first clause of its first failing (else first
+    judged) piece of evidence, without the verdict or seed counts that open a check's text."""
+    evidence = row["evidence"]
+    judged = [e for e in evidence if e["verdict"] in ("fail", "fail outside premises")] or \
+        [e for e in evidence if e["verdict"] in ("pass", "inconclusive")] or evidence
+    if not judged:
+        return ""
+    text = judged[0]["text"]
+    head, _, rest = text.partition(". ")
+    if rest and re.match(r"(pass|fail|not applicable|inconclusive|\d+/\d+ )", head):
+        text = rest
+    return text.split("; ")[0].rstrip(".")
+
+
+def _print_summary_of_claims(title: str, premises, table: list[dict], summary: str, details: list[Path],
+                             widths_line: str | None = None, premises_where: str = "") -> None:
+    """What verify prints by default, within 60 lines of 80 columns: the premises once, one line per
+    claim (its verdict, '*' where the claim's premises are not all met, and its main number), the
+    counts, and where the details and the explanations of failures are; `--full` prints every table."""
+    from rich.markup import escape
+
+    def get(p, key):
+        return p[key] if isinstance(p, dict) else getattr(p, key)
+
+    def say(text: str, style: str | None = None) -> None:
+        console.print(f"[{style}]{escape(text)}[/]" if style else escape(text), highlight=False)
+
+    say(title[:SUMMARY_WIDTH])
+    unmet = [get(p, "id") for p in premises if get(p, "met") is False]
+    if premises:
+        met = sum(get(p, "met") is True for p in premises)
+        unknown = len(premises) - met - len(unmet)
+        say(f"premises{premises_where}: {met} met" + (f", {len(unmet)} not met ({', '.join(unmet)})" if unmet else "")
+            + (f", {unknown} not evaluated" if unknown else ""))
+    if widths_line:
+        say(widths_line[:SUMMARY_WIDTH])
+    starred = False
+    for row in table:
+        outside = any(part.endswith("not met") for part in row["premises"].split(", "))
+        label = SHORT_VERDICTS[row["verdict"]]
+        if outside and row["verdict"] == "pass":
+            label, starred = "pass*", True
+        line = f"{label:<7}{row['id']:<7}{_main_number(row)}"
+        say(line if len(line) < SUMMARY_WIDTH else line[:SUMMARY_WIDTH - 2] + "…", VERDICT_COLOURS[row["verdict"]])
+    if starred or any(row["verdict"] == "fail outside premises" for row in table):
+        say("* a premise of the claim is not met: outside the theory's regime")
+    say(summary)
+    if any(row["verdict"] == "fail" for row in table):
+        say(f"failures explained: {FINDINGS_EXPLAINED}")
+    say(f"details: {', '.join(map(str, details))}; every table: add --full")
 
 
 def _print_premises(premises, title: str) -> None:
@@ -583,7 +659,7 @@ def _verdict_text(rate: dict) -> str:
     return f"[{colour}]{text}[/]"
 
 
-def _verify_scaling(target, set_, seed, seeds, out, force, axis, values, strict) -> None:
+def _verify_scaling(target, set_, seed, seeds, out, force, axis, values, strict, full=False) -> None:
     from coocflow.api import resolve_config
     from coocflow.phases.claims import summary_line
     from coocflow.phases.scaling import AXES, base_width, width_scaling, write_scaling
@@ -625,21 +701,36 @@ def _verify_scaling(target, set_, seed, seeds, out, force, axis, values, strict)
         def progress(text: str) -> None:
             if bar.tasks[0].description != "width sweep":
                 bar.advance(task)
-            console.print(f"  running {text}", highlight=False)
-            bar.update(task, description=f"width sweep ({text.split(':', 1)[0]})")
+            bar.update(task, description=f"width sweep ({text.split(', gram', 1)[0].split(', weights', 1)[0]})")
 
         report = width_scaling(config, axis, widths, out, progress=progress, c0_values=c0_values)
     written = write_scaling(out, report, config)
     base = base_width(report, config)
     table = report["claims"]
-    _print_premises(base["premises"], f"premises at m={base['m']}, m1={base['m1']} (the one-width checks' width)")
+    unmet_at = {}
     for width in report["widths"]:
-        unmet = [p["id"] for p in width["premises"] if p["met"] is False]
-        console.print(f"  m={width['m']}, m1={width['m1']} ({width['space']}): premises "
-                      + (f"not met: {', '.join(unmet)}" if unmet else "all met"))
-    _print_claims(table, f"claims: checks at m={base['m']}, rates over {axis} = {', '.join(map(str, widths))}, "
-                         f"{len(config.seed_list)} seeds per width")
-    console.print(summary_line(table))
+        for premise in width["premises"]:
+            if premise["met"] is False:
+                unmet_at[premise["id"]] = unmet_at.get(premise["id"], 0) + 1
+    runs = len(report["widths"])
+    if full:
+        _print_premises(base["premises"], f"premises at m={base['m']}, m1={base['m1']} (the one-width checks' width)")
+        for width in report["widths"]:
+            unmet = [p["id"] for p in width["premises"] if p["met"] is False]
+            console.print(f"  m={width['m']}, m1={width['m1']} ({width['space']}): premises "
+                          + (f"not met: {', '.join(unmet)}" if unmet else "all met"))
+        _print_claims(table, f"claims: checks at m={base['m']}, rates over {axis} = {', '.join(map(str, widths))}, "
+                             f"{len(config.seed_list)} seeds per width")
+        console.print(summary_line(table))
+    else:
+        c0s = report.get("c0_values") or [config.init.c0]
+        _print_summary_of_claims(
+            f"verify --scaling {axis}: {len(widths)} widths {widths[0]}..{widths[-1]}, c0 "
+            f"{'/'.join(f'{c:g}' for c in c0s)}, {len(config.seed_list)} seeds",
+            base["premises"], table, summary_line(table), [out / "scaling.md", out / "report.html"],
+            premises_where=f" at m={base['m']} (the one-width checks)",
+            widths_line=f"premises over the {runs} runs: " + ("all met" if not unmet_at else "all met but " + ", ".join(
+                f"{premise} (not met in {count})" for premise, count in unmet_at.items())))
     console.print(f"written: {', '.join(str(path) for path in written)}; runs under {out / 'runs'}")
     findings = [row["id"] for row in table if row["verdict"] == "fail"]
     if strict and findings:
