@@ -752,9 +752,13 @@ def sweep(
     """
     from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn, TimeRemainingColumn
 
-    from coocflow.sweep import SweepStore, default_figures, load_spec
-    from coocflow.sweep.execute import pending_jobs, run_in_process, run_in_workers, run_on_ray
+    from rich.markup import escape
 
+    from coocflow.sweep import SweepStore, default_figures, load_spec
+    from coocflow.sweep.execute import pending_jobs, require_ray, run_in_process, run_in_workers, run_on_ray
+
+    if ray:
+        require_ray()
     parsed = load_spec(spec)
     if out is None:
         from coocflow.storage.paths import DEFAULT_ROOT, inside
@@ -802,7 +806,8 @@ def sweep(
         else:
             run_in_workers(out, todo, workers, report, started)
     for failure in errors_seen:
-        errors.print(f"[red]job {failure['id']} failed:[/] {failure['error'].splitlines()[0] if failure.get('error') else ''}")
+        first = failure["error"].splitlines()[0] if failure.get("error") else ""
+        errors.print(f"[red]job {escape(str(failure['id']))} failed:[/] {escape(first)}", highlight=False)
     if counts["done"]:
         figures = default_figures(out)
         console.print(f"table: {out / 'table'}/{{metrics,summary}}/*.parquet; figures: {', '.join(str(f) for f in figures)}")
@@ -1041,7 +1046,7 @@ def main() -> None:
         interrupts.set_message(lambda: message)
         interrupts.exit_interrupted()
     except CoocflowError as err:
-        errors.print(f"[red]error:[/] {err}", highlight=False, soft_wrap=True)
+        print_error(err)
         sys.exit(getattr(err, "exit_code", 2))
     except KeyboardInterrupt:
         interrupts.exit_interrupted()
@@ -1051,6 +1056,14 @@ def main() -> None:
         if done.code not in (0, None):
             raise
     _leave()
+
+
+def print_error(err: Exception, to: Console | None = None) -> None:
+    """One red `error:` line; the message itself is printed as written (markup escaped, so a hint
+    like pip install 'coocflow[ray]' keeps its brackets)."""
+    from rich.markup import escape
+
+    (to or errors).print(f"[red]error:[/] {escape(str(err))}", highlight=False, soft_wrap=True)
 
 
 def _leave() -> None:

@@ -123,16 +123,23 @@ def run_in_workers(root: Path, jobs: list[dict], workers: int, report: Report, s
                     report({"id": job["id"], "state": "failed", "error": f"worker died: {err}"})
 
 
-def run_on_ray(root: Path, jobs: list[dict], address: str, workers: int, report: Report, started: Started) -> None:
-    """The same jobs as Ray tasks; `address` is `local` (start a Ray instance here with
-    `workers` CPUs), `auto` (the running cluster) or a cluster address. The tasks write into
-    the store themselves, so it must be on a filesystem every node sees."""
+def require_ray():
+    """The `ray` module, or a one-line error saying how to install it (`coocflow sweep --ray` asks
+    for it before creating anything)."""
     try:
         import ray
     except ImportError:
         from coocflow.errors import ConfigError
 
         raise ConfigError("--ray: Ray is not installed; pip install 'coocflow[ray]'") from None
+    return ray
+
+
+def run_on_ray(root: Path, jobs: list[dict], address: str, workers: int, report: Report, started: Started) -> None:
+    """The same jobs as Ray tasks; `address` is `local` (start a Ray instance here with
+    `workers` CPUs), `auto` (the running cluster) or a cluster address. The tasks write into
+    the store themselves, so it must be on a filesystem every node sees."""
+    ray = require_ray()
     if address == "local":
         ray.init(num_cpus=workers, include_dashboard=False, log_to_driver=False,
                  runtime_env={"env_vars": {"PYTHONPATH": os.environ.get("PYTHONPATH", "")}})
