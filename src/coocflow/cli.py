@@ -215,6 +215,11 @@ def _train_and_write(target: Optional[str], set_: list[str], seed: Optional[int]
 
         refuse_existing_out(out, force)
     console.print(describe(config))
+    from coocflow.estimate import estimate
+
+    cost = estimate(config)
+    if cost.long:
+        console.print(f"[yellow]{escape(cost.sentence())}[/]", highlight=False)
     columns = (TextColumn("{task.description:<9}"), BarColumn(), TextColumn("{task.percentage:>5.1f}%"),
                TimeElapsedColumn(), TextColumn("eta"), TimeRemainingColumn())
     import coocflow.storage.checkpoint  # noqa: F401  (the interrupt message reads it, and may not import)
