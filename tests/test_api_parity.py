@@ -50,3 +50,11 @@ def test_the_api_and_the_command_write_the_same_folder(name, tmp_path):
         assert pq.read_table(cli / path).equals(pq.read_table(api / path)), path
     assert (cli / "config.json").read_text() == (api / "config.json").read_text()
     assert coocflow.load(cli).manifest.keys() == loaded.manifest.keys()
+
+
+def test_the_package_shows_its_api_and_an_unknown_command_gets_a_suggestion():
+    """Issue 20's small things: dir(coocflow) lists the API, not Any, Path or Mapping; a mistyped
+    command is answered with the nearest one."""
+    assert dir(coocflow) == ["__version__", "load", "run", "verify"]
+    done = CliRunner().invoke(app, ["verfy", "runs/paper"])
+    assert done.exit_code == 2 and "Did you mean 'verify'?" in done.output

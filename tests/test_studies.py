@@ -84,6 +84,12 @@ def test_study_from_the_command_line(tmp_path):
     summary = (out / "summary.md").read_text()
     assert summary.startswith("# init-scale") and "seeds_with_rise" in summary
     assert (out / "init_scale.png").stat().st_size > 10000
+    shown = CliRunner().invoke(app, ["show", str(out)])
+    assert shown.exit_code == 0 and "# init-scale" in shown.output and "init_scale.png" in shown.output, shown.output
+    long_name = tmp_path / ("a-study-folder-whose-name-is-longer-than-a-terminal-of-eighty-columns-" + "x" * 30)
+    out.rename(long_name)
+    listed = CliRunner().invoke(app, ["ls", str(tmp_path)], terminal_width=80)
+    assert long_name.name in listed.output and "completed" in listed.output, listed.output
 
 
 def test_decay_rate_recovers_a_power_law():

@@ -154,3 +154,23 @@ def test_example_sweeps_are_valid_specs(spec):
     """Every shipped sweep spec loads and expands into valid configs (what the README runs)."""
     parsed = load_spec(spec)
     assert parsed.jobs and all(job.config.name.startswith(f"{parsed.name}/") for job in parsed.jobs)
+
+
+def test_sweep_plot_orders_its_legend_by_value_and_labels_the_widths_plainly():
+    """Issue 20: the legend read m = 128, 32, 64 (sorted as text) and the ticks 3x10^1."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    from coocflow.sweep.aggregate import group_order, label_x_values
+
+    assert group_order([128, 32, 64, 32]) == [32, 64, 128]
+    assert group_order([0.5, "b", 2, "a"]) == [0.5, 2, "a", "b"]
+    fig, ax = plt.subplots()
+    ax.plot([32, 64, 128], [1.0, 2.0, 4.0])
+    ax.set(xscale="log", yscale="log")
+    label_x_values(ax, [32, 64, 128])
+    fig.canvas.draw()
+    assert [t.get_text() for t in ax.get_xticklabels()] == ["32", "64", "128"]
+    plt.close(fig)

@@ -311,6 +311,17 @@ def show(run_dir: Optional[Path] = typer.Argument(None, metavar="[RUN_DIR]",
 
         run_dir = newest_run()
         console.print(f"newest run: {run_dir}")
+    manifest = Path(run_dir) / "manifest.json"
+    if manifest.is_file() and (Path(run_dir) / "summary.md").is_file():
+        from coocflow.storage.run_folder import read_json_object
+
+        record = read_json_object(manifest)
+        if "study" in record:
+            console.print((Path(run_dir) / "summary.md").read_text())
+            console.print(f"study {record['study']} ({record.get('status', 'completed')}); figures: "
+                          + ", ".join(str(Path(run_dir) / name) for name in record.get("figures", [])),
+                          soft_wrap=True, highlight=False)
+            return
     _print_summary(run_dir)
 
 
@@ -326,10 +337,22 @@ def list_runs(folder: Path = typer.Argument(Path("runs"), metavar="[DIR]", help=
     if not entries:
         console.print(f"{folder}: no runs yet; start with `coocflow run tiny`")
         return
-    table = Table("folder", "kind", "status", "config", "T1", "final loss", "age", title=str(folder))
+    from rich.measure import Measurement
+    from rich.table import Column
+
+    longest_word = max(len(word) for e in entries for word in e.status.split())
+    table = Table(Column("folder", no_wrap=True, min_width=max(len(e.name) for e in entries)), "kind",
+                  Column("status", min_width=longest_word), "config", "T1", "final loss", "age", title=str(folder))
     for e in entries:
         table.add_row(e.name, e.kind, e.status, e.config, e.t1, e.final_loss, e.age)
-    console.print(table)
+    unbounded = Console(width=10_000)
+    needed = Measurement.get(unbounded, unbounded.options, table).minimum
+    if needed <= console.width:
+        console.print(table)
+        return
+    wide = Console(width=needed, file=console.file, force_terminal=console.is_terminal,
+                   color_system=console.color_system)
+    wide.print(table)  # the names alone overflow the terminal: they stay whole (to copy), the terminal wraps
 
 
 def _last(values):

@@ -78,14 +78,14 @@ def describe_folder(folder: Path) -> Entry | None:
     if (folder / "compare.json").is_file():
         record = _json(folder / "compare.json")
         mtime = (folder / "compare.json").stat().st_mtime
-        return Entry(folder.name, "compare", "complete", f"{len(record.get('folders') or [])} runs", "-", "-",
+        return Entry(folder.name, "compare", "completed", f"{len(record.get('folders') or [])} runs", "-", "-",
                      _age(now - mtime), mtime)
     if (folder / "scaling.json").is_file():
         record = _json(folder / "scaling.json")
         mtime = (folder / "scaling.json").stat().st_mtime
         claims = record.get("claims") or []
         status = (f"{sum(c.get('verdict') == 'pass' for c in claims)}/{len(claims)} claims pass" if claims
-                  else "complete")
+                  else "completed")
         widths = record.get("values") or []
         return Entry(folder.name, "scaling", status,
                      f"{len(widths)} widths {record.get('axis')} = {widths[0] if widths else ''}..{widths[-1] if widths else ''}"
@@ -102,7 +102,7 @@ def describe_folder(folder: Path) -> Entry | None:
     manifest = _json(manifest_path)
     mtime = manifest_path.stat().st_mtime
     if "study" in manifest:
-        return Entry(folder.name, "study", "complete", config_line(config), "-", "-", _age(now - mtime), mtime)
+        return Entry(folder.name, "study", str(manifest.get("status", "completed")), config_line(config), "-", "-", _age(now - mtime), mtime)
     final = manifest.get("final") or {}
     t1 = manifest.get("T1")
     if t1 is None and manifest.get("T1_spread"):

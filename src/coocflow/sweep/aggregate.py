@@ -26,6 +26,24 @@ def slope(x: np.ndarray, y: np.ndarray) -> float | None:
     return float(np.polyfit(np.log(x[keep]), np.log(y[keep]), 1)[0])
 
 
+def group_order(groups) -> list:
+    """The distinct groups in legend order: numbers by value (m = 32, 64, 128, not 128, 32, 64), then
+    anything else as text."""
+    return sorted(set(groups), key=lambda g: (1, str(g), 0.0) if isinstance(g, str) else (0, "", float(g)))
+
+
+def label_x_values(ax, values) -> None:
+    """Ticks at the swept values themselves, written plainly (32, 64, 128; not 3x10^1), and no
+    minor tick labels on a log y axis."""
+    from matplotlib.ticker import FixedLocator, FuncFormatter, NullFormatter, NullLocator
+
+    values = sorted(set(float(v) for v in values))
+    ax.xaxis.set_major_locator(FixedLocator(values))
+    ax.xaxis.set_major_formatter(FuncFormatter(lambda v, _: f"{v:g}"))
+    ax.xaxis.set_minor_locator(NullLocator())
+    ax.yaxis.set_minor_formatter(NullFormatter())
+
+
 def aggregate(root: Path, x: str, y: str = "T1", by: str | None = None) -> list[dict]:
     """Per value of `by` (or one group): x values, median and 10-90% band of y over seeds and
     jobs, and the fitted slope."""
@@ -33,7 +51,7 @@ def aggregate(root: Path, x: str, y: str = "T1", by: str | None = None) -> list[
     xs, ys = _column(table, x, "--x").astype(float), _column(table, y, "--y").astype(float)
     groups = _column(table, by, "--by") if by else np.zeros(len(xs))
     out = []
-    for group in sorted(set(groups.tolist()), key=str):
+    for group in group_order(groups.tolist()):
         rows = groups == group
         values = sorted(set(xs[rows].tolist()))
         stats = []
@@ -66,6 +84,7 @@ def aggregate_figure(root: Path, x: str, y: str = "T1", by: str | None = None, l
         ax.fill_between(line["x"], line["low"], line["high"], color=color, alpha=0.2, lw=0)
     if log:
         ax.set(xscale="log", yscale="log")
+    label_x_values(ax, [v for line in lines for v in line["x"]])
     record = read_record(root)
     ax.set(xlabel=x, ylabel=f"{y} (median, 10-90% over seeds)",
            title=f"{record['name']}: {y} against {x}")
