@@ -31,7 +31,8 @@ def pages(tmp_path_factory):
                     '"observe.chunks" = 2\n[grid]\n"model.m" = [4, 8]\n')
     done = CliRunner().invoke(app, ["sweep", str(spec), "--out", str(root / "sweep"), "--workers", "1"])
     assert done.exit_code == 0, done.output
-    from coocflow.phases.scaling import width_scaling, write_scaling
+    from coocflow.report.scaling import write_scaling
+    from coocflow.sweep.width import width_scaling
 
     scaling = resolve_config("tiny", ["train.steps=60", "observe.points=12", "observe.chunks=1", "init.scheme=theory"],
                              n_seeds=2)

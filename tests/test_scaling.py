@@ -11,7 +11,8 @@ import pytest
 from coocflow.api import resolve_config
 from coocflow.phases.checks import CHECKS
 from coocflow.phases.claims import CLAIMS, claims_table, combine, judge, premises_of_check
-from coocflow.phases.scaling import QUANTITIES, width_overrides, width_scaling
+from coocflow.phases.scaling import QUANTITIES
+from coocflow.sweep.width import width_overrides, width_scaling
 
 DOCS = Path(__file__).resolve().parents[1] / "docs" / "claims.md"
 
@@ -146,7 +147,7 @@ def test_the_command_reuses_the_sweep_and_prints_the_claims(sweep):
     shown = subprocess.run([str(cli), "show", str(out)], capture_output=True, text=True)
     assert shown.returncode == 2 and "a width sweep, not a run folder" in shown.stderr and "coocflow report" in shown.stderr
     assert (out / "report.html").stat().st_size > 100000
-    from coocflow.storage.listing import describe_folder
+    from coocflow.listing import describe_folder
 
     entry = describe_folder(out)
     assert entry.kind == "scaling" and entry.status == f"{sum(c['verdict'] == 'pass' for c in report['claims'])}/41 claims pass"

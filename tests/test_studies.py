@@ -4,7 +4,8 @@ import numpy as np
 import pytest
 
 from coocflow.experiments import EXPERIMENTS
-from coocflow.experiments.studies import STUDIES, decay_rate
+from coocflow.experiments.catalog import STUDIES
+from coocflow.experiments.studies import decay_rate
 
 from conftest import TINY
 

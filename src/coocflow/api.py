@@ -103,12 +103,13 @@ def _changed_keys(before: Config, after: Config) -> dict[str, Any]:
 
 
 def variant_name(before: Config, after: Config) -> str:
-    """The name of a variant of a run: the run's name and what changed, e.g. `paper-lr0.005`
-    (a variant never passes for the run it started from)."""
+    """The name of a variant of a run: the run's name and what changed, e.g. `paper-lr0.005` or
+    `paper-flow` (a variant never passes for the run it started from)."""
     changed = _changed_keys(before, after)
     if not changed:
         return before.name
-    parts = [f"{key.rsplit('.', 1)[-1]}{value:g}" if isinstance(value, float) else f"{key.rsplit('.', 1)[-1]}{value}"
+    parts = [value if isinstance(value, str) else f"{key.rsplit('.', 1)[-1]}{value:g}"
+             if isinstance(value, (int, float)) and not isinstance(value, bool) else f"{key.rsplit('.', 1)[-1]}{value}"
              for key, value in list(changed.items())[:3]]
     return "-".join([before.name, *parts]).replace(" ", "").replace("/", "_")[:80]
 
@@ -220,9 +221,9 @@ def run_study(config: Config, out: Path, force: bool = False, progress: Callable
     import shutil
     import time
 
-    from coocflow.experiments.studies import STUDIES
-    from coocflow.experiments.study_folder import (RESUMABLE_STUDIES, begin_study_folder, check_study_config,
-                                                   clear_study_progress, study_record)
+    from coocflow.experiments.catalog import STUDIES, check_study_config
+    from coocflow.experiments.study_folder import (RESUMABLE_STUDIES, begin_study_folder, clear_study_progress,
+                                                   study_record)
     from coocflow.storage import atomic_write_json, atomic_write_text
     from coocflow.storage.checkpoint import run_lock
     from coocflow.storage.paths import refuse_existing_out

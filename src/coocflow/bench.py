@@ -404,6 +404,8 @@ def run_all(cases: tuple[str, ...] = CASES, quick: bool = False) -> list[dict]:
 
 
 if __name__ == "__main__":
-    import coocflow  # noqa: F401  (float64)
+    from coocflow.runtime import configure_jax
+
+    configure_jax()  # float64 and the compilation cache in the case's own process
 
     print(json.dumps(run_case(sys.argv[1], "--quick" in sys.argv)))

@@ -307,7 +307,7 @@ def show(run_dir: Optional[Path] = typer.Argument(None, metavar="[RUN_DIR]",
     Example: coocflow show runs/paper
     """
     if run_dir is None:
-        from coocflow.storage.listing import newest_run
+        from coocflow.listing import newest_run
 
         run_dir = newest_run()
         console.print(f"newest run: {run_dir}")
@@ -331,7 +331,7 @@ def list_runs(folder: Path = typer.Argument(Path("runs"), metavar="[DIR]", help=
 
     Example: coocflow ls runs
     """
-    from coocflow.storage.listing import list_folders
+    from coocflow.listing import list_folders
 
     entries = list_folders(folder)
     if not entries:
@@ -690,7 +690,9 @@ def _verdict_text(rate: dict) -> str:
 def _verify_scaling(target, set_, seed, seeds, out, force, axis, values, strict, full=False) -> None:
     from coocflow.api import resolve_config
     from coocflow.phases.claims import summary_line
-    from coocflow.phases.scaling import AXES, base_width, width_scaling, write_scaling
+    from coocflow.phases.scaling import AXES
+    from coocflow.report.scaling import base_width, write_scaling
+    from coocflow.sweep.width import width_scaling
     from coocflow.storage.paths import default_out, refuse_existing_out
 
     if axis not in AXES:

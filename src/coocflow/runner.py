@@ -31,8 +31,8 @@ from coocflow.model.gram_init import (NEURON_ARRAY_KEYS, accumulate_kaiming_gram
                                       sample_wide_theory_grams)
 from coocflow.model.state import State, is_gram
 from coocflow.observables import Problem
+from coocflow.observables.ensemble import first_time_all_correct
 from coocflow.observables.registry import neuron_only
-from coocflow.phases import first_time_all_correct
 from coocflow.storage import FORMAT_VERSION, atomic_write_json, write_arrays, write_metrics, write_state
 from coocflow.storage.checkpoint import RunCheckpoint
 from coocflow.storage.paths import is_in_progress, refuse_existing_out

@@ -247,27 +247,3 @@ def init_scale(base: Config, out: Path, progress: Progress | None = None) -> Stu
             "`I2_I3_rise` is the smaller of the two groups' rise above their initial loss before T1.\n\n"
             + _table(rows, ["init", "initial_loss", "T1", "I2_I3_rise", "seeds_with_rise", "dA_12"]) + "\n")
     return StudyResult(rows, text, [figure])
-
-
-def _elsewhere(module: str, function: str) -> Callable[[Config, Path, Progress | None], StudyResult]:
-    """A study defined in another module of this package, imported when it runs (those modules
-    import the helpers above)."""
-    def run(base: Config, out: Path, progress: Progress | None = None) -> StudyResult:
-        import importlib
-
-        return getattr(importlib.import_module(f"coocflow.experiments.{module}"), function)(base, out, progress)
-
-    run.__doc__ = f"coocflow.experiments.{module}.{function}"
-    return run
-
-
-STUDIES: dict[str, Callable[[Config, Path, Progress | None], StudyResult]] = {
-    "generalization": generalization,
-    "unseen-tokens": _elsewhere("random_tokens", "unseen_tokens"),
-    "relaxed-data": _elsewhere("random_tokens", "relaxed_data"),
-    "deep": _elsewhere("deep", "deep"),
-    "optimizers": optimizers,
-    "noise": _elsewhere("noise", "noise"),
-    "init-scale": init_scale,
-    "markov": _elsewhere("markov", "markov"),
-}

@@ -147,18 +147,6 @@ def divergence_lines(training: EnsembleTraining) -> list[str]:
             for seed, record in zip(training.seeds, training.divergence) if record is not None]
 
 
-def check_study_config(study: str, config: Config) -> None:
-    """Refuse a config the study cannot train before its folder is created."""
-    if study == "deep":
-        from coocflow.experiments.deep import check_deep_config
-
-        check_deep_config(config)
-    elif study == "markov":
-        from coocflow.experiments.markov import check_markov_config
-
-        check_markov_config(config)
-
-
 def begin_study_folder(out: Path, config: Config, study: str, force: bool = False) -> Path:
     """Create a resumable study folder holding only config.json and study.json (it appears
     whole, by one rename, or not at all), refusing an existing `out` unless `force`."""

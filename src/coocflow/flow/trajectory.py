@@ -18,6 +18,7 @@ import numpy as np
 
 from coocflow.model import Transformer
 from coocflow.model.state import join
+from coocflow.storage.checkpoint import DriveState
 
 WATCHED = ("loss", "u_norm2", "A_mu1_mu2", "V_mu1_mu1")
 """Quantities whose first non-finite value marks a seed as diverged (loss and weight scales)."""
@@ -196,34 +197,6 @@ def _select(mask: np.ndarray, new, old):
         return jnp.where(jnp.asarray(mask).reshape(shape), a, b)
 
     return jax.tree.map(pick, new, old)
-
-
-@dataclass
-class DriveState:
-    """Everything `drive` holds at a chunk boundary, so a run can continue from it exactly.
-
-    `carry` is the integrator's state (weights, optimizer state, step counter or flow time);
-    `good_params` each seed's last finite weights at a chunk boundary and `good_obs` the
-    observation they belong to (0: the initial weights); `series` the observations so far, shape
-    (seeds, next_obs); `extras` one dict of per-seed outputs (solver statistics) per chunk done.
-    A checkpoint is this state written to disk (coocflow.storage.checkpoint).
-    """
-
-    next_obs: int
-    carry: Any
-    good_params: Any
-    good_obs: np.ndarray
-    alive: np.ndarray
-    bad_index: np.ndarray
-    bad_quantity: list[str | None]
-    series: dict[str, np.ndarray]
-    extras: list[dict[str, np.ndarray]]
-
-    @classmethod
-    def start(cls, carry: Any, params_of: Callable[[Any], Any], n_seeds: int) -> "DriveState":
-        return cls(next_obs=0, carry=carry, good_params=params_of(carry), good_obs=np.zeros(n_seeds, dtype=np.int64),
-                   alive=np.ones(n_seeds, dtype=bool),
-                   bad_index=np.full(n_seeds, -1), bad_quantity=[None] * n_seeds, series={}, extras=[])
 
 
 class Checkpoint(Protocol):

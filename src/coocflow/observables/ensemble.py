@@ -17,3 +17,12 @@ def median_band(values: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]
         warnings.simplefilter("ignore", RuntimeWarning)
         low, mid, high = np.nanquantile(np.asarray(values, dtype=float), [BAND[0], 0.5, BAND[1]], axis=0)
     return low, mid, high
+
+
+def first_time_all_correct(t: np.ndarray, min_margin: np.ndarray) -> float | None:
+    """T1: the first observed time at which every training sample has y_i F_i > 0 (Theorem 3.1).
+
+    None when no observed time has all samples correct.
+    """
+    hits = np.flatnonzero(np.asarray(min_margin) > 0)
+    return float(np.asarray(t)[hits[0]]) if hits.size else None

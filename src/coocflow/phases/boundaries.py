@@ -4,16 +4,9 @@ from __future__ import annotations
 
 import numpy as np
 
+from coocflow.observables.ensemble import first_time_all_correct
+
 SCORE_RATES = ("d_A_mu1_mu2_dt", "d_A_mu2_mu1_dt", "d_A_mu3_mu1_dt", "d_A_mu3_mu2_dt")
-
-
-def first_time_all_correct(t: np.ndarray, min_margin: np.ndarray) -> float | None:
-    """T1: the first observed time at which every training sample has y_i F_i > 0 (Theorem 3.1).
-
-    None when no observed time has all samples correct.
-    """
-    hits = np.flatnonzero(np.asarray(min_margin) > 0)
-    return float(np.asarray(t)[hits[0]]) if hits.size else None
 
 
 def common_token_catch_up(series: dict[str, np.ndarray]) -> float | None:

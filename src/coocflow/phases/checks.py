@@ -10,151 +10,25 @@ those numbers, stated in each result.
 
 from __future__ import annotations
 
-from dataclasses import asdict, dataclass, field
-from typing import Any, Callable
-
 import numpy as np
 
-from coocflow.phases.boundaries import phase_boundaries, sandwich_start
 from coocflow.phases.premises import logits_at
-from coocflow.phases.scales import Scales
 from coocflow.phases.state_values import grams_of, loss_weights
-
-MONOTONE_FRACTION = 0.95
-"""Theorem 3.2: a quantity 'increases' when its rate has the right sign at >= 95% of Phase-2 times."""
-LINEAR_R2 = 0.99
-"""Theorem F.8: 1/loss is linear in t when a straight line explains >= 99% of its variance."""
-BALANCE_BOUND = 1 / 3
-"""Lemma 4.4: |S_2 - S_3| / min(S_2, S_3) <= C, "a small constant": at most 1/3 over Phase 2, the
-largest C Lemmas 4.3 and 4.5 can share (docs/claims.md typo 12: C <= r/(2 + r) < 1/3)."""
-SANDWICH_FRACTION = 0.9
-"""Lemma 4.3: the sandwich holds at >= 90% of the times in [T0.5, T1]."""
-HIDDEN_CONSTANT = 10.0
-"""The band [1/HIDDEN_CONSTANT, HIDDEN_CONSTANT] that a fitted constant of a Theta(1) would lie in;
-no verdict rests on it (a constant the paper hides makes a check a diagnostic), it only says in
-the reports whether a fitted constant looks like one."""
-EQ5_TOLERANCE = 1e-8
-"""Eq. (5) is exact: the JVP rate and the closed form agree to 1e-8 relative."""
-EVIDENCE_CLASSES = ("statement", "refinement", "identity", "diagnostic")
-"""What a check's verdict is evidence of. `statement`: the paper's claim with its quantifiers, as
-stated (signs, orderings, explicit inequalities); its verdict is the claim's. `refinement`: a
-sharper statement derived here (F8's kappa = (2 - R)/(4 + 3R), E16's derived error term, Lemma
-4.5's R*); its verdict is shown but never fails a claim. `identity`: an equation of the
-implementation that holds for any state (eq. (5), Def. E.18, L. F.11); its verdict tests the code.
-`diagnostic`: a number with no verdict (`passed` is None), because it holds by construction or
-measures a constant the paper hides (O, Theta), whose m-dependence only a width sweep can judge."""
-
-
-@dataclass
-class CheckResult:
-    name: str
-    claim: str
-    measured: Any
-    threshold: str
-    passed: bool | None
-    sentence: str
-    evidence: str = "statement"
-    """One of `EVIDENCE_CLASSES`."""
-
-    def to_dict(self) -> dict:
-        return asdict(self)
-
-
-@dataclass
-class SeedData:
-    """What the checks read: one seed's series (1-D over observed times), the widths, and the
-    full score matrices A = W_K^T W_Q at the start and the end."""
-
-    series: dict[str, np.ndarray]
-    m: int
-    A_init: np.ndarray | None = None
-    A_final: np.ndarray | None = None
-    n: int = 60
-    L: int = 5
-    """Training samples and tokens per sample (Theorem 3.3's bound on the random-token changes)."""
-    states: dict[str, dict[str, np.ndarray] | None] = field(default_factory=dict)
-    """This seed's saved states, keyed "init", "T1" and "final" (run folder keys: the weights or
-    the Grams; "T1" is None when the seed never had every sample correct)."""
-    scales: Scales | None = None
-    """The configuration's init scales (v0, U0, W0, ...: docs/claims.md shorthand)."""
-    loss_exponent: float = 2.0
-    """T* is the first time the loss is <= m^-k with this k (`verify.loss_exponent`)."""
-    sandwich_c: float = 0.0
-    """Lemma 4.3's C when declared (`verify.sandwich_c`): T0.5 is then the lemma's own
-    (`boundaries.sandwich_start`); 0 keeps the catch-up time."""
-    t1_declared: float | None = None
-    """The paper's T1 = C_T1 / U0 when the configuration declares C_T1 (`verify.c_t1`); otherwise
-    T1 is the first all-correct time. `bounds["all_correct"]` is always the latter."""
-
-    def __post_init__(self):
-        self.bounds = phase_boundaries(self.series) if "d_G_mu1_dt" in self.series else {
-            "T1": _t1(self.series), "T0.5": None, "phase2_start": None, "end": float(self.series["t"][-1])}
-        self.bounds["all_correct"] = self.bounds["T1"]
-        if self.t1_declared is not None:
-            self.bounds["T1"] = self.t1_declared if self.t1_declared <= self.bounds["end"] else None
-        if self.sandwich_c > 0 and "d_G_mu1_dt" in self.series:
-            self.bounds["T0.5"] = sandwich_start(self.series, self.sandwich_c, self.bounds["T1"])
-
-    @property
-    def t(self) -> np.ndarray:
-        return self.series["t"]
-
-    def at(self, name: str, time: float) -> float:
-        return float(self.series[name][np.searchsorted(self.t, time)])
-
-    def phase2(self) -> np.ndarray:
-        """Mask of Phase-2 observations: t > T1."""
-        t1 = self.bounds["T1"]
-        return np.zeros_like(self.t, dtype=bool) if t1 is None else self.t > t1
-
-
-def _t1(series):
-    hits = np.flatnonzero(series["min_margin"] > 0)
-    return float(series["t"][hits[0]]) if hits.size else None
-
-
-CHECKS: dict[str, Callable[[SeedData], CheckResult]] = {}
-EVIDENCE: dict[str, str] = {}
-"""Each registered check's evidence class (`EVIDENCE_CLASSES`)."""
-
-
-def check(name: str, claim: str, evidence: str, needs_t1: bool = False, needs: tuple[str, ...] = (),
-          no_verdict: str = ""):
-    """Register `fn(data) -> (measured, threshold, passed, sentence)` as the check `name` of the
-    class `evidence`. A diagnostic states in `no_verdict` why it carries none; its `passed` is None
-    and its sentence ends with that reason.
-
-    The wrapper answers for the cases every check shares: a run without the columns the check
-    reads (not checked), and a run in which Phase 1 never ends when the check needs T1 (fails,
-    or for a diagnostic, nothing to report).
-    """
-    if evidence not in EVIDENCE_CLASSES:
-        raise ValueError(f"check {name}: evidence must be one of {EVIDENCE_CLASSES}, not {evidence!r}")
-    if (evidence == "diagnostic") != bool(no_verdict):
-        raise ValueError(f"check {name}: a diagnostic, and only a diagnostic, says why it has no verdict")
-
-    def register(fn):
-        def run(data: SeedData) -> CheckResult:
-            missing = [c for c in needs if c not in data.series]
-            if missing:
-                from coocflow.observables.registry import neuron_only
-
-                why = ("it needs the neurons of W, which a Gram-space run does not have; check it in weight space"
-                       if missing[0] in neuron_only() else "re-run it with this coocflow version")
-                return CheckResult(name, claim, None, "", None, f"the run has no column {missing[0]}: {why}", evidence)
-            if needs_t1 and data.bounds["T1"] is None:
-                return CheckResult(name, claim, None, "T1 observed", None if no_verdict else False,
-                        "No observed time has every training sample correct, so Phase 1 never ends.", evidence)
-            measured, threshold, passed, sentence = fn(data)
-            if no_verdict:
-                passed = None
-                sentence = f"{sentence} No verdict: {no_verdict}" if measured is not None else sentence
-            return CheckResult(name, claim, measured, threshold, passed, sentence, evidence)
-
-        CHECKS[name] = run
-        EVIDENCE[name] = evidence
-        return run
-    return register
+from coocflow.phases.check_registry import (  # noqa: F401  (re-exported: the checks' registry)
+    BALANCE_BOUND,
+    CHECKS,
+    CheckResult,
+    EQ5_TOLERANCE,
+    EVIDENCE,
+    EVIDENCE_CLASSES,
+    HIDDEN_CONSTANT,
+    LINEAR_R2,
+    MONOTONE_FRACTION,
+    SANDWICH_FRACTION,
+    SeedData,
+    _t1,
+    check,
+)
 
 
 @check("thm3.1_alignment",

@@ -13,7 +13,7 @@ import math
 
 import numpy as np
 
-from coocflow.phases.checks import HIDDEN_CONSTANT, SeedData, check
+from coocflow.phases.check_registry import HIDDEN_CONSTANT, SeedData, check
 from coocflow.phases.premises import (
     FIRST_RANDOM,
     MU1,

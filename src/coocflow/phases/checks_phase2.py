@@ -14,7 +14,7 @@ import math
 
 import numpy as np
 
-from coocflow.phases.checks import SeedData, check
+from coocflow.phases.check_registry import SeedData, check
 from coocflow.phases.premises import FIRST_RANDOM, MU1, MU2, MU3
 from coocflow.phases.state_values import (
     RESOLUTION_ULPS,

@@ -1,5 +1,7 @@
-"""Width scaling (`coocflow verify --scaling AXIS`): the paper's orders in m as exponents with 95%
-confidence intervals over seeds, and every one-width check at every width.
+"""Width scaling, the quantities and the fitting (`coocflow verify --scaling AXIS`): the paper's
+orders in m as exponents with 95% confidence intervals over seeds, and every one-width check at
+every width. Running the widths is `coocflow.sweep.width`; writing scaling.json/.md/.png and the
+page is `coocflow.report.scaling`.
 
 Each width is one run folder under `OUT/runs/` (an ensemble following the ODE flow; a complete
 folder with the same configuration is reused, an interrupted one resumed). A base configuration
@@ -19,15 +21,12 @@ are reported without a verdict.
 
 from __future__ import annotations
 
-import json
 import math
 from dataclasses import dataclass
-from pathlib import Path
 from typing import Callable
 
 import numpy as np
 
-from coocflow.config import Config
 from coocflow.phases.checks import EVIDENCE, SeedData
 from coocflow.phases.claims import CLAIMS, Rate, judge
 from coocflow.phases.rate_test import BOUND_TOLERANCE, judge_rate
@@ -450,68 +449,6 @@ def measure(data: SeedData) -> dict[str, float | None]:
     return out
 
 
-# The sweep -----------------------------------------------------------------------------------
-GRID_START_PER_U0 = 0.01
-"""A theory sweep observes from t = 0.01 / U0, well before T1 ~ C_T1 / U0 at every width."""
-T_END_PER_LOSS_SCALE = 50.0
-"""... and runs to t = 50 m^(k-1) / c1^2: F8's 1/loss ~ kappa U0 t (kappa ~ 0.07) reaches m^k by about
-14 m^(k-1) / c1^2, so T* = first loss <= m^-k is inside the run with room to spare."""
-
-
-def width_overrides(axis: str, value: int, base: Config) -> dict:
-    """`m` or `m1` moves one width alone. `both` moves m and, under the theory init, gives m1 the
-    most neurons (a power of two, at most the base m1) that keep P1 at that m
-    (`premises.neurons_meeting_p1`), with the flow's grid and end in the run's own time scale
-    (from `GRID_START_PER_U0` / U0 to past T*); otherwise it keeps the base ratio m1 / m. A Gram-space
-    base runs in weight space up to `WEIGHT_SPACE_MAX_WIDTH` unless it resolves the neurons."""
-    from coocflow.phases.premises import DELTA, neurons_meeting_p1
-
-    if axis == "m":
-        widths = {"model.m": value}
-    elif axis == "m1":
-        widths = {"model.m1": value}
-    elif base.init.scheme == "theory":
-        widths = {"model.m": value, "model.m1": neurons_meeting_p1(value, DELTA, base.model.m1)}
-        if base.is_flow:
-            c1_squared = base.init.c1 ** 2
-            widths["train.lr"] = GRID_START_PER_U0 / (c1_squared * value)
-            widths["train.t_end"] = T_END_PER_LOSS_SCALE * value ** (base.verify.loss_exponent - 1) / c1_squared
-    else:
-        ratio = base.model.m1 / base.model.m
-        widths = {"model.m": value, "model.m1": max(1, int(round(ratio * value)))}
-    m = widths.get("model.m", base.model.m)
-    if base.model.space == "gram" and m <= WEIGHT_SPACE_MAX_WIDTH and not getattr(base.model, "neurons", False):
-        widths["model.space"] = "weights"
-    return widths
-
-
-def _training_part(config: dict) -> dict:
-    """A configuration less its `verify` section: the declared times (C_T1, k, Lemma 4.3's C) read
-    a finished run and do not change its training, so a run that differs only there is reused, with
-    the new declarations written into its config.json."""
-    return {key: value for key, value in config.items() if key != "verify"}
-
-
-def _width_run(config: Config, folder: Path):
-    """The run folder of one width: reused when complete with the same configuration (`_training_part`),
-    resumed when interrupted, trained otherwise."""
-    from coocflow.api import resumable_config, resume_run, run_and_write
-    from coocflow.storage import atomic_write_json, load_run
-
-    wanted = json.loads(json.dumps(config.to_dict()))
-    if (folder / "manifest.json").is_file():
-        found = json.loads((folder / "config.json").read_text())
-        if _training_part(found) == _training_part(wanted):
-            if found.get("verify") != wanted["verify"]:
-                atomic_write_json(folder / "config.json", {**found, "verify": wanted["verify"]})
-            return load_run(folder)
-    elif (folder / "config.json").is_file() and resumable_config(folder) == config:
-        resume_run(folder, figures=False)
-        return load_run(folder)
-    run_and_write(config, folder, force=True, figures=False)
-    return load_run(folder)
-
-
 def m1_slope(ms, m1s) -> float:
     """How log m1 moves with log m over a sweep's runs (0 when m1 is fixed, 1 when m1 = rho m): a
     rate's m1 power enters its predicted exponent through it (`claims.Rate.test`)."""
@@ -542,52 +479,7 @@ def judge_rate_verdict(verdict: str, premises: tuple[str, ...], met: dict[str, b
     return judge(None if verdict == "not applicable" else verdict == "pass", premises, met)
 
 
-def width_scaling(base: Config, axis: str, values: list[int], out: Path,
-                  progress: Callable[[str], None] | None = None, c0_values: tuple[float, ...] = ()) -> dict:
-    """Run `base` at each width (and each init scale c0 of `c0_values`, default the base's) into
-    `out/runs/`, measure every quantity and check per seed, and fit every claim's rates per c0."""
-    from coocflow.phases.exponents import fit_exponent
-    from coocflow.phases.verify import seed_data, verify_run, width_summary
-
-    c0_values = tuple(c0_values) or (base.init.c0,)
-    rows, widths = [], []
-    for c0 in c0_values:
-        scaled = base if c0 == base.init.c0 else base.replace({"init.c0": c0})
-        for value in values:
-            config = scaled.replace(width_overrides(axis, value, scaled))
-            if progress:
-                progress(f"{axis}={value}: m={config.model.m}, m1={config.model.m1}, c0={c0:g}, {config.model.space} "
-                         f"space, {len(config.seed_list)} seeds")
-            name = f"{axis}-{value}" if len(c0_values) == 1 else f"c0-{c0:g}-{axis}-{value}"
-            folder = Path(out) / "runs" / name
-            run = _width_run(config, folder)
-            verification = verify_run(run)
-            widths.append({"value": value, "c0": c0, "space": config.model.space, "folder": str(folder),
-                           **width_summary(verification, config.model.m, config.model.m1)})
-            for (seed, data), results in zip(seed_data(run), verification.per_seed):
-                rows.append({"value": value, "c0": c0, "m": config.model.m, "m1": config.model.m1, "seed": seed,
-                             **measure(data), **fitted_constants(results)})
-
-    predictions_apply = base.init.scheme == "theory" and axis == "both"
-    x = np.asarray(values, float)
-    base_rows = [r for r in rows if r["c0"] == base.init.c0] or rows
-    quantities = {}
-    for name, q in QUANTITIES.items():
-        per_width = [[r[name] for r in base_rows if r["value"] == v and r[name] is not None] for v in values]
-        medians = [float(np.median(found)) if found else None for found in per_width]
-        quantities[name] = {"label": q.label, "medians": medians,
-                            "fit": fit_exponent(x, [f or [np.nan] for f in per_width], name=name).to_dict()}
-    rates = []
-    for c0 in c0_values:
-        of_c0 = [r for r in rows if r["c0"] == c0]
-        rates += _judge_rates(of_c0, [w for w in widths if w["c0"] == c0], values, predictions_apply, c0)
-    return {"axis": axis, "values": list(values), "c0_values": list(c0_values), "seeds": list(base.seed_list),
-            "widths": widths, "rows": rows, "quantities": quantities, "rates": rates,
-            "predictions_apply": predictions_apply, "m1_slope": m1_slope([r["m"] for r in rows], [r["m1"] for r in rows]),
-            "config": base.to_dict()}
-
-
-def _judge_rates(rows: list[dict], widths: list[dict], values: list[int], predictions_apply: bool,
+def judge_rates(rows: list[dict], widths: list[dict], values: list[int], predictions_apply: bool,
                  c0: float) -> list[dict]:
     """Every claim's rates over one c0's widths, each by its pre-registered `RateTest`, fitted over
     the widths where the claim's premises hold."""
@@ -626,132 +518,3 @@ def _judge_rates(rows: list[dict], widths: list[dict], values: list[int], predic
 
 def _met(width: dict, premise: str) -> bool | None:
     return next((p["met"] for p in width["premises"] if p["id"] == premise), None)
-
-
-def base_width(report: dict, base: Config) -> dict:
-    """The width whose one-width checks stand for the claims (at the base c0): the base configuration's
-    own width when the sweep has it, else the largest width in weight space, else the largest."""
-    widths = [w for w in report["widths"] if w.get("c0", base.init.c0) == base.init.c0] or report["widths"]
-    own = [w for w in widths if w["m"] == base.model.m and w["m1"] == base.model.m1]
-    weights = [w for w in widths if w["space"] == "weights"]
-    return (own or weights[-1:] or widths[-1:])[0]
-
-
-def write_scaling(out: Path, report: dict, base: Config) -> list[Path]:
-    """Complete `report` with the claims table at the base width (`base_width`) and write
-    scaling.json, scaling.md, scaling.png and report.html into `out`, each atomically."""
-    from coocflow.phases.claims import claims_table
-    from coocflow.report.html import write_report
-    from coocflow.storage import atomic_write_json, atomic_write_text
-
-    width = base_width(report, base)
-    report["base_width"] = width["value"]
-    report["claims"] = claims_table(width, report["rates"])
-    out = Path(out)
-    atomic_write_json(out / "scaling.json", report)
-    atomic_write_text(out / "scaling.md", scaling_markdown(report, base))
-    tmp = out / ".scaling.png.tmp.png"
-    figure(report, tmp)
-    tmp.replace(out / "scaling.png")
-    return [out / "scaling.json", out / "scaling.md", out / "scaling.png", write_report(out)]
-
-
-def scaling_markdown(report: dict, base: Config) -> str:
-    """scaling.md: the design, the premises per width, the claims table and every fitted rate."""
-    from coocflow.phases.claims import claims_markdown, summary_line
-    from coocflow.phases.premises import premises_markdown, Premise
-
-    base_c0 = report["config"]["init"]["c0"]
-    width = next(w for w in report["widths"] if w["value"] == report["base_width"] and w.get("c0", base_c0) == base_c0)
-    c0_values = report.get("c0_values", [base_c0])
-    lines = [f"# Width scaling: {base.name} over {report['axis']} = {', '.join(map(str, report['values']))}", "",
-             f"Seeds per width: {len(report['seeds'])} ({', '.join(map(str, report['seeds']))}); init scale c0 = "
-             f"{', '.join(f'{c:g}' for c in c0_values)}, each a whole sweep. Each width is a run folder under `runs/`; "
-             f"without resolved neurons, widths up to m = {WEIGHT_SPACE_MAX_WIDTH} run in weight space. Exponents are "
-             "least-squares slopes of the per-width mean of log|value| with 95% seed-bootstrap intervals "
-             "(`coocflow/phases/exponents.py`), judged by the pre-registered rate test (`coocflow/phases/rate_test.py`, "
-             "power: docs/power.md): pass when the whole interval lies in the claim's band, fail when it lies wholly "
-             "outside, inconclusive otherwise.", "",
-             "| width | c0 | m | m1 | space | premises not met |", "| --- | --- | --- | --- | --- | --- |"]
-    for w in report["widths"]:
-        unmet = [p["id"] for p in w["premises"] if p["met"] is False]
-        lines.append(f"| {w['value']} | {w.get('c0', base_c0):g} | {w['m']} | {w['m1']} | {w['space']} | "
-                     f"{', '.join(unmet) or 'none'} |")
-    lines += ["", f"## Premises at m = {width['m']}, c0 = {base_c0:g} (the width of the one-width checks)", "",
-              premises_markdown([Premise(**p) for p in width["premises"]]).rstrip(), "",
-              "## Claims", "", summary_line(report["claims"]) + ".", "", claims_markdown(report["claims"]).rstrip(), "",
-              "## Every fitted rate", "",
-              "| claim | c0 | quantity | class | exponent (95% CI) | largest widths | band | verdict | medians per width |",
-              "| --- | --- | --- | --- | --- | --- | --- | --- | --- |"]
-    for rate in report["rates"]:
-        judged = rate.get("judgement", {})
-        fit = rate["fit"]
-        exponent = "-" if fit["exponent"] is None else (
-            f"{fit['exponent']:+.3f} ({fit['low']:+.3f} to {fit['high']:+.3f})" if fit["low"] is not None
-            else f"{fit['exponent']:+.3f}")
-        local = "-" if judged.get("local_exponent") is None else f"{judged['local_exponent']:+.3f}"
-        band = judged.get("band")
-        band_text = "-" if band is None else "[" + ", ".join("-inf" if v is None and i == 0 else "+inf" if v is None
-                                                             else f"{v:+.3f}" for i, v in enumerate(band)) + "]"
-        notes = "; ".join(judged.get("notes", []))
-        medians = ", ".join("-" if v is None else f"{v:.3g}" for v in rate["medians"])
-        lines.append(f"| {rate['claim']} | {rate.get('c0', base_c0):g} | {rate['label']} | {rate.get('class', 'statement')} | "
-                     f"{exponent} | {local} | {band_text} | {rate['verdict']}{f' ({notes})' if notes else ''} | {medians} |")
-    return "\n".join(lines) + "\n"
-
-
-def figure(report: dict, path: Path) -> None:
-    """One panel per claimed rate's quantity: seeds, medians, the fit and the prediction. Titles at a
-    fixed height and no minor ticks: automatic title placement and log-axis minor ticks took 80% of
-    drawing its 48 panels (about 6 s of a 20 s re-check)."""
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-    from matplotlib.ticker import NullLocator
-
-    shown = list(dict.fromkeys(r["quantity"] for r in report["rates"] if r["source"] == "quantity"))
-    predicted = {r["quantity"]: r["predicted"] for r in report["rates"] if r["predicted"] is not None}
-    columns = 6
-    rows = -(-len(shown) // columns)
-    fig, axes = plt.subplots(rows, columns, figsize=(3.6 * columns, 3.0 * rows))
-    fig.subplots_adjust(left=0.03, right=0.99, bottom=0.02, top=1 - 0.35 / rows, wspace=0.3, hspace=0.45)
-    axes = np.atleast_1d(axes).ravel()
-    values = np.asarray(report["values"], float)
-    base_c0 = report["config"]["init"]["c0"]
-    for ax, name in zip(axes, shown):
-        points = [(r["value"], abs(r[name])) for r in report["rows"]
-                  if r[name] is not None and r[name] != 0 and r.get("c0", base_c0) == base_c0]
-        if points:
-            x, y = np.array(points, dtype=float).T
-            ax.scatter(x, y, s=8, alpha=0.5, color="tab:blue")
-        entry = report["quantities"][name]
-        medians = np.array([np.nan if not v else abs(v) for v in entry["medians"]], float)
-        if not points and not np.isfinite(medians).any():
-            ax.text(0.5, 0.5, "not measured", ha="center", va="center", transform=ax.transAxes, fontsize=7)
-            ax.set_xscale("log")
-            ax.set_title(entry["label"], fontsize=7, y=1.0)
-            continue
-        ax.plot(values, medians, "o", color="black", ms=3)
-        fit = entry["fit"]
-        if fit["exponent"] is not None:
-            ax.plot(values, fit["prefactor"] * (values / fit["reference_width"]) ** fit["exponent"], "k-", lw=1,
-                    label=f"fit {fit['exponent']:+.2f}")
-        if name in predicted and np.isfinite(medians).any():
-            anchor = np.flatnonzero(np.isfinite(medians))[0]
-            ax.plot(values, medians[anchor] * (values / values[anchor]) ** predicted[name], "r--", lw=1,
-                    label=f"claim {predicted[name]:+g}")
-        ax.set(xscale="log", yscale="log")
-        ax.set_title(entry["label"], fontsize=7, y=1.0)
-        ax.xaxis.set_minor_locator(NullLocator())
-        ax.yaxis.set_minor_locator(NullLocator())
-        ax.tick_params(labelsize=6)
-        ax.legend(fontsize=6)
-        ax.grid(alpha=0.3, lw=0.4)
-    for ax in axes[len(shown):]:
-        ax.set_visible(False)
-    fig.suptitle(f"width scaling over {report['axis']} = {report['values']}, {len(report['seeds'])} seeds each, "
-                 f"c0 = {base_c0:g}",
-                 fontsize=9)
-    fig.savefig(path, dpi=110)
-    plt.close(fig)

@@ -15,7 +15,6 @@ import numpy as np
 
 from coocflow.config import flatten_dotted
 from coocflow.errors import RunFolderError
-from coocflow.storage import atomic_write_text
 from coocflow.storage.run_folder import attention_of, pivot_metrics, score_matrix_of
 
 GROUP_TITLES = {
@@ -537,25 +536,3 @@ def scaling_report(folder: Path) -> str:
                 _table(claims, ["claim", "premises", "evidence", "verdict"]),
                 "<h2>Claimed rates</h2>", divs]
     return _page(f"width scaling: {report['config']['name']}", sections, figures)
-
-
-def write_report(folder: Path, out: Path | None = None) -> Path:
-    """Write `report.html` for a run, sweep, width-sweep or comparison folder (atomically) and return its path."""
-    folder = Path(folder)
-    if (folder / "compare.json").is_file():
-        from coocflow.report.compare_page import comparison_report
-
-        page = comparison_report(folder)
-    elif (folder / "sweep.json").is_file():
-        page = sweep_report(folder)
-    elif (folder / "scaling.json").is_file():
-        page = scaling_report(folder)
-    elif (folder / "manifest.json").is_file() and (folder / "metrics.parquet").is_file():
-        page = run_report(folder)
-    else:
-        raise RunFolderError(f"{folder}: neither a run folder (manifest.json, metrics.parquet), a sweep folder "
-                             "(sweep.json), a width sweep (scaling.json) nor a comparison folder (compare.json); pass "
-                             "a folder written by `coocflow run`, `coocflow sweep`, `verify --scaling` or `coocflow compare`")
-    out = Path(out) if out else folder / "report.html"
-    atomic_write_text(out, page)
-    return out

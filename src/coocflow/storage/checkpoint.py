@@ -22,15 +22,44 @@ import os
 import time
 import zipfile
 from pathlib import Path
-from typing import Iterator
+from dataclasses import dataclass
+from typing import Any, Callable, Iterator
 
 import jax
 import jax.numpy as jnp
 import numpy as np
 
 from coocflow.errors import RunFolderError
-from coocflow.flow.trajectory import DriveState
 from coocflow.storage.atomic import atomic_write_bytes
+
+@dataclass
+class DriveState:
+    """Everything `drive` holds at a chunk boundary, so a run can continue from it exactly.
+
+    `carry` is the integrator's state (weights, optimizer state, step counter or flow time);
+    `good_params` each seed's last finite weights at a chunk boundary and `good_obs` the
+    observation they belong to (0: the initial weights); `series` the observations so far, shape
+    (seeds, next_obs); `extras` one dict of per-seed outputs (solver statistics) per chunk done.
+    A checkpoint is this state written to disk (`RunCheckpoint`); it lives here, below the
+    driver (coocflow.flow.trajectory), so that storage never imports the flow.
+    """
+
+    next_obs: int
+    carry: Any
+    good_params: Any
+    good_obs: np.ndarray
+    alive: np.ndarray
+    bad_index: np.ndarray
+    bad_quantity: list[str | None]
+    series: dict[str, np.ndarray]
+    extras: list[dict[str, np.ndarray]]
+
+    @classmethod
+    def start(cls, carry: Any, params_of: Callable[[Any], Any], n_seeds: int) -> "DriveState":
+        return cls(next_obs=0, carry=carry, good_params=params_of(carry), good_obs=np.zeros(n_seeds, dtype=np.int64),
+                   alive=np.ones(n_seeds, dtype=bool),
+                   bad_index=np.full(n_seeds, -1), bad_quantity=[None] * n_seeds, series={}, extras=[])
+
 
 CHECKPOINT_FILE = "checkpoint.npz"
 CHECKPOINT_FORMAT = 1

@@ -53,7 +53,9 @@ def summary_rows(run_folder: Path, job_id: str, axes: dict) -> dict[str, np.ndar
 def run_job(root: str, job: dict) -> dict:
     """Train one job (all its seeds), write its run folder, then its metrics rows, then its
     summary rows (the `done` marker). Never raises: a failure is recorded and returned."""
-    import coocflow  # noqa: F401  (float64 in worker processes)
+    from coocflow.runtime import configure_jax
+
+    configure_jax()  # float64 and the compilation cache in worker processes
     from coocflow.api import resume_run, run_and_write
     from coocflow.config import config_from_dict
     from coocflow.errors import CoocflowError, RunFolderError

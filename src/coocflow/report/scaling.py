@@ -1,0 +1,135 @@
+"""Writing a width sweep: scaling.json, scaling.md, scaling.png and its report.html."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+
+from coocflow.config import Config
+from coocflow.phases.claims import claims_markdown, claims_table, summary_line
+from coocflow.phases.premises import Premise, premises_markdown
+from coocflow.phases.scaling import WEIGHT_SPACE_MAX_WIDTH
+from coocflow.report.write import write_report
+from coocflow.storage import atomic_write_json, atomic_write_text
+
+def base_width(report: dict, base: Config) -> dict:
+    """The width whose one-width checks stand for the claims (at the base c0): the base configuration's
+    own width when the sweep has it, else the largest width in weight space, else the largest."""
+    widths = [w for w in report["widths"] if w.get("c0", base.init.c0) == base.init.c0] or report["widths"]
+    own = [w for w in widths if w["m"] == base.model.m and w["m1"] == base.model.m1]
+    weights = [w for w in widths if w["space"] == "weights"]
+    return (own or weights[-1:] or widths[-1:])[0]
+
+
+def write_scaling(out: Path, report: dict, base: Config) -> list[Path]:
+    """Complete `report` with the claims table at the base width (`base_width`) and write
+    scaling.json, scaling.md, scaling.png and report.html into `out`, each atomically."""
+    width = base_width(report, base)
+    report["base_width"] = width["value"]
+    report["claims"] = claims_table(width, report["rates"])
+    out = Path(out)
+    atomic_write_json(out / "scaling.json", report)
+    atomic_write_text(out / "scaling.md", scaling_markdown(report, base))
+    tmp = out / ".scaling.png.tmp.png"
+    figure(report, tmp)
+    tmp.replace(out / "scaling.png")
+    return [out / "scaling.json", out / "scaling.md", out / "scaling.png", write_report(out)]
+
+
+def scaling_markdown(report: dict, base: Config) -> str:
+    """scaling.md: the design, the premises per width, the claims table and every fitted rate."""
+    base_c0 = report["config"]["init"]["c0"]
+    width = next(w for w in report["widths"] if w["value"] == report["base_width"] and w.get("c0", base_c0) == base_c0)
+    c0_values = report.get("c0_values", [base_c0])
+    lines = [f"# Width scaling: {base.name} over {report['axis']} = {', '.join(map(str, report['values']))}", "",
+             f"Seeds per width: {len(report['seeds'])} ({', '.join(map(str, report['seeds']))}); init scale c0 = "
+             f"{', '.join(f'{c:g}' for c in c0_values)}, each a whole sweep. Each width is a run folder under `runs/`; "
+             f"without resolved neurons, widths up to m = {WEIGHT_SPACE_MAX_WIDTH} run in weight space. Exponents are "
+             "least-squares slopes of the per-width mean of log|value| with 95% seed-bootstrap intervals "
+             "(`coocflow/phases/exponents.py`), judged by the pre-registered rate test (`coocflow/phases/rate_test.py`, "
+             "power: docs/power.md): pass when the whole interval lies in the claim's band, fail when it lies wholly "
+             "outside, inconclusive otherwise.", "",
+             "| width | c0 | m | m1 | space | premises not met |", "| --- | --- | --- | --- | --- | --- |"]
+    for w in report["widths"]:
+        unmet = [p["id"] for p in w["premises"] if p["met"] is False]
+        lines.append(f"| {w['value']} | {w.get('c0', base_c0):g} | {w['m']} | {w['m1']} | {w['space']} | "
+                     f"{', '.join(unmet) or 'none'} |")
+    lines += ["", f"## Premises at m = {width['m']}, c0 = {base_c0:g} (the width of the one-width checks)", "",
+              premises_markdown([Premise(**p) for p in width["premises"]]).rstrip(), "",
+              "## Claims", "", summary_line(report["claims"]) + ".", "", claims_markdown(report["claims"]).rstrip(), "",
+              "## Every fitted rate", "",
+              "| claim | c0 | quantity | class | exponent (95% CI) | largest widths | band | verdict | medians per width |",
+              "| --- | --- | --- | --- | --- | --- | --- | --- | --- |"]
+    for rate in report["rates"]:
+        judged = rate.get("judgement", {})
+        fit = rate["fit"]
+        exponent = "-" if fit["exponent"] is None else (
+            f"{fit['exponent']:+.3f} ({fit['low']:+.3f} to {fit['high']:+.3f})" if fit["low"] is not None
+            else f"{fit['exponent']:+.3f}")
+        local = "-" if judged.get("local_exponent") is None else f"{judged['local_exponent']:+.3f}"
+        band = judged.get("band")
+        band_text = "-" if band is None else "[" + ", ".join("-inf" if v is None and i == 0 else "+inf" if v is None
+                                                             else f"{v:+.3f}" for i, v in enumerate(band)) + "]"
+        notes = "; ".join(judged.get("notes", []))
+        medians = ", ".join("-" if v is None else f"{v:.3g}" for v in rate["medians"])
+        lines.append(f"| {rate['claim']} | {rate.get('c0', base_c0):g} | {rate['label']} | {rate.get('class', 'statement')} | "
+                     f"{exponent} | {local} | {band_text} | {rate['verdict']}{f' ({notes})' if notes else ''} | {medians} |")
+    return "\n".join(lines) + "\n"
+
+
+def figure(report: dict, path: Path) -> None:
+    """One panel per claimed rate's quantity: seeds, medians, the fit and the prediction. Titles at a
+    fixed height and no minor ticks: automatic title placement and log-axis minor ticks took 80% of
+    drawing its 48 panels (about 6 s of a 20 s re-check)."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+    from matplotlib.ticker import NullLocator
+
+    shown = list(dict.fromkeys(r["quantity"] for r in report["rates"] if r["source"] == "quantity"))
+    predicted = {r["quantity"]: r["predicted"] for r in report["rates"] if r["predicted"] is not None}
+    columns = 6
+    rows = -(-len(shown) // columns)
+    fig, axes = plt.subplots(rows, columns, figsize=(3.6 * columns, 3.0 * rows))
+    fig.subplots_adjust(left=0.03, right=0.99, bottom=0.02, top=1 - 0.35 / rows, wspace=0.3, hspace=0.45)
+    axes = np.atleast_1d(axes).ravel()
+    values = np.asarray(report["values"], float)
+    base_c0 = report["config"]["init"]["c0"]
+    for ax, name in zip(axes, shown):
+        points = [(r["value"], abs(r[name])) for r in report["rows"]
+                  if r[name] is not None and r[name] != 0 and r.get("c0", base_c0) == base_c0]
+        if points:
+            x, y = np.array(points, dtype=float).T
+            ax.scatter(x, y, s=8, alpha=0.5, color="tab:blue")
+        entry = report["quantities"][name]
+        medians = np.array([np.nan if not v else abs(v) for v in entry["medians"]], float)
+        if not points and not np.isfinite(medians).any():
+            ax.text(0.5, 0.5, "not measured", ha="center", va="center", transform=ax.transAxes, fontsize=7)
+            ax.set_xscale("log")
+            ax.set_title(entry["label"], fontsize=7, y=1.0)
+            continue
+        ax.plot(values, medians, "o", color="black", ms=3)
+        fit = entry["fit"]
+        if fit["exponent"] is not None:
+            ax.plot(values, fit["prefactor"] * (values / fit["reference_width"]) ** fit["exponent"], "k-", lw=1,
+                    label=f"fit {fit['exponent']:+.2f}")
+        if name in predicted and np.isfinite(medians).any():
+            anchor = np.flatnonzero(np.isfinite(medians))[0]
+            ax.plot(values, medians[anchor] * (values / values[anchor]) ** predicted[name], "r--", lw=1,
+                    label=f"claim {predicted[name]:+g}")
+        ax.set(xscale="log", yscale="log")
+        ax.set_title(entry["label"], fontsize=7, y=1.0)
+        ax.xaxis.set_minor_locator(NullLocator())
+        ax.yaxis.set_minor_locator(NullLocator())
+        ax.tick_params(labelsize=6)
+        ax.legend(fontsize=6)
+        ax.grid(alpha=0.3, lw=0.4)
+    for ax in axes[len(shown):]:
+        ax.set_visible(False)
+    fig.suptitle(f"width scaling over {report['axis']} = {report['values']}, {len(report['seeds'])} seeds each, "
+                 f"c0 = {base_c0:g}",
+                 fontsize=9)
+    fig.savefig(path, dpi=110)
+    plt.close(fig)

@@ -1,0 +1,117 @@
+"""Running a width sweep (`coocflow verify --scaling AXIS`): one run folder per width and init
+scale under `OUT/runs/`, reused when complete with the same training configuration, resumed when
+interrupted; each is measured and judged by `coocflow.phases.scaling`."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Callable
+
+import numpy as np
+
+from coocflow.api import resumable_config, resume_run, run_and_write
+from coocflow.config import Config
+from coocflow.phases.exponents import fit_exponent
+from coocflow.phases.premises import DELTA, neurons_meeting_p1
+from coocflow.phases.scaling import (QUANTITIES, WEIGHT_SPACE_MAX_WIDTH, fitted_constants, judge_rates, m1_slope,
+                                     measure)
+from coocflow.phases.verify import seed_data, verify_run, width_summary
+from coocflow.storage import atomic_write_json, load_run
+
+GRID_START_PER_U0 = 0.01
+"""A theory sweep observes from t = 0.01 / U0, well before T1 ~ C_T1 / U0 at every width."""
+T_END_PER_LOSS_SCALE = 50.0
+"""... and runs to t = 50 m^(k-1) / c1^2: F8's 1/loss ~ kappa U0 t (kappa ~ 0.07) reaches m^k by about
+14 m^(k-1) / c1^2, so T* = first loss <= m^-k is inside the run with room to spare."""
+
+
+def width_overrides(axis: str, value: int, base: Config) -> dict:
+    """`m` or `m1` moves one width alone. `both` moves m and, under the theory init, gives m1 the
+    most neurons (a power of two, at most the base m1) that keep P1 at that m
+    (`premises.neurons_meeting_p1`), with the flow's grid and end in the run's own time scale
+    (from `GRID_START_PER_U0` / U0 to past T*); otherwise it keeps the base ratio m1 / m. A Gram-space
+    base runs in weight space up to `WEIGHT_SPACE_MAX_WIDTH` unless it resolves the neurons."""
+    if axis == "m":
+        widths = {"model.m": value}
+    elif axis == "m1":
+        widths = {"model.m1": value}
+    elif base.init.scheme == "theory":
+        widths = {"model.m": value, "model.m1": neurons_meeting_p1(value, DELTA, base.model.m1)}
+        if base.is_flow:
+            c1_squared = base.init.c1 ** 2
+            widths["train.lr"] = GRID_START_PER_U0 / (c1_squared * value)
+            widths["train.t_end"] = T_END_PER_LOSS_SCALE * value ** (base.verify.loss_exponent - 1) / c1_squared
+    else:
+        ratio = base.model.m1 / base.model.m
+        widths = {"model.m": value, "model.m1": max(1, int(round(ratio * value)))}
+    m = widths.get("model.m", base.model.m)
+    if base.model.space == "gram" and m <= WEIGHT_SPACE_MAX_WIDTH and not getattr(base.model, "neurons", False):
+        widths["model.space"] = "weights"
+    return widths
+
+
+def _training_part(config: dict) -> dict:
+    """A configuration less its `verify` section: the declared times (C_T1, k, Lemma 4.3's C) read
+    a finished run and do not change its training, so a run that differs only there is reused, with
+    the new declarations written into its config.json."""
+    return {key: value for key, value in config.items() if key != "verify"}
+
+
+def _width_run(config: Config, folder: Path):
+    """The run folder of one width: reused when complete with the same configuration (`_training_part`),
+    resumed when interrupted, trained otherwise."""
+    wanted = json.loads(json.dumps(config.to_dict()))
+    if (folder / "manifest.json").is_file():
+        found = json.loads((folder / "config.json").read_text())
+        if _training_part(found) == _training_part(wanted):
+            if found.get("verify") != wanted["verify"]:
+                atomic_write_json(folder / "config.json", {**found, "verify": wanted["verify"]})
+            return load_run(folder)
+    elif (folder / "config.json").is_file() and resumable_config(folder) == config:
+        resume_run(folder, figures=False)
+        return load_run(folder)
+    run_and_write(config, folder, force=True, figures=False)
+    return load_run(folder)
+
+
+def width_scaling(base: Config, axis: str, values: list[int], out: Path,
+                  progress: Callable[[str], None] | None = None, c0_values: tuple[float, ...] = ()) -> dict:
+    """Run `base` at each width (and each init scale c0 of `c0_values`, default the base's) into
+    `out/runs/`, measure every quantity and check per seed, and fit every claim's rates per c0."""
+    c0_values = tuple(c0_values) or (base.init.c0,)
+    rows, widths = [], []
+    for c0 in c0_values:
+        scaled = base if c0 == base.init.c0 else base.replace({"init.c0": c0})
+        for value in values:
+            config = scaled.replace(width_overrides(axis, value, scaled))
+            if progress:
+                progress(f"{axis}={value}: m={config.model.m}, m1={config.model.m1}, c0={c0:g}, {config.model.space} "
+                         f"space, {len(config.seed_list)} seeds")
+            name = f"{axis}-{value}" if len(c0_values) == 1 else f"c0-{c0:g}-{axis}-{value}"
+            folder = Path(out) / "runs" / name
+            run = _width_run(config, folder)
+            verification = verify_run(run)
+            widths.append({"value": value, "c0": c0, "space": config.model.space, "folder": str(folder),
+                           **width_summary(verification, config.model.m, config.model.m1)})
+            for (seed, data), results in zip(seed_data(run), verification.per_seed):
+                rows.append({"value": value, "c0": c0, "m": config.model.m, "m1": config.model.m1, "seed": seed,
+                             **measure(data), **fitted_constants(results)})
+
+    predictions_apply = base.init.scheme == "theory" and axis == "both"
+    x = np.asarray(values, float)
+    base_rows = [r for r in rows if r["c0"] == base.init.c0] or rows
+    quantities = {}
+    for name, q in QUANTITIES.items():
+        per_width = [[r[name] for r in base_rows if r["value"] == v and r[name] is not None] for v in values]
+        medians = [float(np.median(found)) if found else None for found in per_width]
+        quantities[name] = {"label": q.label, "medians": medians,
+                            "fit": fit_exponent(x, [f or [np.nan] for f in per_width], name=name).to_dict()}
+    rates = []
+    for c0 in c0_values:
+        of_c0 = [r for r in rows if r["c0"] == c0]
+        rates += judge_rates(of_c0, [w for w in widths if w["c0"] == c0], values, predictions_apply, c0)
+    return {"axis": axis, "values": list(values), "c0_values": list(c0_values), "seeds": list(base.seed_list),
+            "widths": widths, "rows": rows, "quantities": quantities, "rates": rates,
+            "predictions_apply": predictions_apply, "m1_slope": m1_slope([r["m"] for r in rows], [r["m1"] for r in rows]),
+            "config": base.to_dict()}

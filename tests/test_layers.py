@@ -1,0 +1,68 @@
+"""The layers as a contract (issue 21, item 6): the import-linter contract in pyproject.toml holds,
+and no module of coocflow imports another that imports it back, directly or around a cycle (each
+import counted, at the top of a module or inside a function)."""
+
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import grimp
+
+REPO = Path(__file__).resolve().parents[1]
+
+
+def test_the_layer_contract_holds():
+    lint = shutil.which("lint-imports") or str(Path(sys.executable).parent / "lint-imports")
+    done = subprocess.run([lint], cwd=REPO, capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-2000:]
+    assert "1 kept, 0 broken" in done.stdout
+
+
+def _cycles(graph) -> list[list[str]]:
+    """The strongly connected components of more than one module (Tarjan's algorithm)."""
+    modules = sorted(graph.modules)
+    imports = {m: sorted(graph.find_modules_directly_imported_by(m)) for m in modules}
+    index, low, stack, on_stack, found, counter = {}, {}, [], set(), [], [0]
+
+    def visit(module):
+        index[module] = low[module] = counter[0]
+        counter[0] += 1
+        stack.append(module)
+        on_stack.add(module)
+        for imported in imports[module]:
+            if imported not in index:
+                visit(imported)
+                low[module] = min(low[module], low[imported])
+            elif imported in on_stack:
+                low[module] = min(low[module], index[imported])
+        if low[module] == index[module]:
+            component = []
+            while True:
+                member = stack.pop()
+                on_stack.discard(member)
+                component.append(member)
+                if member == module:
+                    break
+            if len(component) > 1:
+                found.append(sorted(component))
+
+    sys.setrecursionlimit(max(sys.getrecursionlimit(), 10 * len(modules)))
+    for module in modules:
+        if module not in index:
+            visit(module)
+    return found
+
+
+def test_no_import_cycles():
+    assert _cycles(grimp.build_graph("coocflow")) == []
+
+
+def test_the_cycle_finder_finds_a_cycle():
+    graph = grimp.ImportGraph()
+    for name in ("p", "p.a", "p.b", "p.c"):
+        graph.add_module(name)
+    graph.add_import(importer="p.a", imported="p.b")
+    graph.add_import(importer="p.b", imported="p.a")
+    graph.add_import(importer="p.c", imported="p.a")
+    assert _cycles(graph) == [["p.a", "p.b"]]
