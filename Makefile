@@ -26,7 +26,7 @@ demo: $(VENV)/.installed-run
 	$(BIN)/coocflow report runs/paper
 	$(BIN)/coocflow run paper-phenomena --set train.method=flow --out runs/figure1 --force
 	@echo "runs/figure1/figure1.png: Figure 1 as printed (W 100x smaller, the gradient flow): the I2/I3 losses rise in Phase 1"
-	@echo "runs/paper/figure1.png:   the paper's configuration as stated: no such rise (README, 'Figure 1')"
+	@echo "runs/paper/figure1.png:   the paper's configuration as stated: no such rise (docs/findings.md, 'paper and paper-phenomena')"
 
 test: $(VENV)/.installed-test browser
 	$(BIN)/python -m pytest -q -n 2 --dist loadfile

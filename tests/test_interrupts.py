@@ -101,8 +101,8 @@ elif moment == "figures":
     import coocflow.plots.figures as figures
     figures.figure1 = interrupting(figures.figure1)
 elif moment == "report":
-    import coocflow.report.html as html
-    html.run_report = interrupting(html.run_report)
+    import coocflow.report.write as write
+    write.run_report = interrupting(write.run_report)
 elif moment == "report-file":
     import pathlib
     pathlib.Path.write_bytes = interrupting(pathlib.Path.write_bytes, lambda path, data: "report.html" in path.name)

@@ -571,7 +571,7 @@ def _print_verification(folder: Path, verification) -> None:
                   f"{counts['unchecked']} not applicable, {counts['no_verdict']} diagnostic (no verdict)")
 
 
-FINDINGS_EXPLAINED = "README.md, 'What verify finds', and docs/claims.md section 4"
+FINDINGS_EXPLAINED = "docs/findings.md, 'What verify finds', and docs/claims.md section 4"
 """Where a verdict against the paper is explained (printed under the summary when a claim fails)."""
 SUMMARY_WIDTH = 80
 

@@ -2,7 +2,7 @@
 
 An experiment is a base configuration (dotted overrides of the defaults) and a description.
 `paper` is the paper's experiment as stated (docs/definitions.md section 5); `paper-phenomena`
-is the nearest setting in which the paper's Figure 1 phenomena are visible (see the README for
+is the nearest setting in which the paper's Figure 1 phenomena are visible (see docs/findings.md for
 what differs and why).
 """
 

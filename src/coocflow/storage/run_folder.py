@@ -1,4 +1,4 @@
-"""The run folder format (version 1), documented in the README.
+"""The run folder format (version 1), documented in docs/configuration.md.
 
     config.json       resolved configuration
     manifest.json     format version, seed, versions, git commit, device, timings, T1, status
