@@ -58,3 +58,27 @@ def test_the_package_shows_its_api_and_an_unknown_command_gets_a_suggestion():
     assert dir(coocflow) == ["__version__", "load", "run", "verify"]
     done = CliRunner().invoke(app, ["verfy", "runs/paper"])
     assert done.exit_code == 2 and "Did you mean 'verify'?" in done.output
+
+
+def test_ensure_run_reuses_resumes_or_trains(tmp_path):
+    """The one resume-or-run decision of the jobs (a sweep's job, a width of a width sweep)."""
+    import json
+
+    import numpy as np
+
+    from coocflow.api import ensure_run, resolve_config
+    from coocflow.runner import begin_run_folder
+
+    config = resolve_config("tiny", {"train.steps": 30, "observe.points": 8})
+    first = ensure_run(config, tmp_path / "run")
+    assert first.how == "trained" and (tmp_path / "run" / "manifest.json").is_file()
+    again = ensure_run(config, tmp_path / "run")
+    assert again.how == "reused" and all(np.array_equal(again.metrics[k], first.metrics[k]) for k in first.metrics)
+    declared = config.replace({"verify.loss_exponent": 3.0})
+    assert ensure_run(declared, tmp_path / "run").how == "reused"
+    assert json.loads((tmp_path / "run" / "config.json").read_text())["verify"]["loss_exponent"] == 3.0
+    assert ensure_run(config.replace({"train.lr": 0.05}), tmp_path / "run").how == "trained"
+    begin_run_folder(tmp_path / "begun", config)
+    resumed = ensure_run(config, tmp_path / "begun")
+    assert resumed.how == "resumed"
+    assert all(np.array_equal(resumed.metrics[k], first.metrics[k]) for k in first.metrics)

@@ -4,8 +4,10 @@ from __future__ import annotations
 
 import contextlib
 import difflib
+import json
+from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Callable, Mapping, Sequence
+from typing import TYPE_CHECKING, Any, Callable, Literal, Mapping, Sequence
 
 from coocflow.config import (Config, _unknown_key, all_keys, config_from_dict, flatten_dotted, load_toml,
                              parse_override)
@@ -14,6 +16,8 @@ from coocflow.experiments import EXPERIMENTS, get_experiment
 from coocflow.storage.run_folder import read_json_object
 
 if TYPE_CHECKING:
+    import numpy as np
+
     from coocflow.runner import RunResult
 
 
@@ -288,6 +292,50 @@ def draw_figures(folder: Path) -> list[Path]:
     formats = tuple(name.split(".", 1)[1] for name in read_json_object(folder / "manifest.json")["figures"]
                     if name.startswith("figure1."))
     return write_run_figures(SeriesView.from_metrics(columns), folder, title=_title(config), formats=formats)
+
+
+@dataclass(frozen=True)
+class RunOutcome:
+    """What `ensure_run` did to a folder: `reused` a complete run of the same training
+    configuration, `resumed` an interrupted one, or `trained` it afresh; `metrics` is the run's
+    metrics table either way (read back from the folder when it was reused)."""
+
+    folder: Path
+    how: Literal["reused", "resumed", "trained"]
+    metrics: dict[str, np.ndarray]
+
+
+def training_part(config: dict) -> dict:
+    """A configuration less its `verify` section: the declared times (C_T1, k, Lemma 4.3's C) read a
+    finished run and do not change its training, so a run that differs only there is reused."""
+    return {key: value for key, value in config.items() if key != "verify"}
+
+
+def ensure_run(config: Config, folder: Path) -> RunOutcome:
+    """The one resume-or-run decision every job makes (a sweep's job, a width of a width sweep):
+    reuse `folder` when it holds a complete run of the same training configuration (writing the new
+    `verify` declarations into its config.json), resume it when it holds an interrupted run of this
+    configuration (training afresh if its checkpoint cannot be used), train into it otherwise.
+    Figures are not drawn (the jobs' callers draw their own)."""
+    from coocflow.storage import atomic_write_json
+    from coocflow.storage.run_folder import read_metrics
+
+    folder = Path(folder)
+    wanted = json.loads(json.dumps(config.to_dict()))
+    if (folder / "manifest.json").is_file() and (folder / "config.json").is_file():
+        found = read_json_object(folder / "config.json")
+        if training_part(found) == training_part(wanted):
+            if found.get("verify") != wanted.get("verify"):
+                atomic_write_json(folder / "config.json", {**found, "verify": wanted["verify"]})
+            return RunOutcome(folder, "reused", read_metrics(folder / "metrics.parquet"))
+    elif (folder / "config.json").is_file() and resumable_config(folder) == config:
+        try:
+            _, result = resume_run(folder, figures=False)
+            return RunOutcome(folder, "resumed", result.table())
+        except RunFolderError:
+            pass
+    _, result = run_and_write(config, folder, force=True, figures=False)
+    return RunOutcome(folder, "trained", result.table())
 
 
 def resumable_config(folder: Path) -> Config | None:

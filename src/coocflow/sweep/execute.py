@@ -56,24 +56,15 @@ def run_job(root: str, job: dict) -> dict:
     from coocflow.runtime import configure_jax
 
     configure_jax()  # float64 and the compilation cache in worker processes
-    from coocflow.api import resume_run, run_and_write
+    from coocflow.api import ensure_run
     from coocflow.config import config_from_dict
-    from coocflow.errors import CoocflowError, RunFolderError
-    from coocflow.storage.paths import is_in_progress
+    from coocflow.errors import CoocflowError
 
     store, job_id, start = SweepStore(Path(root)), job["id"], time.perf_counter()
     try:
         config, folder = config_from_dict(job["config"]), store.job_folder(job_id)
-        resumed = False
-        if is_in_progress(folder):
-            try:
-                folder, result = resume_run(folder, figures=False)
-                resumed = True
-            except RunFolderError:
-                pass
-        if not resumed:
-            folder, result = run_and_write(config, folder, force=True, figures=False)
-        metrics = result.table()
+        outcome = ensure_run(config, folder)
+        folder, metrics = outcome.folder, outcome.metrics
         store.write_table("metrics", job_id, {"job": np.full(len(metrics["t"]), job_id), **metrics,
                                               **_axis_columns(job["axes"], len(metrics["t"]))})
         store.write_table("summary", job_id, summary_rows(folder, job_id, job["axes"]))

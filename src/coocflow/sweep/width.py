@@ -4,20 +4,19 @@ interrupted; each is measured and judged by `coocflow.phases.scaling`."""
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 from typing import Callable
 
 import numpy as np
 
-from coocflow.api import resumable_config, resume_run, run_and_write
+from coocflow.api import ensure_run
 from coocflow.config import Config
 from coocflow.phases.exponents import fit_exponent
 from coocflow.phases.premises import DELTA, neurons_meeting_p1
 from coocflow.phases.scaling import (QUANTITIES, WEIGHT_SPACE_MAX_WIDTH, fitted_constants, judge_rates, m1_slope,
                                      measure)
 from coocflow.phases.verify import seed_data, verify_run, width_summary
-from coocflow.storage import atomic_write_json, load_run
+from coocflow.storage import load_run
 
 GRID_START_PER_U0 = 0.01
 """A theory sweep observes from t = 0.01 / U0, well before T1 ~ C_T1 / U0 at every width."""
@@ -51,30 +50,6 @@ def width_overrides(axis: str, value: int, base: Config) -> dict:
     return widths
 
 
-def _training_part(config: dict) -> dict:
-    """A configuration less its `verify` section: the declared times (C_T1, k, Lemma 4.3's C) read
-    a finished run and do not change its training, so a run that differs only there is reused, with
-    the new declarations written into its config.json."""
-    return {key: value for key, value in config.items() if key != "verify"}
-
-
-def _width_run(config: Config, folder: Path):
-    """The run folder of one width: reused when complete with the same configuration (`_training_part`),
-    resumed when interrupted, trained otherwise."""
-    wanted = json.loads(json.dumps(config.to_dict()))
-    if (folder / "manifest.json").is_file():
-        found = json.loads((folder / "config.json").read_text())
-        if _training_part(found) == _training_part(wanted):
-            if found.get("verify") != wanted["verify"]:
-                atomic_write_json(folder / "config.json", {**found, "verify": wanted["verify"]})
-            return load_run(folder)
-    elif (folder / "config.json").is_file() and resumable_config(folder) == config:
-        resume_run(folder, figures=False)
-        return load_run(folder)
-    run_and_write(config, folder, force=True, figures=False)
-    return load_run(folder)
-
-
 def width_scaling(base: Config, axis: str, values: list[int], out: Path,
                   progress: Callable[[str], None] | None = None, c0_values: tuple[float, ...] = ()) -> dict:
     """Run `base` at each width (and each init scale c0 of `c0_values`, default the base's) into
@@ -90,7 +65,7 @@ def width_scaling(base: Config, axis: str, values: list[int], out: Path,
                          f"space, {len(config.seed_list)} seeds")
             name = f"{axis}-{value}" if len(c0_values) == 1 else f"c0-{c0:g}-{axis}-{value}"
             folder = Path(out) / "runs" / name
-            run = _width_run(config, folder)
+            run = load_run(ensure_run(config, folder).folder)
             verification = verify_run(run)
             widths.append({"value": value, "c0": c0, "space": config.model.space, "folder": str(folder),
                            **width_summary(verification, config.model.m, config.model.m1)})
