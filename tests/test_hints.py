@@ -13,8 +13,10 @@ from coocflow.cli import print_error
 from coocflow.errors import ConfigError
 
 ROOT = Path(__file__).resolve().parents[1]
+DEVELOPER_EXTRAS = {"test", "docs"}
+"""Extras for working on coocflow (the test suite, the MkDocs site), which no command asks for."""
 EXTRAS = sorted(set(tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]["optional-dependencies"])
-                - {"test"})
+                - DEVELOPER_EXTRAS)
 
 
 def _missing_extra_message(extra: str, monkeypatch) -> str:

@@ -1,0 +1,120 @@
+"""`coocflow show`, `ls`, `experiments`, `keys`: what exists and what can be set."""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+from typing import Optional
+
+import typer
+import typer.core
+from rich.console import Console
+from rich.table import Table
+
+from coocflow.errors import ConfigError
+from coocflow.cli.app import app, console
+from coocflow.cli.run import _print_summary
+
+
+
+@app.command()
+def show(run_dir: Optional[Path] = typer.Argument(None, metavar="[RUN_DIR]",
+                                                 help="a run folder (default: the newest run under runs/)")) -> None:
+    """Print a run's configuration, T1, final loss and key observables.
+
+    Example: coocflow show runs/paper
+    """
+    if run_dir is None:
+        from coocflow.listing import newest_run
+
+        run_dir = newest_run()
+        console.print(f"newest run: {run_dir}")
+    manifest = Path(run_dir) / "manifest.json"
+    if manifest.is_file() and (Path(run_dir) / "summary.md").is_file():
+        from coocflow.storage.run_folder import read_json_object
+
+        record = read_json_object(manifest)
+        if "study" in record:
+            console.print((Path(run_dir) / "summary.md").read_text())
+            console.print(f"study {record['study']} ({record.get('status', 'completed')}); figures: "
+                          + ", ".join(str(Path(run_dir) / name) for name in record.get("figures", [])),
+                          soft_wrap=True, highlight=False)
+            return
+    _print_summary(run_dir)
+
+
+@app.command("ls")
+def list_runs(folder: Path = typer.Argument(Path("runs"), metavar="[DIR]", help="where to look (default runs/)")) -> None:
+    """List the runs, sweeps, studies and comparisons in a folder, newest first.
+
+    Example: coocflow ls runs
+    """
+    from coocflow.listing import list_folders
+
+    entries = list_folders(folder)
+    if not entries:
+        console.print(f"{folder}: no runs yet; start with `coocflow run tiny`")
+        return
+    from rich.measure import Measurement
+    from rich.table import Column
+
+    longest_word = max(len(word) for e in entries for word in e.status.split())
+    table = Table(Column("folder", no_wrap=True, min_width=max(len(e.name) for e in entries)), "kind",
+                  Column("status", min_width=longest_word), "config", "T1", "final loss", "age", title=str(folder))
+    for e in entries:
+        table.add_row(e.name, e.kind, e.status, e.config, e.t1, e.final_loss, e.age)
+    unbounded = Console(width=10_000)
+    needed = Measurement.get(unbounded, unbounded.options, table).minimum
+    if needed <= console.width:
+        console.print(table)
+        return
+    wide = Console(width=needed, file=console.file, force_terminal=console.is_terminal,
+                   color_system=console.color_system)
+    wide.print(table)  # the names alone overflow the terminal: they stay whole (to copy), the terminal wraps
+
+
+@app.command()
+def experiments() -> None:
+    """List the named experiments.
+
+    Example: coocflow experiments
+    """
+    from coocflow.experiments import EXPERIMENTS
+
+    table = Table("name", "description")
+    for exp in EXPERIMENTS.values():
+        table.add_row(exp.name, exp.description)
+    console.print(table)
+
+
+@app.command()
+def keys(
+    toml: bool = typer.Option(False, "--toml", help="print a complete, commented TOML config to start from"),
+    start: Optional[str] = typer.Option(None, "--from", metavar="TARGET",
+                                        help="with --toml: the values of an experiment, .toml or run folder"),
+) -> None:
+    """List every config key with its default and meaning (or print a TOML template).
+
+    Example: coocflow keys --toml --from paper > my.toml; coocflow run my.toml
+    """
+    from coocflow.config import Config, all_keys
+    from coocflow.docs import HELP, toml_template
+
+    if start is not None and not toml:
+        raise ConfigError("--from: applies with --toml; add --toml")
+    if toml:
+        config = None
+        if start is not None:
+            from coocflow.api import config_of_target
+
+            config = config_of_target(start)
+        sys.stdout.write(toml_template(config))
+        return
+    defaults = Config().to_dict()
+    table = Table("key", "default", "meaning")
+    for key in all_keys():
+        node = defaults
+        for part in key.split("."):
+            node = node[part]
+        table.add_row(key, repr(node), HELP[key])
+    console.print(table)

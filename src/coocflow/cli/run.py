@@ -1,0 +1,331 @@
+"""`coocflow run` (and `--resume`, `--check-reproduce`): train, write the folder, print its summary."""
+
+from __future__ import annotations
+
+import contextlib
+from pathlib import Path
+from typing import Optional
+
+import typer
+import typer.core
+from rich.table import Table
+
+from coocflow import interrupts
+from coocflow.errors import CoocflowError, ConfigError, Interrupted
+from coocflow.cli.app import _refuse_unused, app, console
+
+
+
+@app.command()
+def run(
+    target: Optional[str] = typer.Argument(None, metavar="TARGET",
+                                           help="an experiment name (coocflow experiments), a config .toml, "
+                                                "or a run folder / its config.json to start from its configuration"),
+    set_: list[str] = typer.Option([], "--set", metavar="KEY=VALUE", help="override a config key, e.g. --set train.lr=0.05"),
+    seed: Optional[int] = typer.Option(None, "--seed", metavar="N", help="random seed for data and initialization"),
+    seeds: Optional[int] = typer.Option(None, "--seeds", metavar="N",
+                                        help="run N seeds (seed, seed+1, ...) as one vmapped ensemble"),
+    out: Optional[Path] = typer.Option(None, "--out", metavar="DIR", help="run folder to write (default runs/NAME-TIMESTAMP)"),
+    force: bool = typer.Option(False, "--force", help="replace --out if it exists"),
+    figures: Optional[bool] = typer.Option(None, "--figures/--no-figures",
+                                           help="draw figure1.png and overview.png (default: yes)"),
+    pdf: bool = typer.Option(False, "--pdf", help="also write figure1.pdf"),
+    resume: Optional[Path] = typer.Option(None, "--resume", metavar="DIR",
+                                          help="continue the interrupted run in DIR from its last checkpoint"),
+    check_reproduce: bool = typer.Option(False, "--check-reproduce",
+                                         help="TARGET is a run folder: re-run its config and report every number that differs"),
+) -> None:
+    """Train as configured and write a run folder with metrics, states and figures.
+
+    Examples: coocflow run tiny | coocflow run paper --seeds 8 | coocflow run runs/paper --set train.lr=0.05
+    """
+    if resume is not None:
+        given = [flag for flag, value in (("TARGET", target), ("--set", set_), ("--seed", seed), ("--seeds", seeds),
+                                          ("--out", out), ("--force", force), ("--check-reproduce", check_reproduce))
+                 if value]
+        if given:
+            raise CoocflowError(f"--resume: continues the folder's own config.json; drop {', '.join(given)}")
+        return _resume(resume, _figure_formats(figures, pdf))
+    if target is None:
+        raise CoocflowError("run: pass an experiment name, a config .toml or a run folder (or --resume DIR); "
+                            "`coocflow experiments` lists the names")
+    if check_reproduce:
+        _refuse_unused("--check-reproduce (it re-runs the folder's own config)",
+                       (("--set", set_), ("--seed", seed), ("--seeds", seeds), ("--out", out), ("--force", force),
+                        ("--figures/--no-figures", figures is not None), ("--pdf", pdf)))
+        return _check_reproduce(Path(target))
+    from coocflow.experiments import EXPERIMENTS
+
+    if target in EXPERIMENTS and EXPERIMENTS[target].study:
+        _refuse_unused(f"{target} (a study writes its own figures)",
+                       (("--figures/--no-figures", figures is not None), ("--pdf", pdf)))
+    _train_and_write(target, set_, seed, seeds, out, force, figures=_figure_formats(figures, pdf))
+
+
+def _figure_formats(figures: Optional[bool], pdf: bool) -> tuple[str, ...]:
+    """The figure formats a run writes: PNG unless --no-figures, plus PDF with --pdf."""
+    if figures is False:
+        if pdf:
+            raise ConfigError("--pdf: draws figure1.pdf, which --no-figures turns off; drop one of them")
+        return ()
+    return ("png", "pdf") if pdf else ("png",)
+
+
+def _resume(folder: Path, figures: tuple[str, ...]) -> None:
+    from coocflow.api import resumable_config
+    from coocflow.errors import RunFolderError
+    from coocflow.experiments.study_folder import study_of_folder, study_progress
+    from coocflow.storage.checkpoint import read_checkpoint_meta
+
+    folder = Path(folder)
+    if folder.is_dir() and not (folder / "config.json").is_file() and not (folder / "manifest.json").exists():
+        raise RunFolderError(f"--resume {folder}: not a folder `coocflow run` started (no config.json); of the "
+                             "studies only deep and markov checkpoint, so re-run the others")
+    config = resumable_config(folder)
+    if config is None:
+        from coocflow.api import draw_figures, missing_figures
+
+        missing = missing_figures(folder)
+        if missing:
+            drawn = draw_figures(folder)
+            console.print(f"{folder}: the run is complete; drew its missing figures: {', '.join(map(str, drawn))}")
+            return
+        console.print(f"{folder}: the run is complete (manifest.json exists); nothing to resume")
+        return
+    study = study_of_folder(folder)
+    if study is not None:
+        if figures != ("png",):
+            raise ConfigError("--no-figures/--pdf: not used with a study (it writes its own figures); drop them")
+        console.print(f"resuming the {study} study in {folder}: {study_progress(folder)}")
+        _run_study(config, folder, False, resume=True)
+        return
+    meta = read_checkpoint_meta(folder)
+    where = (f"its checkpoint at observation {meta['next_obs']} of {meta['n_obs']}" if meta
+             else "t = 0 (it stopped before its first checkpoint)")
+    console.print(f"resuming {folder} from {where}")
+    _train_and_write(None, [], None, None, folder, False, resume_config=config, figures=figures,
+                     restored=meta is not None)
+
+
+def _interrupted_message(out: Path) -> Interrupted:
+    from coocflow.storage.checkpoint import read_checkpoint_meta
+
+    if not out.is_dir():
+        return Interrupted(f"interrupted before {out} was created; nothing to resume")
+    if (out / "manifest.json").is_file():
+        from coocflow.api import missing_figures
+
+        missing = missing_figures(out)
+        return Interrupted(f"interrupted after training: the run in {out} is complete and kept" + (
+            f"; its figures were not drawn ({', '.join(missing)}): `coocflow run --resume {out}` draws them"
+            if missing else ""))
+    meta = read_checkpoint_meta(out)
+    where = (f"a checkpoint at observation {meta['next_obs']} of {meta['n_obs']}" if meta
+             else "no checkpoint yet, so it restarts from t = 0")
+    return Interrupted(f"interrupted: {out} holds {where}; continue with `coocflow run --resume {out}`")
+
+
+def _check_reproduce(folder: Path) -> None:
+    from coocflow.reproduce import check_reproduce
+
+    console.print(f"re-running the config of {folder} ...")
+    differences, counted = check_reproduce(folder)
+    if not differences:
+        console.print(f"[green]reproduced bit for bit[/]: {counted['rows']} rows x {counted['columns']} metrics columns "
+                      f"and {counted['weights']} final arrays")
+        return
+    table = Table(title=f"{len(differences)} quantities differ")
+    for column in ("quantity", "max abs difference", "max rel difference"):
+        table.add_column(column)
+    for d in differences:
+        table.add_row(d.name, f"{d.max_abs:.3g}", f"{d.max_rel:.3g}")
+    console.print(table)
+    raise CoocflowError(f"{folder}: not reproduced: {len(differences)} quantities differ (largest relative "
+                        f"difference {max(d.max_rel for d in differences):.3g}); see the table above")
+
+
+def _train_and_write(target: Optional[str], set_: list[str], seed: Optional[int], seeds: Optional[int],
+                     out: Optional[Path], force: bool, resume_config=None, figures: tuple[str, ...] = ("png",),
+                     restored: bool = False) -> Path:
+    from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn, TimeRemainingColumn
+
+    from rich.markup import escape
+
+    from coocflow.api import (_names_a_run, config_of_target, describe, resolve_config, resume_run, run_and_write,
+                              study_of, time_axis_changes)
+
+    config = resume_config or resolve_config(target, set_, seed, seeds)
+    if resume_config is None and study_of(config) is not None:
+        return _run_study(config, out, force)
+    if resume_config is None and set_ and _names_a_run(target):
+        base = config_of_target(target)
+        moved = time_axis_changes(base, config)
+        console.print(f"a variant of {target}, named [bold]{escape(config.name)}[/]"
+                      + (f"; on the time axis: {', '.join(moved)}" if moved else "; the time axis is unchanged"),
+                      highlight=False)
+    if out is None:
+        from coocflow.storage.paths import default_out
+
+        out = default_out(config.name)
+    if resume_config is None:
+        from coocflow.storage.paths import refuse_existing_out
+
+        refuse_existing_out(out, force)
+    console.print(describe(config))
+    from coocflow.estimate import estimate
+
+    cost = estimate(config)
+    if cost.long:
+        console.print(f"[yellow]{escape(cost.sentence())}[/]", highlight=False)
+    columns = (TextColumn("{task.description:<9}"), BarColumn(), TextColumn("{task.percentage:>5.1f}%"),
+               TimeElapsedColumn(), TextColumn("eta"), TimeRemainingColumn())
+    import coocflow.storage.checkpoint  # noqa: F401  (the interrupt message reads it, and may not import)
+
+    interrupts.set_message(lambda: str(_interrupted_message(out)))
+    with contextlib.ExitStack() as between_chunks:
+        try:
+            with Progress(*columns, console=console, transient=False) as bar:
+                task = bar.add_task("compiling", total=1.0)
+                calls = {"n": 0}
+
+                def update(done: float) -> None:
+                    calls["n"] += 1
+                    if calls["n"] == int(restored) + 1:
+                        bar.update(task, description="training")
+                        between_chunks.enter_context(interrupts.deferred())
+                    bar.update(task, completed=done)
+
+                folder, result = (resume_run(out, progress=update, figures=figures) if resume_config is not None
+                                  else run_and_write(config, out, force=force, progress=update, figures=figures))
+        except KeyboardInterrupt:
+            raise _interrupted_message(out) from None
+    interrupts.set_message(None)
+    _print_summary(folder)
+    if figures:
+        console.print(f"figures: [bold]{folder / 'figure1.png'}[/], {folder / 'overview.png'}"
+                      + (f", {folder / 'figure1.pdf'}" if "pdf" in figures else ""))
+    failed = [(seed, status, div) for seed, status, div in
+              zip(result.seeds, result.trajectory.status, result.trajectory.divergence) if status != "completed"]
+    if failed:
+        seed, status, div = failed[0]
+        why = div.get("reason") or f"{div['quantity']} became non-finite"
+        fix = "" if div.get("reason") else "; lower train.lr" + (
+            " or use dtype=float64 (float32 overflows past 3.4e38)" if config.dtype == "float32" else "")
+        raise CoocflowError(
+            f"{len(failed)} of {len(result.seeds)} seeds {status} (seed {seed}: {why} at t={div['t']:g}, "
+            f"last finite observation t={div['last_finite_t']}); observations before it are kept in {folder}{fix}")
+    return folder
+
+
+def _run_study(config, out: Optional[Path], force: bool, resume: bool = False) -> Path:
+    """Run the study `config` names (`api.run_study`) with a status line, then print its summary;
+    an interrupted deep or markov study says how to continue."""
+    from coocflow.api import describe, run_study, study_of
+    from coocflow.experiments.study_folder import RESUMABLE_STUDIES, divergence_message, study_progress
+    from coocflow.storage.run_folder import read_json_object
+
+    name = config.name
+    if out is None:
+        from coocflow.storage.paths import default_out
+
+        out = default_out(name)
+    resumable = study_of(config) in RESUMABLE_STUDIES
+    console.print(describe(config))
+
+    def interrupted() -> str:
+        return f"interrupted: {out}: {study_progress(out)}; continue with `coocflow run --resume {out}`"
+
+    if resumable:
+        interrupts.set_message(interrupted)
+    try:
+        with console.status(f"running the {name} study...") as status:
+            folder, record = run_study(config, out, force=force, resume=resume,
+                                       progress=lambda text: status.update(f"{name}: {text}"))
+    except KeyboardInterrupt:
+        if not resumable or not Path(out, "config.json").is_file():
+            raise
+        raise Interrupted(interrupted()) from None
+    finally:
+        interrupts.set_message(None)
+    console.print((folder / "summary.md").read_text())
+    figures = [folder / name for name in read_json_object(folder / "manifest.json")["figures"]]
+    console.print(f"written: {', '.join(str(p) for p in figures)}, {folder / 'summary.md'}")
+    diverged = divergence_message(record, folder)
+    if diverged:
+        raise CoocflowError(diverged)
+    return folder
+
+
+def _last(values):
+    """Each seed's last valid observation."""
+    import numpy as np
+
+    return np.array([row[np.isfinite(row)][-1] if np.isfinite(row).any() else np.nan for row in values])
+
+
+def _training_text(config) -> str:
+    """How a run trains, in its own terms: the flow by its solver, end and tolerances and where
+    its grid starts; a discrete method by its rate and steps (and the flow time they reach)."""
+    train = config.train
+    if config.is_flow:
+        return (f"flow ({train.solver}, rtol={train.rtol:g}, atol={train.atol:g}) to t={config.t_end:g}, "
+                f"observed from t={config.flow_start:.3g}")
+    return f"{train.method} lr={train.lr:g} steps={train.steps} (t={config.t_end:g})"
+
+
+def _print_summary(run_dir: Path) -> None:
+    import numpy as np
+
+    from coocflow.config import config_from_dict
+    from coocflow.storage import load_run
+    from coocflow.storage.run_folder import pivot_metrics
+
+    loaded = load_run(run_dir)
+    man, cfg = loaded.manifest, loaded.config
+    table = Table(title=f"{man['name']}  ({run_dir})", show_header=False)
+    table.add_row("status", str(man["status"]))
+    table.add_row("config", f"n={cfg['data']['n']} L={cfg['data']['L']} d={cfg['data']['d']} "
+                            f"({cfg['data']['random_tokens']}) m={cfg['model']['m']} m1={cfg['model']['m1']}")
+    table.add_row("init", man["init"])
+    if man.get("space") == "gram":
+        table.add_row("space", f"gram: A, P, K, V, G, s integrated (initial Grams from {man.get('gram_init')}); "
+                               f"not available here (they need W's neurons): {', '.join(man.get('absent_columns') or [])}")
+    table.add_row("training", f"{_training_text(config_from_dict(cfg))} seed={man['seed']} {man['dtype']}")
+    if len(man.get("seeds", [man["seed"]])) > 1:
+        spread = man["T1_spread"]
+        t1_text = (f"median {spread['median']:.4g} (10-90%: {spread['q10']:.4g}-{spread['q90']:.4g}, "
+                   f"reached by {spread['reached']}/{spread['of']} seeds)") if spread.get("reached") else "not reached"
+        table.add_row("seeds", f"{len(man['seeds'])}: {man['seeds'][0]}..{man['seeds'][-1]}")
+        table.add_row("T1 (all train correct)", t1_text)
+        table.add_row("per-seed status", ", ".join(f"{st}: {sum(p['status'] == st for p in man['per_seed'])}"
+                                                   for st in sorted({p['status'] for p in man['per_seed']})))
+    else:
+        t1 = man.get("T1")
+        table.add_row("T1 (all train correct)", "not reached" if t1 is None else f"{t1:.4g}")
+    for warning in man.get("warnings") or []:
+        table.add_row("[yellow]warning[/]", warning)
+    final = man["final"]
+    if final is None:
+        table.add_row("result", "no valid observation")
+        console.print(table)
+        return
+    median = " (median over seeds)" if len(man.get("seeds", [])) > 1 else ""
+    table.add_row("loss" + median, f"{man['initial_loss']:.4g} -> {final['loss']:.4g} at t={final['t']:.4g}")
+    table.add_row("train / test acc", f"{final['train_acc']:.3f} / {final['test_acc']:.3f} "
+                                      f"(test loss {final['test_loss']:.4g})")
+    table.add_row("G(mu1), G(mu2), G(mu3)", f"{final['G_mu1']:.4g}, {final['G_mu2']:.4g}, {final['G_mu3']:.4g}")
+    _, series = pivot_metrics(loaded.metrics)
+    deltas = ", ".join(f"{k[2:].replace('_', ',')}: {np.nanmedian(_last(series[k]) - series[k][:, 0]):+.3g}"
+                       for k in ("A_mu1_mu2", "A_mu2_mu1", "A_mu3_mu1", "A_mu3_mu2"))
+    table.add_row("score change A(T)-A(0)" + median, deltas)
+    table.add_row("R(t) final", f"{final['R']:.4g}")
+    if man.get("divergence"):
+        table.add_row("stopped early", str(man["divergence"]))
+    stats = man.get("solver_stats") or {}
+    if stats.get("num_steps"):
+        table.add_row("solver", f"{stats['solver']}: {int(np.median(stats['num_steps']))} steps "
+                                f"({int(np.median(stats['num_rejected_steps']))} rejected), "
+                                f"~{int(np.median(stats['gradient_evaluations']))} gradient evaluations"
+                                + (" (median over seeds)" if median else ""))
+    table.add_row("wall time", f"{man['timings'].get('train_s', float('nan')):.2f} s (training, compile included)")
+    console.print(table)

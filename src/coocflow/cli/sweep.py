@@ -1,0 +1,140 @@
+"""`coocflow sweep`, `sweep-status`, `sweep-plot`."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+from typing import Optional
+
+import typer
+import typer.core
+from rich.table import Table
+
+from coocflow.errors import CoocflowError
+from coocflow.cli.app import app, console, errors
+
+
+
+@app.command()
+def sweep(
+    spec: Path = typer.Argument(..., metavar="SPEC", help="a sweep spec .toml (base, seeds, [set], [grid], [zip])"),
+    out: Optional[Path] = typer.Option(None, "--out", metavar="DIR", help="sweep folder (default runs/sweep-NAME); re-run to resume"),
+    workers: Optional[int] = typer.Option(None, "--workers", metavar="N", help="parallel worker processes (default: cores, at most the jobs)"),
+    ray: Optional[str] = typer.Option(None, "--ray", metavar="ADDRESS", help="run as Ray tasks: local (start Ray here), auto, or an address"),
+    retry_failed: bool = typer.Option(False, "--retry-failed", help="also re-run jobs that failed before"),
+    force: bool = typer.Option(False, "--force", help="delete --out first if it holds a different sweep"),
+) -> None:
+    """Run every job of a sweep (seeds of one configuration batch into one job), resumably.
+
+    Example: coocflow sweep examples/sweep_m_L.toml --workers 2
+    """
+    from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn, TimeRemainingColumn
+
+    from rich.markup import escape
+
+    from coocflow.sweep import SweepStore, default_figures, load_spec
+    from coocflow.sweep.execute import pending_jobs, require_ray, run_in_process, run_in_workers, run_on_ray
+
+    if ray:
+        require_ray()
+    parsed = load_spec(spec)
+    if out is None:
+        from coocflow.storage.paths import DEFAULT_ROOT, inside
+
+        out = inside(DEFAULT_ROOT, f"sweep-{parsed.name}", "name")
+    store = SweepStore(out)
+    store.prepare(parsed, force=force)
+    cores = os.cpu_count() or 1
+    if workers is not None and not 1 <= workers <= cores:
+        raise CoocflowError(f"--workers: must be between 1 and the {cores} cores of this machine (got {workers})")
+    todo = pending_jobs(parsed, store, retry_failed)
+    workers = workers or max(1, min(cores, len(todo)))
+    before = store.states()
+    done_before = sum(state == "done" for state in before.values())
+    console.print(f"[bold]{parsed.name}[/]: {len(parsed.jobs)} jobs x {len(parsed.seeds)} seeds; "
+                  f"{done_before} done, {len(todo)} to run"
+                  + (f" on Ray ({ray})" if ray else f" with {workers} worker{'s' if workers > 1 else ''}") + f" -> {out}")
+    counts = {"done": done_before, "failed": sum(state == "failed" for state in before.values()) if not retry_failed else 0,
+              "running": 0}
+    errors_seen = []
+    columns = (TextColumn("{task.description}"), BarColumn(), TextColumn("{task.completed}/{task.total} jobs"),
+               TimeElapsedColumn(), TextColumn("eta"), TimeRemainingColumn())
+    with Progress(*columns, console=console) as bar:
+        task = bar.add_task("", total=len(parsed.jobs), completed=counts["done"] + counts["failed"])
+
+        def describe() -> str:
+            return f"done {counts['done']} · running {counts['running']} · failed {counts['failed']}"
+
+        def started(job_id: str) -> None:
+            counts["running"] += 1
+            bar.update(task, description=describe())
+
+        def report(result: dict) -> None:
+            counts["running"] -= 1
+            counts[result["state"]] += 1
+            if result["state"] == "failed":
+                errors_seen.append(result)
+            bar.update(task, advance=1, description=describe())
+
+        bar.update(task, description=describe())
+        if ray:
+            run_on_ray(out, todo, ray, workers, report, started)
+        elif workers == 1:
+            run_in_process(out, todo, report, started)
+        else:
+            run_in_workers(out, todo, workers, report, started)
+    for failure in errors_seen:
+        first = failure["error"].splitlines()[0] if failure.get("error") else ""
+        errors.print(f"[red]job {escape(str(failure['id']))} failed:[/] {escape(first)}", highlight=False)
+    if counts["done"]:
+        figures = default_figures(out)
+        console.print(f"table: {out / 'table'}/{{metrics,summary}}/*.parquet; figures: {', '.join(str(f) for f in figures)}")
+    if counts["failed"]:
+        raise CoocflowError(f"{counts['failed']} of {len(parsed.jobs)} jobs failed (errors in {out / 'failed'}); "
+                            "fix them and re-run with --retry-failed")
+
+
+@app.command("sweep-status")
+def sweep_status(folder: Path = typer.Argument(..., metavar="SWEEP_DIR", help="a sweep folder written by `coocflow sweep`")) -> None:
+    """Show which jobs of a sweep are done, failed or pending.
+
+    Example: coocflow sweep-status runs/sweep-m-L
+    """
+    import json
+
+    from coocflow.sweep import SweepStore, read_record
+
+    record = read_record(folder)
+    store = SweepStore(folder)
+    states = store.states()
+    table = Table(title=f"{record['name']} ({folder}): {len(states)} jobs x {len(record['seeds'])} seeds")
+    for column in ("job", "state", "note"):
+        table.add_column(column)
+    for job_id, state in states.items():
+        note = ""
+        if state == "failed":
+            note = json.loads(store.failed_file(job_id).read_text()).get("error", "")
+        color = {"done": "green", "failed": "red", "pending": "yellow"}[state]
+        table.add_row(job_id, f"[{color}]{state}[/]", note)
+    console.print(table)
+    totals = {s: sum(v == s for v in states.values()) for s in ("done", "failed", "pending")}
+    console.print(", ".join(f"{n} {s}" for s, n in totals.items()))
+
+
+@app.command("sweep-plot")
+def sweep_plot(
+    folder: Path = typer.Argument(..., metavar="SWEEP_DIR", help="a sweep folder written by `coocflow sweep`"),
+    x: str = typer.Option(..., "--x", metavar="COLUMN", help="an axis (or any summary column), e.g. model.m"),
+    y: str = typer.Option("T1", "--y", metavar="COLUMN", help="a summary column, e.g. T1, final.loss, phase2_start"),
+    by: Optional[str] = typer.Option(None, "--by", metavar="AXIS", help="one line per value of this axis"),
+    linear: bool = typer.Option(False, "--linear", help="linear axes instead of log-log"),
+    out: Optional[Path] = typer.Option(None, "--out", metavar="FILE", help="figure path (default SWEEP_DIR/figures/Y_vs_X.png)"),
+) -> None:
+    """Any summary column against any axis: medians and 10-90% bands over seeds, fitted slope.
+
+    Example: coocflow sweep-plot runs/sweep-m-L --x model.m --y T1 --by data.L
+    """
+    from coocflow.sweep import aggregate_figure
+
+    path = aggregate_figure(folder, x, y, by, log=False if linear else None, path=out)
+    console.print(f"figure: [bold]{path}[/]")

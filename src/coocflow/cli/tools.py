@@ -1,0 +1,122 @@
+"""`coocflow bench`, `fit-rate`, `power`: the speed benchmark and the rate test for anyone's data."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Optional
+
+import typer
+import typer.core
+from rich.table import Table
+
+from coocflow.errors import CoocflowError
+from coocflow.cli.app import app, console
+
+
+
+@app.command()
+def bench(
+    case: list[str] = typer.Option([], "--case", metavar="NAME",
+                                   help="run only these cases: gd, ensemble, flow, large, process, gram, gram-wide, scaling (repeatable)"),
+    quick: bool = typer.Option(False, "--quick", help="fewer steps, a shorter flow and one warm repeat, for a fast look"),
+    json_out: Optional[Path] = typer.Option(None, "--json", metavar="FILE", help="also write the results to this JSON file"),
+) -> None:
+    """Speed and memory benchmarks, each with its ratio against a baseline measured in the same run;
+    `process` times whole commands (help, run tiny, run paper, the flow, verify) cold and warm.
+
+    Example: coocflow bench --case process --json bench.json
+    """
+    from coocflow.bench import CASES, run_all
+    from coocflow.storage import atomic_write_json
+
+    unknown = [c for c in case if c not in CASES]
+    if unknown:
+        raise CoocflowError(f"--case {unknown[0]}: choose from {', '.join(CASES)}")
+    with console.status("benchmarking (each case in its own process)..."):
+        results = run_all(tuple(case) or CASES, quick)
+    table = Table("case", "measured", "target", "met", "baseline", "ratio", "peak RSS", "detail")
+    for r in results:
+        if "error" in r:
+            table.add_row(r["case"], "[red]failed[/]", "", "", "", "", "", r["error"])
+            continue
+        rss = "-" if r["peak_rss_mib"] != r["peak_rss_mib"] else f"{r['peak_rss_mib']:.0f} MiB"
+        table.add_row(r["case"], f"{r['value']:.3g} {r['unit']}", f"{r['target']:g}", "yes" if r["met"] else "[red]no[/]",
+                      f"{r['baseline']:.3g} ({r['baseline_name']})", f"{r['ratio']:.2f}x", rss, r["detail"])
+    console.print(table)
+    if json_out is not None:
+        atomic_write_json(json_out, results)
+
+
+KIND_NAMES = {"order": "order", "upper": "upper bound", "lower": "lower bound", "decays": "decays"}
+
+
+@app.command("fit-rate")
+def fit_rate(
+    table: Path = typer.Argument(..., metavar="TABLE", help="CSV or Parquet file with columns m, seed, value"),
+    exponent: float = typer.Option(..., "--exponent", metavar="P", help="the claimed exponent p of value ~ m^p (0 for decays)"),
+    kind: str = typer.Option("order", "--kind", metavar="KIND", help="order (Theta), upper (O), lower (Omega) or decays (1/poly(m))"),
+    tol: Optional[float] = typer.Option(None, "--tol", metavar="T", help="allowed exponent error, fixed before looking (default 0.1)"),
+    log_power: int = typer.Option(0, "--log-power", metavar="K", help="factors of log m the statement carries (a tilde: 1)"),
+    json_output: bool = typer.Option(False, "--json", help="print one JSON object (verdict, exponent, ci, ...) instead of text"),
+) -> None:
+    """Judge a power law in your own width sweep with coocflow's rate test: the exponent, its 95%
+    interval, the slope over the largest third of the widths, and pass / fail / inconclusive.
+
+    Example: coocflow fit-rate sweep.csv --exponent -1 --kind order --json
+    """
+    import json
+
+    from coocflow.phases.rate_test import ORDER_TOLERANCE, RateTest, judge_rate
+    from coocflow.storage.rate_table import read_rate_table
+
+    if kind not in KIND_NAMES:
+        raise CoocflowError(f"--kind {kind}: choose order, upper, lower or decays")
+    if kind == "decays" and exponent != 0:
+        raise CoocflowError("--kind decays tests exponent < 0: give --exponent 0")
+    if tol is not None and not (tol >= 0):
+        raise CoocflowError(f"--tol {tol}: give a non-negative exponent tolerance, e.g. --tol 0.1")
+    if log_power < 0:
+        raise CoocflowError(f"--log-power {log_power}: give 0 or more factors of log m")
+    data = read_rate_table(table)
+    test = RateTest(exponent, KIND_NAMES[kind], 0.0 if kind == "decays" else (ORDER_TOLERANCE if tol is None else tol), log_power)
+    judged = judge_rate(test, data.widths, data.values, name=table.stem)
+    if json_output:
+        print(json.dumps(judged.to_dict()))
+        return
+    colour = {"pass": "green", "fail": "red", "inconclusive": "yellow"}.get(judged.verdict, "white")
+    console.print(f"{table}: {len(data.widths)} widths, m = {data.widths[0]:g}..{data.widths[-1]:g}, up to {data.seeds} seeds",
+                  highlight=False)
+    console.print(judged.sentence().rsplit(": ", 1)[0], highlight=False, soft_wrap=True)
+    console.print(f"verdict: [{colour}]{judged.verdict}[/]", highlight=False)
+
+
+@app.command()
+def power(
+    trials: int = typer.Option(200, "--trials", metavar="N", help="simulated sweeps per cell"),
+    out: Optional[Path] = typer.Option(None, "--out", metavar="FILE", help="also write the table as Markdown (e.g. docs/power.md)"),
+) -> None:
+    """The rate test's power at the default theory sweep (its widths and seeds): how often a
+    Theta(m^p) claim passes when the true exponent is off by 0..0.3, at seed spreads 0.01..0.5.
+
+    Example: coocflow power --out docs/power.md
+    """
+    from rich.progress import Progress
+
+    from coocflow.experiments.registry import EXPERIMENTS
+    from coocflow.phases.power import ERRORS, NOISES, power_markdown, power_table
+    from coocflow.phases.rate_test import RateTest
+    from coocflow.storage import atomic_write_text
+
+    if trials < 1:
+        raise CoocflowError(f"--trials {trials}: give a positive number of simulated sweeps")
+    theory = EXPERIMENTS["theory"]
+    widths, seeds, test = [float(m) for m in theory.scaling_widths], theory.scaling_seeds, RateTest(-1.0)
+    with Progress(console=console, transient=True) as bar:
+        task = bar.add_task("simulating sweeps", total=len(ERRORS) * len(NOISES))
+        cells = power_table(test, widths, seeds, trials, progress=lambda: bar.advance(task))
+    command = "coocflow power" + (f" --trials {trials}" if trials != 200 else "") + (f" --out {out}" if out else "")
+    text = power_markdown(cells, test, widths, seeds, command)
+    console.print(text, highlight=False, markup=False)
+    if out is not None:
+        atomic_write_text(out, text)
+        console.print(f"written: {out}")

@@ -1,0 +1,309 @@
+"""`coocflow verify` (and `--scaling`): the claims checked on a run or over a width sweep, printed as a summary."""
+
+from __future__ import annotations
+
+import re
+import shutil
+from pathlib import Path
+from typing import Optional
+
+import typer
+import typer.core
+from rich.table import Table
+
+from coocflow.errors import CoocflowError
+from coocflow.cli.app import VERDICT_COLOURS, _refuse_unused, app, console
+from coocflow.cli.run import _train_and_write
+
+
+
+@app.command()
+def verify(
+    target: str = typer.Argument(..., metavar="TARGET", help="a run folder, an experiment name, or a config .toml (run first)"),
+    set_: list[str] = typer.Option([], "--set", metavar="KEY=VALUE", help="override a config key when running first"),
+    seed: Optional[int] = typer.Option(None, "--seed", metavar="N", help="seed when running first"),
+    seeds: Optional[int] = typer.Option(None, "--seeds", metavar="N", help="run N seeds first and report pass rates"),
+    out: Optional[Path] = typer.Option(None, "--out", metavar="DIR", help="run folder to write when running first"),
+    force: bool = typer.Option(False, "--force", help="replace --out if it exists"),
+    scaling: Optional[str] = typer.Option(None, "--scaling", metavar="AXIS",
+                                          help="fit every claimed rate over a width sweep: m, m1 or both (m and m1 together)"),
+    values: Optional[str] = typer.Option(None, "--values", metavar="W,W,...",
+                                         help="widths for --scaling, comma-separated (default: the experiment's, "
+                                              "else 32,64,128,256)"),
+    strict: bool = typer.Option(False, "--strict",
+                                help="exit non-zero when any check fails where its premises are met"),
+    full: bool = typer.Option(False, "--full", help="print every table (premises, each claim's evidence, "
+                                                     "identities) instead of the summary"),
+) -> None:
+    """Check every claim of the paper on a run: premises, claims, identities (verify.json/.md/.png).
+
+    Examples: coocflow verify runs/paper | coocflow verify tiny --seeds 4 | coocflow verify theory --scaling both
+    """
+    if scaling is not None:
+        _verify_scaling(target, set_, seed, seeds, out, force, scaling, values, strict, full)
+        return
+    _refuse_unused("verify without --scaling", (("--values", values),))
+    from coocflow.phases.verify import verify_run, write_verification
+    from coocflow.storage import load_run
+
+    folder = Path(target)
+    if folder.is_dir():
+        _refuse_unused(f"{folder}, an existing run (to change it, `coocflow run {folder} --set ...` "
+                       "then verify the new folder)",
+                       (("--set", set_), ("--seed", seed), ("--seeds", seeds), ("--out", out), ("--force", force)))
+    else:
+        folder = _train_and_write(target, set_, seed, seeds, out, force)
+    loaded = load_run(folder)
+    verification = verify_run(loaded)
+    write_verification(loaded, verification)
+    if full:
+        _print_verification(folder, verification)
+    else:
+        from coocflow.phases.claims import claims_table, summary_line
+        from coocflow.phases.verify import width_summary
+
+        table = claims_table(width_summary(verification))
+        premises = [{"id": p.id, "met": p.met} for p in verification.premises]
+        _print_summary_of_claims(f"verify {folder}: {len(table)} claims, {len(loaded.manifest.get('seeds') or [1])} "
+                                 "seed(s)", premises, table, summary_line(table),
+                                 [folder / "verify.md", folder / "verify.json"])
+    console.print(f"written: {folder / 'verify.json'}, {folder / 'verify.md'}, {folder / 'verify.png'}")
+    failed = verification.findings()
+    if strict and failed:
+        raise CoocflowError(f"verify --strict: {len(failed)} checks failed with their premises met: "
+                            f"{', '.join(failed)}")
+
+
+def _print_verification(folder: Path, verification) -> None:
+    """Premises first, then one row per claim, then the implementation identities, then one line
+    of counts (claims, and checks x seeds)."""
+    from coocflow.phases.claims import claims_table
+    from coocflow.phases.verify import APPENDIX_C_CHECK, APPENDIX_C_TOLERANCE, IDENTITIES, width_summary
+
+    rates = verification.pass_rates()
+    _print_premises(verification.premises, "premises of the theorems")
+    table = claims_table(width_summary(verification))
+    _print_claims(table, f"verify {folder}: claims (rates in m: add --scaling both)")
+    identities = Table("identity", "verdict", "threshold", "measured", title="implementation identities")
+    for i, name in enumerate(_check_names()):
+        if name in IDENTITIES:
+            first = verification.per_seed[0][i]
+            identities.add_row(name, _verdict_text(rates[name]), first.threshold, first.sentence)
+    appendix = rates[APPENDIX_C_CHECK]
+    states = ", ".join(r["state"] for r in verification.appendix_c)
+    identities.add_row(APPENDIX_C_CHECK,
+                       _verdict_text(appendix),
+                       f"relative error <= {APPENDIX_C_TOLERANCE:g}",
+                       f"The closed-form rates of all six kinds of variables match the JVP to "
+                       f"{verification.appendix_c_error:.1e} at the run's {states} states (first seed)."
+                       if verification.appendix_c else "not evaluated: no weights saved (Gram space)")
+    console.print(identities)
+    counts = {key: sum(rate.get(key, 0) for rate in rates.values())
+              for key in ("passed", "failed", "failed_outside_premises", "unchecked", "no_verdict")}
+    premise_line = ""
+    if verification.premises:
+        met = sum(p.met is True for p in verification.premises)
+        premise_line = f"premises {met}/{len(verification.premises)} met; "
+    from coocflow.phases.claims import summary_line
+
+    console.print(f"{premise_line}{summary_line(table)}; checks x seeds: {counts['passed']} pass, "
+                  f"{counts['failed']} fail, {counts['failed_outside_premises']} fail outside premises, "
+                  f"{counts['unchecked']} not applicable, {counts['no_verdict']} diagnostic (no verdict)")
+
+
+FINDINGS_EXPLAINED = "docs/findings.md, 'What verify finds', and docs/claims.md section 4"
+
+
+"""Where a verdict against the paper is explained (printed under the summary when a claim fails)."""
+
+
+SUMMARY_WIDTH = 80
+
+
+SHORT_VERDICTS = {"pass": "pass", "fail": "FAIL", "fail outside premises": "fail*", "not applicable": "n/a",
+                  "inconclusive": "incon.", "no verdict": "-"}
+
+
+"""Verdicts in the summary's first column; '*' marks a claim whose premises are not all met."""
+
+
+def _main_number(row: dict) -> str:
+    """A claim's main evidence in a few words: the first clause of its first failing (else first
+    judged) piece of evidence, without the verdict or seed counts that open a check's text."""
+    evidence = row["evidence"]
+    judged = [e for e in evidence if e["verdict"] in ("fail", "fail outside premises")] or \
+        [e for e in evidence if e["verdict"] in ("pass", "inconclusive")] or evidence
+    if not judged:
+        return ""
+    text = judged[0]["text"]
+    head, _, rest = text.partition(". ")
+    if rest and re.match(r"(pass|fail|not applicable|inconclusive|\d+/\d+ )", head):
+        text = rest
+    return text.split("; ")[0].rstrip(".")
+
+
+def _print_summary_of_claims(title: str, premises, table: list[dict], summary: str, details: list[Path],
+                             widths_line: str | None = None, premises_where: str = "") -> None:
+    """What verify prints by default, within 60 lines of 80 columns: the premises once, one line per
+    claim (its verdict, '*' where the claim's premises are not all met, and its main number), the
+    counts, and where the details and the explanations of failures are; `--full` prints every table."""
+    from rich.markup import escape
+
+    def get(p, key):
+        return p[key] if isinstance(p, dict) else getattr(p, key)
+
+    def say(text: str, style: str | None = None) -> None:
+        console.print(f"[{style}]{escape(text)}[/]" if style else escape(text), highlight=False)
+
+    say(title[:SUMMARY_WIDTH])
+    unmet = [get(p, "id") for p in premises if get(p, "met") is False]
+    if premises:
+        met = sum(get(p, "met") is True for p in premises)
+        unknown = len(premises) - met - len(unmet)
+        say(f"premises{premises_where}: {met} met" + (f", {len(unmet)} not met ({', '.join(unmet)})" if unmet else "")
+            + (f", {unknown} not evaluated" if unknown else ""))
+    if widths_line:
+        say(widths_line[:SUMMARY_WIDTH])
+    starred = False
+    for row in table:
+        outside = any(part.endswith("not met") for part in row["premises"].split(", "))
+        label = SHORT_VERDICTS[row["verdict"]]
+        if outside and row["verdict"] == "pass":
+            label, starred = "pass*", True
+        line = f"{label:<7}{row['id']:<7}{_main_number(row)}"
+        say(line if len(line) < SUMMARY_WIDTH else line[:SUMMARY_WIDTH - 2] + "…", VERDICT_COLOURS[row["verdict"]])
+    if starred or any(row["verdict"] == "fail outside premises" for row in table):
+        say("* a premise of the claim is not met: outside the theory's regime")
+    say(summary)
+    if any(row["verdict"] == "fail" for row in table):
+        say(f"failures explained: {FINDINGS_EXPLAINED}")
+    say(f"details: {', '.join(map(str, details))}; every table: add --full")
+
+
+def _print_premises(premises, title: str) -> None:
+    if not premises:
+        return
+    table = Table("premise", "statement", "measured", "needs", "met", title=title)
+    for p in premises:
+        get = (lambda k: p[k]) if isinstance(p, dict) else (lambda k: getattr(p, k))
+        met = {True: "[green]met[/]", False: "[red]not met[/]", None: "[yellow]n/a[/]"}[get("met")]
+        table.add_row(get("id"), get("statement"), get("value"), get("threshold"), met)
+    console.print(table)
+
+
+def _print_claims(table: list[dict], title: str) -> None:
+    """The claims table, compact: one row per claim, its premises, each piece of evidence on its
+    own line (a check's seed counts, or its numbers when it did not pass; a rate's exponent)."""
+    from rich.markup import escape
+
+    from rich.table import Column
+
+    claims = Table(Column("claim", max_width=16), Column("premises", max_width=14),
+                   Column("evidence", ratio=1, overflow="fold"), Column("verdict", max_width=10),
+                   title=title, show_lines=True, expand=True)
+    for row in table:
+        lines = []
+        for e in row["evidence"]:
+            text = e["text"] if e["kind"] == "rate" or e["verdict"] != "pass" else e["text"].split(". ", 1)[0]
+            lines.append(f"[{VERDICT_COLOURS[e['verdict']]}]{escape(e['name'])}[/]: {escape(text)}")
+        unmet = [part.split()[0] for part in row["premises"].split(", ") if part.endswith("not met")]
+        premises = ("none (identity)" if row["premises"].startswith("none") else
+                    f"not met: {', '.join(unmet)}" if unmet else "met")
+        colour = VERDICT_COLOURS[row["verdict"]]
+        claims.add_row(f"{row['id']}\n{escape(row['where'])}", premises, "\n".join(lines), f"[{colour}]{row['verdict']}[/]")
+    console.print(claims)
+
+
+def _check_names() -> tuple[str, ...]:
+    from coocflow.phases.checks import CHECKS
+
+    return tuple(CHECKS)
+
+
+def _verdict_text(rate: dict) -> str:
+    """The verdict in colour: green pass, red fail (a finding against the paper), yellow the rest."""
+    from coocflow.phases.verify import verdict_text
+
+    text = verdict_text(rate)
+    colour = ("red" if rate["failed"] else "green" if rate["passed"] == rate["of"] else "yellow")
+    return f"[{colour}]{text}[/]"
+
+
+def _verify_scaling(target, set_, seed, seeds, out, force, axis, values, strict, full=False) -> None:
+    from coocflow.api import resolve_config
+    from coocflow.phases.claims import summary_line
+    from coocflow.phases.scaling import AXES
+    from coocflow.report.scaling import base_width, write_scaling
+    from coocflow.sweep.width import width_scaling
+    from coocflow.storage.paths import default_out, refuse_existing_out
+
+    if axis not in AXES:
+        raise CoocflowError(f"--scaling {axis}: choose one of {', '.join(AXES)}")
+    from coocflow.experiments import EXPERIMENTS
+
+    experiment = EXPERIMENTS.get(str(target))
+    if values is None:
+        values = ",".join(map(str, experiment.scaling_widths if experiment and experiment.scaling_widths
+                              else (32, 64, 128, 256)))
+    if seeds is None:
+        seeds = experiment.scaling_seeds if experiment else 4
+    try:
+        widths = [int(v) for v in values.split(",") if v.strip()]
+    except ValueError:
+        raise CoocflowError(f"--values {values!r}: expected comma-separated whole numbers, e.g. 32,64,128") from None
+    if len(widths) < 2 or min(widths) < 1:
+        raise CoocflowError(f"--values {values!r}: need at least two positive widths to fit an exponent")
+    overrides = ["train.method=flow"] + list(set_)
+    config = resolve_config(target, overrides, seed, seeds)
+    if out is None:
+        out = default_out(config.name, prefix=f"scaling-{axis}-")
+    if out.exists() and not (out / "runs").is_dir():
+        refuse_existing_out(out, force)
+    elif force and out.exists():
+        shutil.rmtree(out)
+    out.mkdir(parents=True, exist_ok=True)
+    c0_values = experiment.scaling_c0 if experiment and axis == "both" and not any(
+        o.startswith("init.c0=") for o in set_) else ()
+    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+
+    columns = (TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn())
+    with Progress(*columns, console=console, transient=True) as bar:
+        task = bar.add_task("width sweep", total=len(widths) * max(1, len(c0_values)))
+
+        def progress(text: str) -> None:
+            if bar.tasks[0].description != "width sweep":
+                bar.advance(task)
+            bar.update(task, description=f"width sweep ({text.split(', gram', 1)[0].split(', weights', 1)[0]})")
+
+        report = width_scaling(config, axis, widths, out, progress=progress, c0_values=c0_values)
+    written = write_scaling(out, report, config)
+    base = base_width(report, config)
+    table = report["claims"]
+    unmet_at = {}
+    for width in report["widths"]:
+        for premise in width["premises"]:
+            if premise["met"] is False:
+                unmet_at[premise["id"]] = unmet_at.get(premise["id"], 0) + 1
+    runs = len(report["widths"])
+    if full:
+        _print_premises(base["premises"], f"premises at m={base['m']}, m1={base['m1']} (the one-width checks' width)")
+        for width in report["widths"]:
+            unmet = [p["id"] for p in width["premises"] if p["met"] is False]
+            console.print(f"  m={width['m']}, m1={width['m1']} ({width['space']}): premises "
+                          + (f"not met: {', '.join(unmet)}" if unmet else "all met"))
+        _print_claims(table, f"claims: checks at m={base['m']}, rates over {axis} = {', '.join(map(str, widths))}, "
+                             f"{len(config.seed_list)} seeds per width")
+        console.print(summary_line(table))
+    else:
+        c0s = report.get("c0_values") or [config.init.c0]
+        _print_summary_of_claims(
+            f"verify --scaling {axis}: {len(widths)} widths {widths[0]}..{widths[-1]}, c0 "
+            f"{'/'.join(f'{c:g}' for c in c0s)}, {len(config.seed_list)} seeds",
+            base["premises"], table, summary_line(table), [out / "scaling.md", out / "report.html"],
+            premises_where=f" at m={base['m']} (the one-width checks)",
+            widths_line=f"premises over the {runs} runs: " + ("all met" if not unmet_at else "all met but " + ", ".join(
+                f"{premise} (not met in {count})" for premise, count in unmet_at.items())))
+    console.print(f"written: {', '.join(str(path) for path in written)}; runs under {out / 'runs'}")
+    findings = [row["id"] for row in table if row["verdict"] == "fail"]
+    if strict and findings:
+        raise CoocflowError(f"verify --strict: {len(findings)} claims failed with their premises met: {', '.join(findings)}")
