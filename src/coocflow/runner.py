@@ -29,7 +29,7 @@ from coocflow.model import Transformer, init_model
 from coocflow.model.gram import grams_from_weights
 from coocflow.model.gram_init import (NEURON_ARRAY_KEYS, accumulate_kaiming_grams, check_kaiming_affordable,
                                       sample_wide_theory_grams)
-from coocflow.model.state import State, is_gram
+from coocflow.model.state import State
 from coocflow.observables import Problem
 from coocflow.observables.ensemble import first_time_all_correct
 from coocflow.observables.registry import neuron_only
@@ -227,24 +227,11 @@ def begin_run_folder(out: Path, config: Config, force: bool = False, extra: dict
 GRAM_KEYS = ("A", "P", "K", "V", "G", "s")
 
 
-def gram_keys(model: State) -> tuple[str, ...]:
-    """The arrays of a Gram state: the six Grams, then N, Z, a when its neurons are resolved."""
-    return GRAM_KEYS + (NEURON_ARRAY_KEYS if model.has_neurons else ())
-
-
 def state_arrays(model: State, data: Dataset) -> dict[str, np.ndarray]:
     """Weights and training set under the golden-file keys (Grams under the Gram keys, with N, Z,
     a when the neurons are resolved)."""
-    if is_gram(model):
-        return {"tokens": np.asarray(data.tokens), "labels": np.asarray(data.labels),
-                "groups": np.asarray(data.groups), **{k: np.asarray(getattr(model, k)) for k in gram_keys(model)},
-                "m": np.asarray(np.ravel(model.m)[0], dtype=np.int64), "m1": np.asarray(model.m1)}
-    return {
-        "tokens": np.asarray(data.tokens), "labels": np.asarray(data.labels),
-        "groups": np.asarray(data.groups), "W_Q": np.asarray(model.W_Q),
-        "W_K": np.asarray(model.W_K), "W_V": np.asarray(model.W_V),
-        "W": np.asarray(model.W), "a": np.asarray(model.a),
-    }
+    return {"tokens": np.asarray(data.tokens), "labels": np.asarray(data.labels), "groups": np.asarray(data.groups),
+            **{key: np.asarray(value) for key, value in model.arrays().items()}}
 
 
 def state_from_arrays(arrays: dict[str, np.ndarray]) -> tuple[State, Dataset]:
@@ -351,7 +338,6 @@ def _states(result: RunResult, model: State) -> dict[str, np.ndarray]:
     return arrays
 
 
-WEIGHT_KEYS = ("W_Q", "W_K", "W_V", "W", "a")
 
 
 def snapshot_files(result: RunResult) -> dict[str, dict[str, np.ndarray]]:
@@ -376,8 +362,7 @@ def snapshot_files(result: RunResult) -> dict[str, dict[str, np.ndarray]]:
             out[key] = np.where(valid.reshape(shape), arrays[key], np.nan)
         return out
 
-    gram = is_gram(snaps.t1_state)
-    kept_keys = gram_keys(snaps.t1_state) if gram else WEIGHT_KEYS
+    kept_keys = tuple(key for key in snaps.t1_state.arrays() if key not in ("m", "m1"))
     moving = tuple(k for k in kept_keys if k != "a")
     first_hits = [np.flatnonzero(np.asarray(tr.series["min_margin"][i]) > 0) for i in range(tr.n_seeds)]
     t1_ok = np.array([hits.size > 0 and int(hits[0]) == int(snaps.t1_obs[i]) for i, hits in enumerate(first_hits)])

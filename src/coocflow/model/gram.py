@@ -37,8 +37,11 @@ from __future__ import annotations
 import equinox as eqx
 import jax
 import jax.numpy as jnp
+import numpy as np
+import optimistix
 
 from coocflow.data import Dataset
+from coocflow.model.base import AbstractState
 from coocflow.model.transformer import Transformer, score_matrix, token_mlp
 
 TRAINABLE_SETS = ("all", "mlp-value")
@@ -51,8 +54,10 @@ def _width(m) -> jnp.ndarray:
     return jnp.asarray(m, dtype=jnp.float64)
 
 
-class GramState(eqx.Module):
-    """The Grams of the weights of eq. (1); the loss is a function of A and G alone."""
+class GramState(AbstractState):
+    """The Grams of the weights of eq. (1); the loss is a function of A and G alone. The final
+    Gram-space implementation of `AbstractState`: each method reads the Gram that holds the
+    quantity, and the flow is the closed system of the module docstring."""
 
     A: jnp.ndarray  # (d, d) W_K^T W_Q: A[nu, mu] is the score of key token nu for query token mu, times sqrt(m)
     P: jnp.ndarray  # (d, d) W_Q^T W_Q: Gram of the query weights
@@ -70,6 +75,74 @@ class GramState(eqx.Module):
     def has_neurons(self) -> bool:
         """Whether the state resolves the MLP's neurons (N, Z, a), `model.neurons`."""
         return self.N is not None
+
+    def scores(self) -> jnp.ndarray:
+        return self.A
+
+    def score_entry(self, key: int, query: int) -> jnp.ndarray:
+        return self.A[key, query]
+
+    def mlp(self) -> jnp.ndarray:
+        return self.G
+
+    def value_gram_entry(self, a: int, b: int) -> jnp.ndarray:
+        return self.V[a, b]
+
+    def key_gram_entry(self, a: int, b: int) -> jnp.ndarray:
+        return self.K[a, b]
+
+    def query_gram_entry(self, a: int, b: int) -> jnp.ndarray:
+        return self.P[a, b]
+
+    def value_gram(self) -> jnp.ndarray:
+        return self.V
+
+    def u_norm2(self) -> jnp.ndarray:
+        return self.s
+
+    def attention(self, tokens: jnp.ndarray) -> jnp.ndarray:
+        return jax.nn.softmax(_raw_scores(self.A, tokens) / jnp.sqrt(self.m), axis=1)
+
+    def logits(self, tokens: jnp.ndarray) -> jnp.ndarray:
+        return jnp.einsum("nh,nhl->n", self.G[tokens], self.attention(tokens))
+
+    def sample_losses(self, data: Dataset) -> jnp.ndarray:
+        return gram_sample_losses(self, data)
+
+    def loss(self, data: Dataset) -> jnp.ndarray:
+        return gram_loss(self, data)
+
+    def neuron_gram(self) -> jnp.ndarray:
+        return self.N
+
+    def neuron_values_at(self, token: int) -> jnp.ndarray:
+        return self.Z[:, token]
+
+    def neuron_count(self) -> int:
+        return self.m1
+
+    @property
+    def dtype(self):
+        return self.A.dtype
+
+    def split(self, trainable: str = "all") -> tuple["GramState", None]:
+        """A Gram state moves as a whole (which of its Grams stay fixed under `trainable` is the
+        velocity's business), with no fixed part."""
+        return self, None
+
+    def join(self, fixed: None) -> "GramState":
+        return self
+
+    def velocity(self, fixed: None, data: Dataset, trainable: str = "all") -> "GramState":
+        return gram_velocity(self, data, trainable)
+
+    def error_norm(self) -> jnp.ndarray:
+        return optimistix.rms_norm(self.grams())
+
+    def arrays(self) -> dict[str, jnp.ndarray]:
+        keys = ("A", "P", "K", "V", "G", "s") + (("N", "Z", "a") if self.has_neurons else ())
+        return {**{key: getattr(self, key) for key in keys}, "m": np.asarray(np.ravel(self.m)[0], dtype=np.int64),
+                "m1": np.asarray(self.m1)}
 
     def grams(self) -> tuple[jnp.ndarray, ...]:
         """The six Grams, the arrays the flow's step control measures (`state.step_error_norm`):

@@ -12,12 +12,15 @@ from __future__ import annotations
 import equinox as eqx
 import jax
 import jax.numpy as jnp
+import optimistix
 
 from coocflow.data import Dataset
+from coocflow.model.base import AbstractState
 
 
-class Transformer(eqx.Module):
-    """Weights of eq. (1). `a` (the fixed +-1 readout) is held here but never trained."""
+class Transformer(AbstractState):
+    """Weights of eq. (1). `a` (the fixed +-1 readout) is held here but never trained. The final
+    weight-space implementation of `AbstractState`: each method is the expression eq. (1) gives."""
 
     W_Q: jnp.ndarray  # (m, d)
     W_K: jnp.ndarray  # (m, d)
@@ -33,6 +36,75 @@ class Transformer(eqx.Module):
     def u(self) -> jnp.ndarray:
         """u = W^T a, so that G(x) = u^T W_V x."""
         return self.W.T @ self.a
+
+    def scores(self) -> jnp.ndarray:
+        return score_matrix(self)
+
+    def score_entry(self, key: int, query: int) -> jnp.ndarray:
+        return self.W_K[:, key] @ self.W_Q[:, query]
+
+    def mlp(self) -> jnp.ndarray:
+        return token_mlp(self)
+
+    def value_gram_entry(self, a: int, b: int) -> jnp.ndarray:
+        return self.W_V[:, a] @ self.W_V[:, b]
+
+    def key_gram_entry(self, a: int, b: int) -> jnp.ndarray:
+        return self.W_K[:, a] @ self.W_K[:, b]
+
+    def query_gram_entry(self, a: int, b: int) -> jnp.ndarray:
+        return self.W_Q[:, a] @ self.W_Q[:, b]
+
+    def value_gram(self) -> jnp.ndarray:
+        return self.W_V.T @ self.W_V
+
+    def u_norm2(self) -> jnp.ndarray:
+        return self.u @ self.u
+
+    def attention(self, tokens: jnp.ndarray) -> jnp.ndarray:
+        return attention(self, tokens)
+
+    def logits(self, tokens: jnp.ndarray) -> jnp.ndarray:
+        return logits(self, tokens)
+
+    def sample_losses(self, data: Dataset) -> jnp.ndarray:
+        return sample_losses(self, data)
+
+    def loss(self, data: Dataset) -> jnp.ndarray:
+        return jnp.mean(sample_losses(self, data))
+
+    @property
+    def has_neurons(self) -> bool:
+        return True
+
+    def neuron_gram(self) -> jnp.ndarray:
+        return self.W @ self.W.T
+
+    def neuron_values_at(self, token: int) -> jnp.ndarray:
+        return self.W @ self.W_V[:, token]
+
+    def neuron_count(self) -> int:
+        return self.a.shape[-1]
+
+    @property
+    def dtype(self):
+        return self.W.dtype
+
+    def split(self, trainable: str = "all") -> tuple["Transformer", "Transformer"]:
+        return partition(self, trainable)
+
+    def join(self, fixed: "Transformer | None") -> "Transformer":
+        return combine(self, fixed)
+
+    def velocity(self, fixed: "Transformer | None", data: Dataset, trainable: str = "all") -> "Transformer":
+        """-grad L over the trainable weights."""
+        return jax.tree.map(jnp.negative, jax.grad(trainable_loss)(self, fixed, data))
+
+    def error_norm(self) -> jnp.ndarray:
+        return optimistix.rms_norm(self)
+
+    def arrays(self) -> dict[str, jnp.ndarray]:
+        return {"W_Q": self.W_Q, "W_K": self.W_K, "W_V": self.W_V, "W": self.W, "a": self.a}
 
 
 def trainable_spec(model: Transformer, trainable: str = "all") -> Transformer:

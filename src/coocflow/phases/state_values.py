@@ -92,7 +92,7 @@ def _program():
     import jax
 
     from coocflow.model.state import attention_of as model_attention
-    from coocflow.model.state import is_gram, join, mlp_of, split, velocity
+    from coocflow.model.state import join, mlp_of, split, velocity
 
     @eqx.filter_jit
     def field_and_rates(model, data):
@@ -101,8 +101,7 @@ def _program():
 
         def observed(params):
             state = join(params, fixed)
-            V = state.V if is_gram(state) else state.W_V.T @ state.W_V
-            return V, mlp_of(state), model_attention(state, data.tokens)
+            return state.value_gram(), mlp_of(state), model_attention(state, data.tokens)
 
         _, (dV, dG, dp) = jax.jvp(observed, (moving,), (field,))
         return field, dV, dG, dp
