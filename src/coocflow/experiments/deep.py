@@ -23,7 +23,6 @@ import equinox as eqx
 import jax
 import jax.numpy as jnp
 import numpy as np
-import optax
 
 from coocflow.config import Config
 from coocflow.data import Dataset
@@ -32,7 +31,7 @@ from coocflow.errors import ConfigError
 from coocflow.experiments.studies import (
     COLORS, Progress, StudyResult, _band, _figure, _median_or_none, _save, _table,
 )
-from coocflow.flow.discrete import hyperparameters, make_optimizer
+from coocflow.flow.discrete import hyperparameters, make_optimizer, optimizer_step, steps_then_observe
 from coocflow.flow.trajectory import Checkpoint
 from coocflow.experiments.study_folder import (
     WEIGHTS_NORM2,
@@ -168,16 +167,12 @@ def _advance(models: DeepTransformer, opt_state, state_axes, train: Dataset, tes
     loss_gradient = jax.grad(deep_loss)
 
     def one_seed(model, state, train, test):
-        def take_step(_, carry):
-            model, state = carry
-            updates, state = optimizer.update(loss_gradient(model, train), state, model)
-            return optax.apply_updates(model, updates), state
+        def observed(stepped, kept, _):
+            return kept, {**observe_deep(stepped[0], train, test), WEIGHTS_NORM2: weights_norm2(stepped[0])}
 
-        def interval(carry, n_steps):
-            carry = jax.lax.fori_loop(0, n_steps, take_step, carry)
-            return carry, {**observe_deep(carry[0], train, test), WEIGHTS_NORM2: weights_norm2(carry[0])}
-
-        return jax.lax.scan(interval, (model, state), intervals)
+        take_step = optimizer_step(optimizer, lambda model: loss_gradient(model, train))
+        (carry, _), observations = steps_then_observe(take_step, observed, (model, state), (), intervals)
+        return carry, observations
 
     (models, opt_state), observed = jax.vmap(one_seed, in_axes=(0, state_axes, 0, 0),
                                              out_axes=((0, state_axes), 0))(models, opt_state, train, test)

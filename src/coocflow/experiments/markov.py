@@ -28,7 +28,6 @@ import equinox as eqx
 import jax
 import jax.numpy as jnp
 import numpy as np
-import optax
 
 from coocflow.config import Config
 from coocflow.data.markov import (
@@ -60,7 +59,7 @@ from coocflow.experiments.studies import (
     _save,
     _table,
 )
-from coocflow.flow.discrete import hyperparameters, make_optimizer
+from coocflow.flow.discrete import hyperparameters, make_optimizer, optimizer_step, steps_then_observe
 from coocflow.flow.trajectory import Checkpoint
 from coocflow.model import init_model
 from coocflow.storage import write_metrics
@@ -223,17 +222,13 @@ def _advance(params, opt_state, state_axes, initial, frozen, train, test, h, int
         context, target = encode(train.tokens, d, dtype), jax.nn.one_hot(train.targets, d, dtype=dtype)
         grad_fn = jax.grad(lambda p: cross_entropy(next_token_logits(eqx.combine(p, frozen), *context), target))
 
-        def take_step(_, carry):
-            params, state = carry
-            updates, state = optimizer.update(grad_fn(params), state, params)
-            return optax.apply_updates(params, updates), state
+        def observed(stepped, kept, _):
+            found = observe(eqx.combine(stepped[0], frozen), start, train, test)
+            return kept, {**found, WEIGHTS_NORM2: weights_norm2(stepped[0])}
 
-        def interval(carry, n_steps):
-            carry = jax.lax.fori_loop(0, n_steps, take_step, carry)
-            observed = observe(eqx.combine(carry[0], frozen), start, train, test)
-            return carry, {**observed, WEIGHTS_NORM2: weights_norm2(carry[0])}
-
-        return jax.lax.scan(interval, (params, state), intervals)
+        (carry, _), observations = steps_then_observe(optimizer_step(optimizer, grad_fn), observed, (params, state), (),
+                                                      intervals)
+        return carry, observations
 
     (params, opt_state), observed = jax.vmap(one_seed, in_axes=(0, state_axes, 0, 0, 0, 0),
                                              out_axes=((0, state_axes), 0))(params, opt_state, initial, frozen,

@@ -67,6 +67,32 @@ def minibatch(data: Dataset, key: jax.Array, step: jax.Array, batch_size: int) -
     return Dataset(data.tokens[index], data.labels[index], data.groups[index])
 
 
+def optimizer_step(optimizer: optax.GradientTransformation, gradient):
+    """`take_step` for a (params, optimizer state) carry: one update of `optimizer` along
+    `gradient(params)`, the step of every discrete training (eq. (1), the deep and Markov studies)."""
+    def take_step(_, carry):
+        params, state = carry
+        updates, state = optimizer.update(gradient(params), state, params)
+        return optax.apply_updates(params, updates), state
+
+    return take_step
+
+
+def steps_then_observe(take_step, observe, stepped, kept, marks, steps_of=lambda mark: mark):
+    """The inner loop of every discrete training, for one seed in one compiled call: for each mark,
+    `steps_of(mark)` steps of `take_step` on the `stepped` carry (a `fori_loop`), then
+    `observe(stepped, kept, mark) -> (kept, observations)`, which may update what the steps leave
+    alone (`kept`: the snapshots of a run); one `lax.scan` over the marks. Returns the final
+    (stepped, kept) and the stacked observations."""
+    def interval(carry, mark):
+        stepped, kept = carry
+        stepped = jax.lax.fori_loop(0, steps_of(mark), take_step, stepped)
+        kept, observed = observe(stepped, kept, mark)
+        return (stepped, kept), observed
+
+    return jax.lax.scan(interval, (stepped, kept), marks)
+
+
 @eqx.filter_jit
 def _advance(trainable, frozen, opt_state, step, snap, keys, problem: Problem, h, intervals, index, slot,
              method: str, batch_size: int, moving: str = "all"):
@@ -87,15 +113,16 @@ def _advance(trainable, frozen, opt_state, step, snap, keys, problem: Problem, h
             updates, state = optimizer.update(grad_fn(params, frozen, data), state, params)
             return optax.apply_updates(params, updates), state, step + 1
 
-        def interval(carry, marks):
-            n_steps, at, into = marks
-            params, state, step, snap = carry
-            params, state, step = jax.lax.fori_loop(0, n_steps, take_step, (params, state, step))
+        def observed_and_kept(stepped, snap, marks):
+            params, _, _ = stepped
+            _, at, into = marks
             observed = observe(join(params, frozen), problem)
-            snap = record_snapshot(snap, params, observed["min_margin"], at, into)
-            return (params, state, step, snap), observed
+            return record_snapshot(snap, params, observed["min_margin"], at, into), observed
 
-        return jax.lax.scan(interval, (params, state, step, snap), (intervals, index, slot))
+        ((params, state, step), snap), observed = steps_then_observe(
+            take_step, observed_and_kept, (params, state, step), snap, (intervals, index, slot),
+            steps_of=lambda marks: marks[0])
+        return (params, state, step, snap), observed
 
     (trainable, opt_state, step, snap), observed = map_seeds(one_seed, trainable, frozen, opt_state, step, snap, keys,
                                                                       problem)
