@@ -23,7 +23,8 @@ from coocflow.config import Config
 from coocflow.data import Dataset
 from coocflow.data.cooccurrence import make_test_set, make_train_set
 from coocflow.errors import ConfigError
-from coocflow.experiments.deep import deep, observe_deep, run_deep, train_deep
+from coocflow.experiments.deep import deep, run_deep, train_deep
+from coocflow.systems.deep import observe_deep
 from coocflow.flow.discrete import hyperparameters, make_optimizer
 from coocflow.model.deep import deep_loss, forward, init_deep_transformer
 

@@ -12,7 +12,7 @@ import pyarrow.parquet as pq
 import pytest
 from typer.testing import CliRunner
 
-import coocflow.experiments.study_folder as study_folder_module
+import coocflow.flow.system as system_flow_module
 import coocflow.experiments.markov as markov_module
 from coocflow.cli import app
 from coocflow.config import Config
@@ -27,16 +27,8 @@ from coocflow.data.markov import (
 )
 from coocflow.errors import CoocflowError, ConfigError, RunFolderError
 from coocflow.experiments.study_folder import begin_study_folder
-from coocflow.experiments.markov import (
-    OBSERVABLES,
-    build_markov_ensemble,
-    loss,
-    markov,
-    next_token_logits,
-    encode,
-    train_markov_ensemble,
-    trainable_spec,
-)
+from coocflow.experiments.markov import build_markov_ensemble, markov, train_markov_ensemble
+from coocflow.systems.markov import OBSERVABLES, MarkovSystem, encode, loss, next_token_logits
 from test_deep import _flags, sigkill_then_resume
 
 SMOKE = {
@@ -122,7 +114,7 @@ def test_logits_match_eq1_with_a_last_position_query():
 def test_gradient_matches_central_finite_difference():
     config = _config(seeds=[3], **{"init.c0": 3.0})
     model, data = _one_seed(config)
-    trainable, frozen = eqx.partition(model, trainable_spec(config))
+    trainable, frozen = eqx.partition(model, MarkovSystem.from_config(config).trainable(model))
 
     @jax.jit
     def objective(params):
@@ -222,7 +214,7 @@ def test_a_resumed_study_does_not_train_a_finished_variant_again(tmp_path, monke
             markov(config, out)
     assert (out / "variant-markov.npz").is_file() and not (out / "checkpoint-markov.npz").exists()
     with monkeypatch.context() as patch:
-        patch.setattr(study_folder_module, "drive", lambda *args, **kwargs: pytest.fail("trained again"))
+        patch.setattr(system_flow_module, "drive", lambda *args, **kwargs: pytest.fail("trained again"))
         resumed = markov(config, out)
     assert resumed.rows == reference.rows
     x, y = (pq.read_table(folder / "metrics.parquet") for folder in (out, tmp_path / "reference"))

@@ -5,11 +5,10 @@ eq. (1) does (the authors' Figure 1 in their answers)? And what is its phase pic
 classification become correct (T_correct) versus when does the loss fall (T_loss), and how does
 each layer's attention to the two target words mu_1, mu_2 move?
 
-Every seed of the ensemble is trained in compiled, vmapped chunks run by the chunked driver
-(flow/trajectory.py `drive`): `lax.scan` over observation intervals, a `fori_loop` of Optax
-steps inside each, the observables of `DEEP_OBSERVABLES` at every observed step.
-Hyperparameters are traced arrays. Time is t = lr x steps (nominal for Adam). A seed whose loss
-or weights turn non-finite stops there and keeps its observations before.
+The model, its data and its observables are the deep system (systems/deep.py); every seed is
+trained by `flow.system.integrate`, by a full-batch optimizer (t = lr x steps, nominal for Adam)
+or by the flow itself. A seed whose loss or weights turn non-finite stops there and keeps its
+observations before.
 
 A `deep` study folder checkpoints and resumes through experiments/study_folder.py.
 """
@@ -17,36 +16,18 @@ A `deep` study folder checkpoints and resumes through experiments/study_folder.p
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Callable
 
-import equinox as eqx
-import jax
-import jax.numpy as jnp
 import numpy as np
 
 from coocflow.config import Config
-from coocflow.data import Dataset
-from coocflow.data.cooccurrence import COMMON, MU1, MU2, make_test_set, make_train_set
-from coocflow.errors import ConfigError
 from coocflow.experiments.studies import (
-    COLORS, Progress, StudyResult, _band, _figure, _median_or_none, _save, _table,
+    COLORS, Progress, StudyResult, _band, _figure, _median_or_none, _save, _table, time_label, training_text,
 )
-from coocflow.flow.discrete import hyperparameters, make_optimizer, optimizer_step, steps_then_observe
+from coocflow.experiments.study_folder import divergence_lines, train_variant
+from coocflow.flow.system import EnsembleTraining, integrate
 from coocflow.flow.trajectory import Checkpoint
-from coocflow.experiments.study_folder import (
-    WEIGHTS_NORM2,
-    EnsembleTraining,
-    divergence_lines,
-    stacked_optimizer_state,
-    train_steps,
-    train_variant,
-    weights_norm2,
-)
-from coocflow.model.deep import DeepTransformer, deep_loss, forward, init_deep_transformer
+from coocflow.systems.deep import DeepSystem
 from coocflow.storage.run_folder import write_metrics
-
-DEEP_METHODS = ("gd", "momentum", "adam", "adamw")
-"""Full-batch optimizers the experiment supports (mini-batch `sgd` and the ODE `flow` are not)."""
 
 LOSS_DROP = 0.1
 """T_loss is the first observed time the training loss is at most this fraction of its initial value."""
@@ -55,170 +36,20 @@ SMALL_LOSS = 0.01
 """T_small is the first observed time the training loss is below this absolute value."""
 
 
-class Evaluated(eqx.Module):
-    """A dataset together with the model's logits and per-layer attention weights on it.
-
-    `observe_deep` computes it once per dataset and observation and hands it to every
-    observable: inside the compiled loop XLA does not merge the forward passes that each
-    observable would otherwise repeat, which measured three times slower.
-    """
-
-    data: Dataset
-    logits: jax.Array  # (n,)
-    attentions: tuple[jax.Array, ...]  # per layer (n, heads, L_query, L_key)
-
-    @property
-    def margins(self) -> jax.Array:
-        """y_i F(x_i), positive exactly where sample i is classified correctly."""
-        return self.data.labels * self.logits
-
-
-def evaluate(model: DeepTransformer, data: Dataset) -> Evaluated:
-    logits, attentions = forward(model, data.tokens)
-    return Evaluated(data, logits, tuple(attentions))
-
-
-def _attention_to(evaluated: Evaluated, token: int, samples: jax.Array) -> jax.Array:
-    """Per layer (layers,): the attention weight queries give to keys holding `token`, averaged
-    over heads, queries and the samples where `samples` is true."""
-    tokens = evaluated.data.tokens
-    on_token = (tokens == token).astype(evaluated.logits.dtype)  # (n, L_key)
-    sample_weights = samples.astype(on_token.dtype) / jnp.maximum(samples.sum(), 1)
-    per_sample = [jnp.einsum("nhqk,nk->n", weights, on_token) / (weights.shape[1] * weights.shape[2])
-                  for weights in evaluated.attentions]
-    return jnp.stack([mass @ sample_weights for mass in per_sample])
-
-
-def _is_i1(evaluated: Evaluated) -> jax.Array:
-    return evaluated.data.groups == 0
-
-
-def train_loss(model: DeepTransformer, train: Evaluated, test: Evaluated) -> jax.Array:
-    return jnp.mean(jax.nn.softplus(-train.margins))
-
-
-def train_accuracy(model: DeepTransformer, train: Evaluated, test: Evaluated) -> jax.Array:
-    return jnp.mean(train.margins > 0)
-
-
-def test_loss(model: DeepTransformer, train: Evaluated, test: Evaluated) -> jax.Array:
-    return jnp.mean(jax.nn.softplus(-test.margins))
-
-
-def test_accuracy(model: DeepTransformer, train: Evaluated, test: Evaluated) -> jax.Array:
-    return jnp.mean(test.margins > 0)
-
-
-def min_train_margin(model: DeepTransformer, train: Evaluated, test: Evaluated) -> jax.Array:
-    """min_i y_i F(x_i): positive exactly when every training sample is classified correctly."""
-    return jnp.min(train.margins)
-
-
-def attention_mu1(model: DeepTransformer, train: Evaluated, test: Evaluated) -> jax.Array:
-    """Per layer: attention to mu_1 keys in the I1 training samples (uniform would be 1/L)."""
-    return _attention_to(train, MU1, _is_i1(train))
-
-
-def attention_mu2(model: DeepTransformer, train: Evaluated, test: Evaluated) -> jax.Array:
-    """Per layer: attention to mu_2 keys in the I1 training samples (uniform would be 1/L)."""
-    return _attention_to(train, MU2, _is_i1(train))
-
-
-def attention_targets(model: DeepTransformer, train: Evaluated, test: Evaluated) -> jax.Array:
-    """Per layer: attention to mu_1 and mu_2 keys together in the I1 training samples (uniform: 2/L)."""
-    return attention_mu1(model, train, test) + attention_mu2(model, train, test)
-
-
-def attention_mu3(model: DeepTransformer, train: Evaluated, test: Evaluated) -> jax.Array:
-    """Per layer: attention to the common token mu_3 over all training samples (uniform: 1/L)."""
-    return _attention_to(train, COMMON, jnp.ones_like(train.data.labels, dtype=bool))
-
-
-DEEP_OBSERVABLES: dict[str, Callable[[DeepTransformer, Evaluated, Evaluated], jax.Array]] = {
-    "loss": train_loss,
-    "train_acc": train_accuracy,
-    "test_loss": test_loss,
-    "test_acc": test_accuracy,
-    "min_margin": min_train_margin,
-    "attn_mu1": attention_mu1,
-    "attn_mu2": attention_mu2,
-    "attn_targets": attention_targets,
-    "attn_mu3": attention_mu3,
-}
-"""Observables at every observed step, pure functions of (model, evaluated train set, evaluated
-test set): scalars, or per-layer vectors (the `attn_*` ones), which become one column per layer
-(`attn_mu1_L1`, `attn_mu1_L2`, ...) in the metrics table."""
-
-
-def observe_deep(model: DeepTransformer, train: Dataset, test: Dataset) -> dict[str, jax.Array]:
-    """Every observable of `DEEP_OBSERVABLES`, from one forward pass per dataset."""
-    train_evaluated, test_evaluated = evaluate(model, train), evaluate(model, test)
-    return {name: observable(model, train_evaluated, test_evaluated) for name, observable in DEEP_OBSERVABLES.items()}
-
-
-@eqx.filter_jit
-def _advance(models: DeepTransformer, opt_state, state_axes, train: Dataset, test: Dataset, h: dict[str, jax.Array],
-             intervals: jax.Array, method: str):
-    """One chunk of a seed-stacked batch of models on their seed-stacked data: for each k, take
-    `intervals[k]` full-batch steps of `method`, then observe. Returns the models, the optimizer
-    state (seed axes `state_axes`, see `stacked_optimizer_state`) and the observations, each
-    (seeds, observations) or (seeds, observations, layers)."""
-    optimizer = make_optimizer(method, h)
-    loss_gradient = jax.grad(deep_loss)
-
-    def one_seed(model, state, train, test):
-        def observed(stepped, kept, _):
-            return kept, {**observe_deep(stepped[0], train, test), WEIGHTS_NORM2: weights_norm2(stepped[0])}
-
-        take_step = optimizer_step(optimizer, lambda model: loss_gradient(model, train))
-        (carry, _), observations = steps_then_observe(take_step, observed, (model, state), (), intervals)
-        return carry, observations
-
-    (models, opt_state), observed = jax.vmap(one_seed, in_axes=(0, state_axes, 0, 0),
-                                             out_axes=((0, state_axes), 0))(models, opt_state, train, test)
-    return models, opt_state, observed
-
-
-def _stack(trees: list):
-    """Stack same-shaped pytrees along a new leading (seed) axis, in NumPy (eager jnp.stack
-    compiles one program per leaf shape)."""
-    return jax.tree.map(lambda *leaves: jnp.asarray(np.stack([np.asarray(leaf) for leaf in leaves])), *trees)
-
-
 def check_deep_config(config: Config) -> None:
-    method = config.train.method
-    if method not in DEEP_METHODS:
-        raise ConfigError(f"train.method: the deep experiment supports {', '.join(DEEP_METHODS)} "
-                          f"(full batch), not '{method}'; try train.method=adam")
-    if config.train.batch_size not in (0, config.data.n):
-        raise ConfigError(f"train.batch_size: the deep experiment trains on the full batch; set "
-                          f"train.batch_size=0 (got {config.train.batch_size})")
+    """Refuse a training the deep system cannot do (mini-batch SGD), before a folder exists."""
+    DeepSystem.from_config(config).check_training(config)
 
 
 def train_deep(config: Config, checkpoint: Checkpoint | None = None,
-               progress: Progress | None = None) -> "EnsembleTraining":
-    """Train every seed of `config.seed_list` through the chunked driver (checkpointed into
+               progress: Progress | None = None) -> EnsembleTraining:
+    """Train every seed of `config.seed_list` (`flow.system.integrate`, checkpointed into
     `checkpoint` when given) and return the observed series."""
-    check_deep_config(config)
-    seeds = config.seed_list
-    dtype = jnp.dtype(config.dtype)
-    models = _stack([init_deep_transformer(config, jax.random.fold_in(jax.random.PRNGKey(seed), 3)) for seed in seeds])
+    def report(done: float) -> None:
+        if progress:
+            progress(f"deep: training {len(config.seed_list)} seeds, {done:.0%} of the way to t = {config.t_end:g}")
 
-    def dataset(make, seed):
-        data = make(config.data, seed)
-        return Dataset(data.tokens, data.labels.astype(dtype), data.groups)
-
-    train = _stack([dataset(make_train_set, seed) for seed in seeds])
-    test = _stack([dataset(make_test_set, seed) for seed in seeds])
-    h = hyperparameters(config.train, dtype)
-    opt_state, state_axes = stacked_optimizer_state(make_optimizer(config.train.method, h), models)
-
-    def advance(carry, block, index):
-        models, opt_state, observed = _advance(*carry, state_axes, train, test, h, jnp.asarray(block),
-                                               config.train.method)
-        return (models, opt_state), observed, {}
-
-    return train_steps(config, advance, (models, opt_state), ("loss", WEIGHTS_NORM2), checkpoint, progress, "deep")
+    return integrate(DeepSystem.from_config(config), config, checkpoint, report)
 
 
 def deep_columns(training: "EnsembleTraining") -> dict[str, np.ndarray]:
@@ -316,7 +147,7 @@ def deep_figure(columns: dict[str, np.ndarray], rows: list[dict], config: Config
         _band(ax, t, _ensemble(columns, test_key, seeds), "test", COLORS[3])
         _mark(ax, t_correct, "median T_correct", "--")
         _mark(ax, t_loss, f"median T_loss ({LOSS_DROP:g} x initial)", ":")
-        ax.set(xscale="log", xlabel="t = lr x steps", ylabel=label)
+        ax.set(xscale="log", xlabel=time_label(config), ylabel=label)
     loss_ax.set(yscale="log", title="loss")
     acc_ax.set(title="accuracy")
     for ax, key, uniform, title in ((target_ax, "attn_targets", 2 / L, "attention to mu_1 + mu_2 keys (I1 samples)"),
@@ -324,7 +155,7 @@ def deep_figure(columns: dict[str, np.ndarray], rows: list[dict], config: Config
         for layer in range(1, layers + 1):
             _band(ax, t, _ensemble(columns, f"{key}_L{layer}", seeds), f"layer {layer}", f"C{layer - 1}")
         ax.axhline(uniform, color="gray", ls="--", lw=1, label=f"uniform ({uniform:.2g})")
-        ax.set(xscale="log", xlabel="t = lr x steps", ylabel="attention weight", title=title)
+        ax.set(xscale="log", xlabel=time_label(config), ylabel="attention weight", title=title)
     for ax in axes.ravel():
         ax.legend(fontsize=8)
         ax.grid(alpha=0.3, which="both", lw=0.4)
@@ -369,8 +200,7 @@ def deep_summary(rows: list[dict], config: Config, seconds: float, diverged: lis
     return (
         f"# deep\n\n{len(rows)} seeds of `{config.name}`: a {layers}-layer pre-LayerNorm transformer with "
         f"{config.model.heads} heads, m={config.model.m}, m1={config.model.m1}, mean-pooled readout, no positional "
-        f"embedding; {config.train.method} with lr {config.train.lr:g} for {config.train.steps} steps "
-        f"(t = lr x steps = {config.t_end:g}); data n={config.data.n}, L={L}, d={config.data.d}, "
+        f"embedding; {training_text(config)}; data n={config.data.n}, L={L}, d={config.data.d}, "
         f"{config.data.n_test} i.i.d. test samples. Trained in {seconds_text} (compilation included).\n\n"
         f"T_correct: first observed t with every training sample classified correctly (min y F > 0). "
         f"T_loss: first t with training loss <= {LOSS_DROP:g} x its initial value; T_small: loss < {SMALL_LOSS:g}. "
@@ -394,7 +224,7 @@ def deep(base: Config, out: Path, progress: Progress | None = None) -> StudyResu
     out = Path(out)
     out.mkdir(parents=True, exist_ok=True)
     if progress:
-        progress(f"deep: training {len(base.seed_list)} seeds for {base.train.steps} steps")
+        progress(f"deep: training {len(base.seed_list)} seeds, {training_text(base)}")
     training = train_variant(base, out, "deep", lambda checkpoint: train_deep(base, checkpoint, progress))
     columns = deep_columns(training)
     write_metrics(out / "metrics.parquet", columns)

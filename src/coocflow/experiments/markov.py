@@ -10,45 +10,21 @@ near-uniform attention the model is a bag of words over the context; the study a
 gradient descent first fits that (MLP and value move, attention does not: Phase 1) and only
 then grows the diagonal scores (Phase 2), and how close the loss gets to the entropy rate.
 
-Without positions, the attention output depends on a context only through its token counts and
-x_L, so the model is computed from those ((n, d) matmuls); a test checks it against eq. (1)
-written out with one-hot tokens. Training is full-batch (`gd`, or `adam`), all seeds vmapped,
-in compiled chunks run by the chunked driver (flow/trajectory.py `drive`) as in
-flow/discrete.py: a seed whose loss or weights turn non-finite stops there and keeps its
-observations before, and in a study folder the training checkpoints and resumes bit for bit
-(experiments/deep.py `train_variant`).
+The model, its data and its observables are the Markov system (systems/markov.py); every seed
+is trained by `flow.system.integrate` (full-batch `gd` or `adam`, or the flow itself): a seed
+whose loss or weights turn non-finite stops there and keeps its observations before, and in a
+study folder the training checkpoints and resumes bit for bit (study_folder.train_variant).
 """
 
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Callable
 
-import equinox as eqx
-import jax
-import jax.numpy as jnp
 import numpy as np
 
 from coocflow.config import Config
-from coocflow.data.markov import (
-    DIRICHLET_ALPHA,
-    MarkovDataset,
-    bayes_accuracy,
-    bayes_loss,
-    entropy_rate,
-    make_markov_sets,
-    stationary_entropy,
-)
-from coocflow.errors import ConfigError
-from coocflow.experiments.study_folder import (
-    WEIGHTS_NORM2,
-    EnsembleTraining,
-    divergence_lines,
-    stacked_optimizer_state,
-    train_steps,
-    train_variant,
-    weights_norm2,
-)
+from coocflow.data.markov import DIRICHLET_ALPHA, MarkovDataset
+from coocflow.experiments.study_folder import divergence_lines, train_variant
 from coocflow.experiments.studies import (
     COLORS,
     Progress,
@@ -58,225 +34,35 @@ from coocflow.experiments.studies import (
     _median_or_none,
     _save,
     _table,
+    time_label,
+    training_text,
 )
-from coocflow.flow.discrete import hyperparameters, make_optimizer, optimizer_step, steps_then_observe
+from coocflow.flow.system import EnsembleTraining, build_ensemble, integrate
 from coocflow.flow.trajectory import Checkpoint
-from coocflow.model import init_model
 from coocflow.storage import write_metrics
-
-MARKOV_METHODS = ("gd", "adam")
-
-
-class MarkovTransformer(eqx.Module):
-    """Weights of the next-token model; `B` (the vocabulary readout) is held but never trained."""
-
-    W_Q: jnp.ndarray  # (m, d)
-    W_K: jnp.ndarray  # (m, d)
-    W_V: jnp.ndarray  # (m, d)
-    W: jnp.ndarray  # (m1, m)
-    B: jnp.ndarray  # (d, m1)
-
-    @property
-    def m(self) -> int:
-        return self.W_Q.shape[0]
-
-
-def init_markov_model(config: Config, key: jax.Array) -> MarkovTransformer:
-    """W_Q, W_K, W_V and W exactly as `init_model` draws them from `key` (config.init's scheme,
-    c0, c1); B uniform on {+1, -1}/sqrt(m1) from its own key, so each logit starts O(|W W_V x|)."""
-    base = init_model(config, key)
-    m1, d = config.model.m1, config.data.d
-    B = jax.random.rademacher(jax.random.fold_in(key, 7), (d, m1), dtype=base.W.dtype) / jnp.sqrt(m1)
-    return MarkovTransformer(W_Q=base.W_Q, W_K=base.W_K, W_V=base.W_V, W=base.W, B=B)
-
-
-def trainable_spec(config: Config) -> MarkovTransformer:
-    """Filter spec for eqx.partition: B stays fixed; `train.trainable=mlp-value` also fixes W_Q, W_K."""
-    attention_trains = config.train.trainable == "all"
-    return MarkovTransformer(W_Q=attention_trains, W_K=attention_trains, W_V=True, W=True, B=False)
-
-
-def score_matrix(model: MarkovTransformer) -> jnp.ndarray:
-    """A = W_K^T W_Q / sqrt(m): A[key token, query token] is the attention score."""
-    return model.W_K.T @ model.W_Q / jnp.sqrt(model.m)
-
-
-def encode(tokens: jnp.ndarray, d: int, dtype) -> tuple[jnp.ndarray, jnp.ndarray]:
-    """The context as (log token counts, one-hot query token x_L), each (n, d).
-
-    Eq. (1) has no positional encoding, so positions holding the same token get the same score
-    and their attention adds up: the model sees the context only through its token counts c
-    (log c = -inf for absent tokens, which then get no attention). Built once per run, outside
-    the training loop.
-    """
-    x = jax.nn.one_hot(tokens, d, dtype=dtype)
-    return jnp.log(jnp.sum(x, axis=1)), x[:, -1]
-
-
-def attended_tokens(model: MarkovTransformer, log_counts: jnp.ndarray, query: jnp.ndarray) -> jnp.ndarray:
-    """sum_k p[i, k] x_k with p[i, k] = softmax_k(x_k^T A x_L): the attention-weighted token
-    histogram of each context, (n, d); equal to softmax_v(A[v, x_L] + log c_v).
-
-    Written with (n, d) matmuls instead of gathers at (n, L) positions: fewer operations, and no
-    scatters in the gradient, which XLA runs slowly on CPU.
-    """
-    return jax.nn.softmax(query @ score_matrix(model).T + log_counts, axis=1)
-
-
-def next_token_logits(model: MarkovTransformer, log_counts: jnp.ndarray, query: jnp.ndarray) -> jnp.ndarray:
-    """logits[i] = B W h_i with h_i = W_V sum_k p[i, k] x_k; shape (n, d). B W W_V is d x d, so
-    nothing of size n m is formed."""
-    return attended_tokens(model, log_counts, query) @ (model.B @ model.W @ model.W_V).T
-
-
-def cross_entropy(logits: jnp.ndarray, target: jnp.ndarray) -> jnp.ndarray:
-    """Mean -log softmax(logits)[target] (nats), the target given one-hot (n, d)."""
-    return jnp.mean(jax.nn.logsumexp(logits, axis=1) - jnp.sum(logits * target, axis=1))
-
-
-def _vocabulary(model: MarkovTransformer) -> tuple[int, jnp.dtype]:
-    return model.W_Q.shape[1], model.W_Q.dtype
-
-
-def loss(model: MarkovTransformer, data: MarkovDataset) -> jnp.ndarray:
-    """Mean cross-entropy of next-token prediction: the objective, comparable with the entropy rate."""
-    d, dtype = _vocabulary(model)
-    logits = next_token_logits(model, *encode(data.tokens, d, dtype))
-    return cross_entropy(logits, jax.nn.one_hot(data.targets, d, dtype=dtype))
-
-
-def accuracy(model: MarkovTransformer, data: MarkovDataset) -> jnp.ndarray:
-    logits = next_token_logits(model, *encode(data.tokens, *_vocabulary(model)))
-    return jnp.mean(jnp.argmax(logits, axis=1) == data.targets)
-
-
-def same_token_attention(model: MarkovTransformer, data: MarkovDataset) -> jnp.ndarray:
-    """Mean total attention the last query gives keys holding its own token (x_k = x_L)."""
-    log_counts, query = encode(data.tokens, *_vocabulary(model))
-    return jnp.mean(jnp.sum(attended_tokens(model, log_counts, query) * query, axis=1))
-
-
-def same_token_fraction(data: MarkovDataset) -> jnp.ndarray:
-    """Mean fraction of positions holding the query token: what uniform attention gives them."""
-    return jnp.mean(data.tokens == data.tokens[:, -1:])
-
-
-def score_gap(model: MarkovTransformer) -> jnp.ndarray:
-    """Mean diagonal minus mean off-diagonal entry of A = W_K^T W_Q / sqrt(m): how much more a
-    query attends to its own token than to another one."""
-    A = score_matrix(model)
-    d = A.shape[0]
-    diagonal = jnp.trace(A)
-    return diagonal / d - (jnp.sum(A) - diagonal) / (d * (d - 1))
-
-
-def relative_change(now: jnp.ndarray, start: jnp.ndarray) -> jnp.ndarray:
-    return jnp.linalg.norm(now - start) / jnp.linalg.norm(start)
-
-
-def mlp_value_change(model: MarkovTransformer, start: MarkovTransformer) -> jnp.ndarray:
-    """||(W, W_V)(t) - (W, W_V)(0)||_F / ||(W, W_V)(0)||_F: the bag-of-words part's change."""
-    moved = jnp.sum((model.W - start.W) ** 2) + jnp.sum((model.W_V - start.W_V) ** 2)
-    return jnp.sqrt(moved / (jnp.sum(start.W**2) + jnp.sum(start.W_V**2)))
-
-
-OBSERVABLES: dict[str, Callable] = {
-    "train_loss": lambda model, start, train, test: loss(model, train),
-    "test_loss": lambda model, start, train, test: loss(model, test),
-    "bayes_train_loss": lambda model, start, train, test: bayes_loss(train),
-    "bayes_test_loss": lambda model, start, train, test: bayes_loss(test),
-    "entropy_rate": lambda model, start, train, test: entropy_rate(train.chain),
-    "stationary_entropy": lambda model, start, train, test: stationary_entropy(train.chain),
-    "train_acc": lambda model, start, train, test: accuracy(model, train),
-    "test_acc": lambda model, start, train, test: accuracy(model, test),
-    "bayes_test_acc": lambda model, start, train, test: bayes_accuracy(test),
-    "same_token_attention": lambda model, start, train, test: same_token_attention(model, train),
-    "same_token_uniform": lambda model, start, train, test: same_token_fraction(train),
-    "score_gap": lambda model, start, train, test: score_gap(model),
-    "change_mlp_value": lambda model, start, train, test: mlp_value_change(model, start),
-    "change_W": lambda model, start, train, test: relative_change(model.W, start.W),
-    "change_W_V": lambda model, start, train, test: relative_change(model.W_V, start.W_V),
-    "change_W_Q": lambda model, start, train, test: relative_change(model.W_Q, start.W_Q),
-    "change_W_K": lambda model, start, train, test: relative_change(model.W_K, start.W_K),
-}
-"""Every recorded quantity, a scalar pure function of (model, initial model, train, test); the
-metrics table has one column per name, in this order. Same-token attention is measured on the
-training set from the last query; relative changes are Frobenius norms against t = 0."""
-
-
-def observe(model, start, train, test) -> dict[str, jnp.ndarray]:
-    return {name: fn(model, start, train, test) for name, fn in OBSERVABLES.items()}
-
-
-@eqx.filter_jit
-def _advance(params, opt_state, state_axes, initial, frozen, train, test, h, intervals, method: str):
-    """One chunk, for every seed (vmapped): `intervals[k]` optimizer steps then observe, for each
-    k, in one scan; `initial` (the trained weights at t = 0) is what the relative changes are
-    measured against, `state_axes` the optimizer state's seed axes (`stacked_optimizer_state`).
-    Hyperparameters and intervals are traced, so the program is compiled once per shape."""
-    optimizer = make_optimizer(method, h)
-
-    def one_seed(params, state, initial, frozen, train, test):
-        start = eqx.combine(initial, frozen)
-        d, dtype = _vocabulary(start)
-        context, target = encode(train.tokens, d, dtype), jax.nn.one_hot(train.targets, d, dtype=dtype)
-        grad_fn = jax.grad(lambda p: cross_entropy(next_token_logits(eqx.combine(p, frozen), *context), target))
-
-        def observed(stepped, kept, _):
-            found = observe(eqx.combine(stepped[0], frozen), start, train, test)
-            return kept, {**found, WEIGHTS_NORM2: weights_norm2(stepped[0])}
-
-        (carry, _), observations = steps_then_observe(optimizer_step(optimizer, grad_fn), observed, (params, state), (),
-                                                      intervals)
-        return carry, observations
-
-    (params, opt_state), observed = jax.vmap(one_seed, in_axes=(0, state_axes, 0, 0, 0, 0),
-                                             out_axes=((0, state_axes), 0))(params, opt_state, initial, frozen,
-                                                                            train, test)
-    return params, opt_state, observed
+from coocflow.systems.markov import OBSERVABLES, MarkovSystem, MarkovTransformer
 
 
 def build_markov_ensemble(config: Config) -> tuple[MarkovTransformer, MarkovDataset, MarkovDataset]:
-    """Per seed its own chain, data and initialization, stacked along a leading seed axis.
-
-    The weights come from fold_in(PRNGKey(seed), 1) as in the main runs; the chain and the data
-    from the seed's PCG64 streams (data/markov.py).
-    """
-    sets = [make_markov_sets(config.data.d, config.data.L, config.data.n, config.data.n_test, seed,
-                             DIRICHLET_ALPHA, config.dtype) for seed in config.seed_list]
-    models = [init_markov_model(config, jax.random.fold_in(jax.random.PRNGKey(seed), 1)) for seed in config.seed_list]
-
-    def stack(*leaves):
-        return jnp.stack(leaves)
-
-    return (jax.tree.map(stack, *models), jax.tree.map(stack, *[s[0] for s in sets]),
-            jax.tree.map(stack, *[s[1] for s in sets]))
+    """Per seed its own chain, data and initialization, stacked along a leading seed axis
+    (`flow.system.build_ensemble` of the Markov system)."""
+    return build_ensemble(MarkovSystem.from_config(config), config.seed_list)
 
 
 def check_markov_config(config: Config) -> None:
-    """Refuse the optimizers this experiment does not run (it is full-batch, no ODE solver)."""
-    if config.train.method not in MARKOV_METHODS:
-        raise ConfigError(f"train.method: the markov experiment trains with {' or '.join(MARKOV_METHODS)} "
-                          f"(got '{config.train.method}'); set train.method=gd")
+    """Refuse the trainings this experiment does not run (it is full-batch), before a folder exists."""
+    MarkovSystem.from_config(config).check_training(config)
 
 
 def train_markov(config: Config, checkpoint: Checkpoint | None = None,
                  progress: Progress | None = None) -> EnsembleTraining:
-    """Train every seed of `config` through the chunked driver (checkpointed into `checkpoint`
-    when given) and return the observed series, each (seeds, observed steps)."""
-    check_markov_config(config)
-    model, train, test = build_markov_ensemble(config)
-    trainable, frozen = eqx.partition(model, trainable_spec(config))
-    h = hyperparameters(config.train, jnp.dtype(config.dtype))
-    opt_state, state_axes = stacked_optimizer_state(make_optimizer(config.train.method, h), trainable)
+    """Train every seed of `config` (`flow.system.integrate`, checkpointed into `checkpoint` when
+    given) and return the observed series, each (seeds, observed steps)."""
+    def report(done: float) -> None:
+        if progress:
+            progress(f"markov: training {len(config.seed_list)} seeds, {done:.0%} of the way to t = {config.t_end:g}")
 
-    def advance(carry, block, index):
-        params, opt_state, observed = _advance(*carry, state_axes, trainable, frozen, train, test, h,
-                                               jnp.asarray(block), config.train.method)
-        return (params, opt_state), observed, {}
-
-    return train_steps(config, advance, (trainable, opt_state), ("train_loss", WEIGHTS_NORM2), checkpoint, progress,
-                       "markov")
+    return integrate(MarkovSystem.from_config(config), config, checkpoint, report)
 
 
 def train_markov_ensemble(config: Config) -> dict[str, np.ndarray]:
@@ -368,7 +154,7 @@ def _last_finite(values: np.ndarray) -> np.ndarray:
     return np.where(finite.any(axis=1), values[np.arange(len(values)), last], np.nan)
 
 
-def _markov_figure(series: dict[str, np.ndarray], path: Path) -> Path:
+def _markov_figure(series: dict[str, np.ndarray], path: Path, xlabel: str = "t = lr x steps") -> Path:
     """Loss against H and H(pi); relative weight changes; fraction of change done (the phase
     picture); same-token attention against its uniform level. Medians with 10-90% bands."""
     t = series["t"]
@@ -379,10 +165,10 @@ def _markov_figure(series: dict[str, np.ndarray], path: Path) -> Path:
     loss_ax.axhline(np.median(_last_finite(series["entropy_rate"])), color="black", ls="--", lw=1,
                     label="entropy rate H")
     loss_ax.axhline(np.median(_last_finite(series["stationary_entropy"])), color="gray", ls=":", lw=1.2, label="H(pi)")
-    loss_ax.set(xscale="log", xlabel="t = lr x steps", ylabel="cross-entropy (nats)", title="loss")
+    loss_ax.set(xscale="log", xlabel=xlabel, ylabel="cross-entropy (nats)", title="loss")
     for name, color in zip(("change_W", "change_W_V", "change_W_Q", "change_W_K"), COLORS[1:]):
         _band(change_ax, t, series[name], name.replace("change_", ""), color)
-    change_ax.set(xscale="log", yscale="log", xlabel="t = lr x steps", ylabel="||X(t) - X(0)|| / ||X(0)||",
+    change_ax.set(xscale="log", yscale="log", xlabel=xlabel, ylabel="||X(t) - X(0)|| / ||X(0)||",
                   title="relative weight change")
     phase = {
         "MLP/value change": np.stack([fraction_done(v) for v in series["change_mlp_value"]]),
@@ -392,11 +178,11 @@ def _markov_figure(series: dict[str, np.ndarray], path: Path) -> Path:
     }
     for (name, values), color in zip(phase.items(), (COLORS[1], COLORS[3], COLORS[0])):
         _band(phase_ax, t, values, name, color)
-    phase_ax.set(xscale="log", xlabel="t = lr x steps", ylabel="fraction of total change (loss: of way to Bayes)",
+    phase_ax.set(xscale="log", xlabel=xlabel, ylabel="fraction of total change (loss: of way to Bayes)",
                  title="phase picture")
     _band(attn_ax, t, series["same_token_attention"], "attention on keys = query token", COLORS[2])
     _band(attn_ax, t, series["same_token_uniform"], "uniform attention's share", "gray", "--")
-    attn_ax.set(xscale="log", xlabel="t = lr x steps", ylabel="attention from the last query",
+    attn_ax.set(xscale="log", xlabel=xlabel, ylabel="attention from the last query",
                 title="same-token attention")
     for ax in axes:
         ax.legend(fontsize=8)
@@ -426,14 +212,14 @@ def markov(base: Config, out: Path, progress: Progress | None = None) -> StudyRe
     out.mkdir(parents=True, exist_ok=True)
     seeds = base.seed_list
     if progress:
-        progress(f"markov: training {len(seeds)} seeds for {base.train.steps} steps")
+        progress(f"markov: training {len(seeds)} seeds, {training_text(base)}")
     training = train_variant(base, out, "markov", lambda checkpoint: train_markov(base, checkpoint, progress))
     series = {**training.series, "step": training.steps, "t": training.t}
     seconds = training.train_s
     write_metrics(out / "metrics.parquet", _metrics_columns(base, series))
     if progress:
         progress("markov: drawing the figure")
-    figure = _markov_figure(series, out / "markov.png")
+    figure = _markov_figure(series, out / "markov.png", time_label(base))
     rows = _seed_rows(base, series, [training.kept(i) for i in range(len(seeds))])
     medians = {key: _median_or_none([r[key] for r in rows]) for key in rows[0] if key != "seed"}
     two_phase = medians["score_at_half_mlp"] is not None and medians["score_at_half_mlp"] < PHASE1_SCORE_FRACTION
@@ -441,13 +227,11 @@ def markov(base: Config, out: Path, progress: Progress | None = None) -> StudyRe
                f"{PHASE1_SCORE_FRACTION:.0%} of its own" if two_phase else
                f"no clear two-phase split: the score gap has done {PHASE1_SCORE_FRACTION:.0%} or more of its change "
                "by the time the MLP/value weights have done half of theirs")
-    t = base.train
     text = (
         f"# markov\n\n{len(seeds)} seeds of `{base.name}`, each its own random chain over d={base.data.d} states "
         f"(rows ~ Dirichlet({DIRICHLET_ALPHA})), {base.data.n} training sequences and {base.data.n_test} test "
         f"sequences of L={base.data.L} tokens plus the target, m={base.model.m}, m1={base.model.m1}, "
-        f"{base.init.scheme} init (c0={base.init.c0}, c1={base.init.c1}), {t.method} with lr {t.lr} for "
-        f"{t.steps} steps (t = {t.lr * t.steps:g}); trained in {seconds:.1f} s. Losses in nats. H is the chain's "
+        f"{base.init.scheme} init (c0={base.init.c0}, c1={base.init.c1}), {training_text(base)}; trained in {seconds:.1f} s. Losses in nats. H is the chain's "
         "entropy rate (the Bayes loss in expectation), H_pi its stationary entropy (context ignored). "
         "`same_attn` is the last query's attention on keys equal to its token, `uniform_attn` what uniform "
         "attention gives them. Half-change times are when the MLP/value weights (`t_half_mlp`) and the "

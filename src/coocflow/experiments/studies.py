@@ -38,6 +38,19 @@ def _plot(ax, result: RunResult, key: str, label: str, color: str, transform=lam
     _band(ax, result.trajectory.t, transform(result.trajectory.series[key]), label, color)
 
 
+def training_text(config: Config) -> str:
+    """How a study's variant trains, in words: the flow with its solver, or the optimizer's steps."""
+    train = config.train
+    if config.is_flow:
+        return f"the flow ({train.solver}, rtol {train.rtol:g}) to t = {config.t_end:g}"
+    return f"{train.method} with lr {train.lr:g} for {train.steps} steps (t = lr x steps = {config.t_end:g})"
+
+
+def time_label(config: Config) -> str:
+    """The time axis of a study's figures."""
+    return "flow time t" if config.is_flow else "t = lr x steps"
+
+
 def decay_rate(t: np.ndarray, loss: np.ndarray, t_from: float) -> float | None:
     """Exponent b of loss ~ t^-b fitted on log-log axes from `t_from` on."""
     keep = (t >= t_from) & (loss > 0) & np.isfinite(loss)

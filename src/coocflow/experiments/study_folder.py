@@ -1,6 +1,6 @@
 """Study folders: the resumable training `deep` and `markov` share.
 
-A study trains each of its variants through the chunked driver (flow/trajectory.py `drive`)
+A study trains each of its variants (`flow.system.integrate`)
 with a checkpoint of its own (checkpoint-<variant>.npz), keeps a finished variant's series
 (variant-<variant>.npz: JSON meta and arrays, no pickle), and holds config.json and study.json
 from the start, so `coocflow run --resume` continues a killed study bit for bit.
@@ -8,135 +8,26 @@ from the start, so `coocflow run --resume` continues a killed study bit for bit.
 
 from __future__ import annotations
 
-import contextlib
 import io
 import json
-import time
 import zipfile
-from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Callable
+from typing import Callable
 
-import jax
-import jax.numpy as jnp
 import numpy as np
-import optax
 
 from coocflow.config import Config
 from coocflow.errors import RunFolderError
-from coocflow.experiments.studies import (
-    Progress,
-)
-from coocflow.flow.discrete import chunk_length
-from coocflow.flow.grid import observation_steps
-from coocflow.flow.trajectory import Checkpoint, divergence_record, drive
+from coocflow.flow.system import EnsembleTraining
+from coocflow.flow.trajectory import Checkpoint
 from coocflow.storage.atomic import atomic_write_bytes
 from coocflow.storage.run_folder import read_json_object
-
-WEIGHTS_NORM2 = "weights_norm2"
-"""Sum of squares of the trained weights, observed with the loss so that non-finite weights stop
-a seed (the driver's watched quantities); dropped from the series a study writes."""
 
 STUDY_FILE = "study.json"
 RESUMABLE_STUDIES = ("deep", "markov")
 """Studies whose folder checkpoints and continues with `coocflow run --resume`."""
 
 VARIANT_FORMAT = 1
-
-
-def stacked_optimizer_state(optimizer: optax.GradientTransformation, params: Any) -> tuple[Any, Any]:
-    """The initial optimizer state of the seed-stacked `params`, and its seed axes for vmap.
-
-    Step counters (the integer leaves) are shared by all seeds, without a seed axis, as they are
-    when the optimizer is initialized inside the vmapped loop (every seed takes the same steps);
-    a per-seed counter changes how XLA fuses the update, and so the last bits of the series."""
-    one_seed = optimizer.init(jax.tree.map(lambda leaf: leaf[0], params))
-
-    def shared(leaf) -> bool:
-        return jnp.issubdtype(leaf.dtype, jnp.integer)
-
-    state = jax.tree.map(lambda stacked, single: single if shared(single) else stacked,
-                         jax.vmap(optimizer.init)(params), one_seed)
-    return state, jax.tree.map(lambda single: None if shared(single) else 0, one_seed)
-
-
-def weights_norm2(params: Any) -> jax.Array:
-    """The `WEIGHTS_NORM2` observable of one seed's trained weights."""
-    return sum(jnp.sum(jnp.square(leaf)) for leaf in jax.tree.leaves(params))
-
-
-@dataclass
-class EnsembleTraining:
-    """A seed ensemble trained on a step plan: `series[name]` is (seeds, observations[, layers]),
-    NaN from a diverged seed's first non-finite observation on; per seed its status
-    ("completed" or "diverged") and, if it diverged, when and why (`divergence_record`, less
-    `weights_t`)."""
-
-    seeds: tuple[int, ...]
-    steps: np.ndarray
-    t: np.ndarray
-    series: dict[str, np.ndarray]
-    status: list[str]
-    divergence: list[dict | None]
-    train_s: float
-    resumed: dict | None = None
-
-    def kept(self, index: int) -> int:
-        """How many observations of this seed are valid (all of them unless it diverged)."""
-        record = self.divergence[index]
-        return len(self.steps) if record is None else int(record["observation"])
-
-
-def train_steps(config: Config, advance: Callable, carry: Any, watched: tuple[str, ...],
-                checkpoint: Checkpoint | None, progress: Progress | None, label: str) -> EnsembleTraining:
-    """Run `advance` (the driver's chunk function; the carry's first item is the weights) over
-    `config`'s observation steps in `observe.chunks` chunks of at least two observations (XLA
-    inlines a one-step scan, which rounds differently from the loop); a seed stops at its first
-    observation with a non-finite `watched` quantity. Between chunks an interrupt becomes a
-    KeyboardInterrupt (coocflow.interrupts), so the driver checkpoints the last chunk."""
-    from coocflow import interrupts
-
-    steps = observation_steps(config.train.steps, config.observe.points, config.observe.spacing)
-    intervals = np.diff(steps, prepend=0)
-    total = max(1, int(intervals.sum()))
-    chunk_len = min(len(intervals), max(2, chunk_length(len(intervals), config.observe.chunks)))
-    seeds = config.seed_list
-    started = time.perf_counter()
-    with contextlib.ExitStack() as between_chunks:
-        calls = {"n": 0}
-
-        def report(done: float) -> None:
-            calls["n"] += 1
-            restored = checkpoint is not None and getattr(checkpoint, "resumed_from", None) is not None
-            if calls["n"] == int(restored) + 1:
-                between_chunks.enter_context(interrupts.deferred())
-            if progress:
-                progress(f"{label}: training {len(seeds)} seeds, {done:.0%} of {config.train.steps} steps")
-
-        series, _, alive, (bad_index, bad_quantity, _), _, _ = drive(
-            advance, carry, lambda carry: carry[0], intervals, chunk_len, len(seeds), pad=0, progress=report,
-            progress_of=lambda done: float(np.sum(done)) / total, checkpoint=checkpoint, watched=watched)
-    t = steps * config.train.lr
-    divergence = [None if ok else _without_weights(divergence_record(t, int(i), q, 0, steps))
-                  for ok, i, q in zip(alive, bad_index, bad_quantity)]
-    return EnsembleTraining(
-        seeds=tuple(seeds), steps=steps, t=t,
-        series={name: _pad(values, len(steps)) for name, values in series.items() if name != WEIGHTS_NORM2},
-        status=["completed" if ok else "diverged" for ok in alive], divergence=divergence,
-        train_s=checkpoint.elapsed_s if checkpoint is not None else time.perf_counter() - started)
-
-
-def _without_weights(record: dict) -> dict:
-    """A run's divergence record without `weights_t`: a study keeps no weights."""
-    return {key: value for key, value in record.items() if key != "weights_t"}
-
-
-def _pad(values: np.ndarray, n_obs: int) -> np.ndarray:
-    """NaN observations after the driver stopped early (every seed diverged)."""
-    missing = n_obs - values.shape[1]
-    if not missing:
-        return values
-    return np.concatenate([values, np.full((values.shape[0], missing) + values.shape[2:], np.nan, values.dtype)], axis=1)
 
 
 def divergence_lines(training: EnsembleTraining) -> list[str]:

@@ -54,6 +54,21 @@ def make_optimizer(method: str, h: dict[str, jax.Array]) -> optax.GradientTransf
     raise ValueError(f"unknown discrete method {method}")
 
 
+class Optimizer(eqx.Module):
+    """An optimizer section as an Optax transformation: `method` is static, every hyperparameter a
+    traced array, so a compiled training loop taking an `Optimizer` serves every learning rate."""
+
+    method: str = eqx.field(static=True)
+    hyper: dict[str, jax.Array]
+
+    @classmethod
+    def of(cls, train: TrainConfig, dtype) -> "Optimizer":
+        return cls(train.method, hyperparameters(train, dtype))
+
+    def transformation(self) -> optax.GradientTransformation:
+        return make_optimizer(self.method, self.hyper)
+
+
 def minibatch(data: Dataset, key: jax.Array, step: jax.Array, batch_size: int) -> Dataset:
     """The samples of optimizer step `step`: a slice of this epoch's permutation of the data.
 

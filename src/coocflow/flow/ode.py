@@ -51,6 +51,27 @@ def make_solver(name: str, rtol, atol) -> diffrax.AbstractSolver:
     raise ValueError(f"unknown solver {name}")
 
 
+class Solver(eqx.Module):
+    """A solver section as Diffrax objects: the solver's name and step budget are static, the
+    tolerances traced arrays (new tolerances reuse the compiled solve)."""
+
+    name: str = eqx.field(static=True)
+    rtol: jax.Array
+    atol: jax.Array
+    max_steps: int = eqx.field(static=True)
+
+    @classmethod
+    def of(cls, train: TrainConfig, dtype) -> "Solver":
+        return cls(train.solver, jnp.asarray(train.rtol, dtype), jnp.asarray(train.atol, dtype), train.max_steps)
+
+    def diffrax_solver(self) -> diffrax.AbstractSolver:
+        return make_solver(self.name, self.rtol, self.atol)
+
+    def controller(self, norm=None) -> diffrax.PIDController:
+        extra = {} if norm is None else {"norm": norm}
+        return diffrax.PIDController(rtol=self.rtol, atol=self.atol, **extra)
+
+
 def vector_field(frozen: Transformer | None, problem: Problem, moving: str = "all"):
     """The right-hand side of the flow as a Diffrax term function: -grad L(theta) on the
     weights, or the closed Gram system (Appendix C) on the Grams."""
@@ -140,7 +161,7 @@ def integrate_flow(
         n_seeds, pad=None, progress=progress, progress_of=lambda done: len(done) / len(times),
         checkpoint=checkpoint)
     n_obs = series["loss"].shape[1]
-    stats = _total_stats(extras, train.solver)
+    stats = total_stats(extras, train.solver)
     status, divergence = [], []
     for s in range(n_seeds):
         failed = [int(code) for code in stats.pop(f"_results_{s}") if int(code) != 0]
@@ -151,7 +172,7 @@ def integrate_flow(
         record = divergence_record(times, int(bad_index[s]), bad_quantity[s], int(good_obs[s]))
         if failed:
             status.append("stopped")
-            record["reason"] = _result_message(failed[0])
+            record["reason"] = result_message(failed[0])
         else:
             status.append("diverged")
         divergence.append(record)
@@ -160,7 +181,7 @@ def integrate_flow(
                       divergence=divergence, stats=stats, snapshots=finish_snapshots(last[2], frozen, snapshot_obs))
 
 
-def _total_stats(extras: list[dict[str, np.ndarray]], solver: str) -> dict:
+def total_stats(extras: list[dict[str, np.ndarray]], solver: str) -> dict:
     """Solver statistics per seed summed over the chunks."""
     n_seeds = len(extras[0]["num_steps"])
     stats: dict = {"solver": solver}
@@ -172,7 +193,7 @@ def _total_stats(extras: list[dict[str, np.ndarray]], solver: str) -> dict:
     return stats
 
 
-def _result_message(code: int) -> str:
+def result_message(code: int) -> str:
     """A one-line reason for a Diffrax result code, with the fix where there is one."""
     names = {int(item._value): name for name, item in diffrax.RESULTS._name_to_item.items()}
     fixes = {"max_steps_reached": "raise train.max_steps or loosen train.rtol",
