@@ -19,6 +19,7 @@ if TYPE_CHECKING:
     import numpy as np
 
     from coocflow.runner import RunResult
+    from coocflow.system_run import SystemRun
 
 
 def config_of_target(target: str | Path) -> Config:
@@ -176,8 +177,9 @@ def _title(c: Config) -> str:
 
 def run_and_write(config: Config, out: Path, force: bool = False,
                   progress: Callable[[float], None] | None = None,
-                  figures: bool | Sequence[str] = True) -> tuple[Path, "RunResult"]:
-    """Train `config` and write its run folder (with figures unless `figures` is false).
+                  figures: bool | Sequence[str] = True) -> tuple[Path, "RunResult | SystemRun"]:
+    """Train `config` and write its run folder (with figures unless `figures` is false): a run of
+    eq. (1) (`runner`) or of the system `config.system` names (`system_run`).
 
     The folder exists from the start, holding config.json and the checkpoints of the run in
     progress, so a killed run continues with `resume_run(out)`.
@@ -197,6 +199,10 @@ def _train_and_write(config: Config, out: Path, progress: Callable[[float], None
     from coocflow.runner import train, write_run_files
     from coocflow.storage.checkpoint import run_lock
 
+    if config.system != "eq1":
+        from coocflow.system_run import train_and_write_system
+
+        return out, train_and_write_system(config, out, progress, figures=bool(figures))
     with run_lock(out), interrupts.shielded():
         with interrupts.exposed():
             result = train(config, progress, checkpoint_in=out)
@@ -287,6 +293,10 @@ def draw_figures(folder: Path) -> list[Path]:
 
     folder = Path(folder)
     config = config_from_dict(read_json_object(folder / "config.json"))
+    if config.system != "eq1":
+        from coocflow.system_run import draw_system_figures
+
+        return draw_system_figures(folder)
     table = pq.read_table(folder / "metrics.parquet")
     columns = {name: table.column(name).to_numpy() for name in table.column_names}
     formats = tuple(name.split(".", 1)[1] for name in read_json_object(folder / "manifest.json")["figures"]
@@ -307,8 +317,11 @@ class RunOutcome:
 
 def training_part(config: dict) -> dict:
     """A configuration less its `verify` section: the declared times (C_T1, k, Lemma 4.3's C) read a
-    finished run and do not change its training, so a run that differs only there is reused."""
-    return {key: value for key, value in config.items() if key != "verify"}
+    finished run and do not change its training, so a run that differs only there is reused. A
+    folder written before configurations named their `system` trained eq. (1), so `system = "eq1"`
+    counts as absent."""
+    return {key: value for key, value in config.items()
+            if key != "verify" and not (key == "system" and value == "eq1")}
 
 
 def ensure_run(config: Config, folder: Path) -> RunOutcome:
@@ -363,4 +376,8 @@ def resume_run(folder: Path, progress: Callable[[float], None] | None = None,
 
 def describe(c: Config) -> str:
     """One line saying what a run will do."""
+    if c.system != "eq1":
+        from coocflow.system_run import title_of
+
+        return f"[bold]{c.name}[/]: {title_of(c).split(': ', 1)[1]}, {c.dtype}"
     return f"[bold]{c.name}[/]: {_title(c).split(': ', 1)[1]}, {c.dtype}"

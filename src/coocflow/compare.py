@@ -123,6 +123,17 @@ def available_columns(metrics: dict[str, np.ndarray]) -> list[str]:
             if name not in NOT_COLUMNS and np.issubdtype(np.asarray(column).dtype, np.number)]
 
 
+def default_columns(runs) -> list[str]:
+    """The columns drawn without --columns: `DEFAULT_COLUMNS` for runs of eq. (1); for other
+    systems each run's loss, then the first columns every run has, four in all."""
+    if all(run.manifest.get("system", "eq1") == "eq1" for run in runs):
+        return list(DEFAULT_COLUMNS)
+    shared = [name for name in available_columns(runs[0].metrics)
+              if all(name in run.metrics for run in runs[1:])]
+    losses = [name for name in dict.fromkeys(run.manifest.get("loss_name", "loss") for run in runs) if name in shared]
+    return (losses + [name for name in shared if name not in losses])[:4]
+
+
 def parse_columns(columns: list[str] | str | None) -> list[str]:
     """`--columns loss,G_mu1` (or a list, each item possibly comma-separated) -> names; None gives
     the default columns."""
@@ -194,7 +205,7 @@ def run_results(run, label: str) -> dict[str, Any]:
     result = {
         "run": label, "name": man.get("name"), "folder": str(run.path),
         "status": man.get("status"), "seeds": len(seeds), "T1": man.get("T1"),
-        "initial_loss": man.get("initial_loss"), "final_loss": final.get("loss"), "final_t": final.get("t"),
+        "initial_loss": man.get("initial_loss"), "final_loss": final.get(man.get("loss_name", "loss")), "final_t": final.get("t"),
         "final_train_acc": final.get("train_acc"), "final_test_acc": final.get("test_acc"),
         "final_G_mu1": final.get("G_mu1"), "final_G_mu2": final.get("G_mu2"), "final_G_mu3": final.get("G_mu3"),
         "delta_A_mu1_mu2": delta, "wall_s": (man.get("timings") or {}).get("train_s"),
@@ -312,14 +323,15 @@ def compare_runs(folders: list[Path], columns: list[str] | None = None, out: Pat
     resolved = _check_folders(folders)
     runs = [load_run(folder) for folder in folders]
     labels = _labels(runs)
-    names = parse_columns(columns)
+    names = parse_columns(columns) if columns is not None else default_columns(runs)
     _check_columns(names, runs, labels)
     differences = config_differences([run.config for run in runs])
     results = [run_results(run, label) for run, label in zip(runs, labels)]
     common = min(float(np.max(run.metrics["t"])) for run in runs)
     for run, result in zip(runs, results):
         t = np.asarray(run.metrics["t"])
-        result.update(common_t=common, loss_at_common_t=_finite(value_at(run.metrics, "loss", common)),
+        loss = run.manifest.get("loss_name", "loss")
+        result.update(common_t=common, loss_at_common_t=_finite(value_at(run.metrics, loss, common)),
                       first_t=float(t[t > 0].min()) if (t > 0).any() else None)
     warnings = time_axis_warnings(runs, labels)
     out = _prepare_out(out, resolved)
@@ -369,8 +381,10 @@ def format_value(value: Any) -> str:
 
 
 def result_rows(comparison: Comparison) -> list[tuple[str, list[str]]]:
-    """(row title, one formatted cell per run) for the results table."""
-    return [(title, [format_value(r.get(key)) for r in comparison.results]) for key, title in RESULT_FIELDS]
+    """(row title, one formatted cell per run) for the results table; a row no run has a value
+    for (the paper's quantities, for other systems) is left out."""
+    return [(title, [format_value(r.get(key)) for r in comparison.results]) for key, title in RESULT_FIELDS
+            if any(r.get(key) is not None for r in comparison.results)]
 
 
 def render_comparison(comparison: Comparison, console) -> None:

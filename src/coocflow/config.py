@@ -154,6 +154,10 @@ class Config:
     """A whole run: what to build, how to train it, where to look."""
 
     name: str = "custom"
+    system: str = "eq1"
+    """What is trained: `eq1` (the paper's model, eq. (1)), a built-in system (`deep`, `markov`), or
+    your own `AbstractSystem` as `path/to/file.py:ClassName` or `package.module:ClassName`
+    (docs/systems.md)."""
     seed: int = 0
     seeds: tuple[int, ...] = ()
     dtype: str = "float64"
@@ -364,11 +368,19 @@ def unsafe_name_reason(text: str) -> str | None:
 NAME_FIX = "names become folder names under runs/, so use letters, digits, '-', '_' and '.', e.g. \"my-run\""
 
 
+BUILT_IN_SYSTEMS = ("eq1", "deep", "markov")
+
+
 def validate(c: Config) -> None:
     """Refuse impossible or nonsensical settings with one line naming the field and the fix."""
     d = c.data
     reason = unsafe_name_reason(c.name)
     _need(reason is None, f"name: {c.name!r} {reason}; {NAME_FIX}")
+    _need(c.system in BUILT_IN_SYSTEMS or (c.system.count(":") == 1 and all(c.system.split(":"))),
+          f"system: {c.system!r} is neither a built-in system ({', '.join(BUILT_IN_SYSTEMS)}) nor "
+          "'path/to/file.py:ClassName' or 'package.module:ClassName' (docs/systems.md)")
+    _need(c.system == "eq1" or c.model.space == "weights",
+          f"model.space: the Gram space is eq. (1)'s; the {c.system} system trains its parameters, so drop model.space")
     _need(c.seed >= 0, f"seed: must be >= 0 (got {c.seed})")
     _need(all(s >= 0 for s in c.seeds), f"seeds: every seed must be >= 0 (got {list(c.seeds)})")
     _need(len(set(c.seeds)) == len(c.seeds), f"seeds: must not repeat a seed (got {list(c.seeds)})")

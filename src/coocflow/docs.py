@@ -14,6 +14,7 @@ from coocflow.config import _SECTIONS, Config
 
 HELP = {
     "name": "run name, used in titles and default folder names",
+    "system": "what trains: `eq1` (eq. (1)), `deep`, `markov`, or your own as `file.py:Class` / `module:Class` (docs/systems.md)",
     "seed": "seed of data and initialization (a single run)",
     "seeds": "an ensemble: these seeds run as one vmapped call; empty means just `seed`",
     "dtype": "float64 or float32",

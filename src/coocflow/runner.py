@@ -35,7 +35,7 @@ from coocflow.observables.ensemble import first_time_all_correct
 from coocflow.observables.registry import neuron_only
 from coocflow.storage import FORMAT_VERSION, atomic_write_json, write_arrays, write_metrics, write_state
 from coocflow.storage.checkpoint import RunCheckpoint
-from coocflow.storage.paths import is_in_progress, refuse_existing_out
+from coocflow.storage.paths import refuse_existing_out, write_folder_atomically
 from coocflow.storage.provenance import provenance
 
 INIT_NOTES = {
@@ -131,6 +131,14 @@ class RunResult:
     @property
     def seeds(self) -> tuple[int, ...]:
         return self.trajectory.seeds
+
+    @property
+    def status(self) -> list[str]:
+        return self.trajectory.status
+
+    @property
+    def divergence(self) -> list[dict | None]:
+        return self.trajectory.divergence
 
     @property
     def series(self) -> dict[str, np.ndarray]:
@@ -403,25 +411,12 @@ def write_run_files(result: RunResult, out: Path, force: bool = False, figures: 
     interrupt meanwhile waits for the rename (`interrupts.shielded`), so finished training is
     never lost and no hidden staging folder is left behind; one while the figures are drawn
     afterwards leaves the run complete (`coocflow run --resume` draws what is missing)."""
-    out = Path(out)
-    if not is_in_progress(out):
-        refuse_existing_out(out, force)
-    out.parent.mkdir(parents=True, exist_ok=True)
-    staging = out.parent / f".{out.name}.partial-{os.getpid()}"
-    with interrupts.shielded():
-        try:
-            _write_staged(result, out, staging, figures)
-        except BaseException:
-            shutil.rmtree(staging, ignore_errors=True)
-            raise
-    return out
+    return write_folder_atomically(out, force, lambda staging: _write_staged(result, staging, figures))
 
 
-def _write_staged(result: RunResult, out: Path, staging: Path, figures: tuple[str, ...]) -> None:
-    """Every file of the run folder but the figures, into `staging`, then renamed onto `out`; the
-    manifest lists the `figures` to be drawn next."""
-    shutil.rmtree(staging, ignore_errors=True)
-    staging.mkdir()
+def _write_staged(result: RunResult, staging: Path, figures: tuple[str, ...]) -> None:
+    """Every file of the run folder but the figures, into `staging`; the manifest lists the
+    `figures` to be drawn next."""
     config = result.config
     snapshots = snapshot_files(result)
     manifest = {
@@ -456,8 +451,3 @@ def _write_staged(result: RunResult, out: Path, staging: Path, figures: tuple[st
     write_arrays(staging / "test_set.npz",
                  {k: np.asarray(v)[0] if len(result.seeds) == 1 else np.asarray(v) for k, v in arrays.items()})
     atomic_write_json(staging / "manifest.json", manifest)
-    if out.exists():
-        trash = out.parent / f".{out.name}.old-{os.getpid()}"
-        os.replace(out, trash)
-        shutil.rmtree(trash)
-    os.replace(staging, out)

@@ -153,6 +153,7 @@ def _train_and_write(target: Optional[str], set_: list[str], seed: Optional[int]
 
     from coocflow.api import (_names_a_run, config_of_target, describe, resolve_config, resume_run, run_and_write,
                               study_of, time_axis_changes)
+    from coocflow.storage.run_folder import read_json_object
 
     config = resume_config or resolve_config(target, set_, seed, seeds)
     if resume_config is None and study_of(config) is not None:
@@ -201,11 +202,11 @@ def _train_and_write(target: Optional[str], set_: list[str], seed: Optional[int]
             raise _interrupted_message(out) from None
     interrupts.set_message(None)
     _print_summary(folder)
-    if figures:
-        console.print(f"figures: [bold]{folder / 'figure1.png'}[/], {folder / 'overview.png'}"
-                      + (f", {folder / 'figure1.pdf'}" if "pdf" in figures else ""))
-    failed = [(seed, status, div) for seed, status, div in
-              zip(result.seeds, result.trajectory.status, result.trajectory.divergence) if status != "completed"]
+    drawn = [folder / name for name in read_json_object(folder / "manifest.json").get("figures", [])]
+    if drawn:
+        console.print(f"figures: [bold]{drawn[0]}[/]" + "".join(f", {path}" for path in drawn[1:]))
+    failed = [(seed, status, div) for seed, status, div in zip(result.seeds, result.status, result.divergence)
+              if status != "completed"]
     if failed:
         seed, status, div = failed[0]
         why = div.get("reason") or f"{div['quantity']} became non-finite"
@@ -283,6 +284,9 @@ def _print_summary(run_dir: Path) -> None:
     loaded = load_run(run_dir)
     man, cfg = loaded.manifest, loaded.config
     table = Table(title=f"{man['name']}  ({run_dir})", show_header=False)
+    if "system" in man:
+        _print_system_summary(man, cfg, table)
+        return
     table.add_row("status", str(man["status"]))
     table.add_row("config", f"n={cfg['data']['n']} L={cfg['data']['L']} d={cfg['data']['d']} "
                             f"({cfg['data']['random_tokens']}) m={cfg['model']['m']} m1={cfg['model']['m1']}")
@@ -327,5 +331,27 @@ def _print_summary(run_dir: Path) -> None:
                                 f"({int(np.median(stats['num_rejected_steps']))} rejected), "
                                 f"~{int(np.median(stats['gradient_evaluations']))} gradient evaluations"
                                 + (" (median over seeds)" if median else ""))
+    table.add_row("wall time", f"{man['timings'].get('train_s', float('nan')):.2f} s (training, compile included)")
+    console.print(table)
+
+
+def _print_system_summary(man: dict, cfg: dict, table: Table) -> None:
+    """The summary of a system's run: status, training, and each scalar observable from t = 0 to the end."""
+    from coocflow.config import config_from_dict
+
+    table.add_row("status", str(man["status"]))
+    table.add_row("system", str(man["system"]))
+    table.add_row("training", f"{_training_text(config_from_dict(cfg))} seeds={man['seeds']} {man['dtype']}")
+    final = man.get("final")
+    if final is None:
+        table.add_row("result", "no valid observation")
+    else:
+        median = " (median over seeds)" if len(man["seeds"]) > 1 else ""
+        table.add_row(man["loss_name"] + median, f"{man['initial_loss']:.4g} -> {final[man['loss_name']]:.4g} "
+                                                  f"at t={final['t']:.4g}")
+        table.add_row("final" + median, ", ".join(f"{k} {v:.4g}" for k, v in final.items()
+                                                  if k not in ("t", man["loss_name"]))[:400])
+    if man.get("divergence"):
+        table.add_row("stopped early", str(man["divergence"]))
     table.add_row("wall time", f"{man['timings'].get('train_s', float('nan')):.2f} s (training, compile included)")
     console.print(table)

@@ -125,7 +125,9 @@ def sweep_status(folder: Path = typer.Argument(..., metavar="SWEEP_DIR", help="a
 def sweep_plot(
     folder: Path = typer.Argument(..., metavar="SWEEP_DIR", help="a sweep folder written by `coocflow sweep`"),
     x: str = typer.Option(..., "--x", metavar="COLUMN", help="an axis (or any summary column), e.g. model.m"),
-    y: str = typer.Option("T1", "--y", metavar="COLUMN", help="a summary column, e.g. T1, final.loss, phase2_start"),
+    y: Optional[str] = typer.Option(None, "--y", metavar="COLUMN",
+                                    help="a summary column, e.g. T1, final.loss, phase2_start (default: T1, or a "
+                                         "system's final loss)"),
     by: Optional[str] = typer.Option(None, "--by", metavar="AXIS", help="one line per value of this axis"),
     linear: bool = typer.Option(False, "--linear", help="linear axes instead of log-log"),
     out: Optional[Path] = typer.Option(None, "--out", metavar="FILE", help="figure path (default SWEEP_DIR/figures/Y_vs_X.png)"),
@@ -135,6 +137,7 @@ def sweep_plot(
     Example: coocflow sweep-plot runs/sweep-m-L --x model.m --y T1 --by data.L
     """
     from coocflow.sweep import aggregate_figure
+    from coocflow.sweep.aggregate import headline_column
 
-    path = aggregate_figure(folder, x, y, by, log=False if linear else None, path=out)
+    path = aggregate_figure(folder, x, y or headline_column(folder), by, log=False if linear else None, path=out)
     console.print(f"figure: [bold]{path}[/]")

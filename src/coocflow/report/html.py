@@ -415,6 +415,50 @@ def run_report(folder: Path) -> str:
     return _page(f"coocflow report: {man.get('name', Path(folder).name)}", sections, {**ids, **heatmap_ids})
 
 
+def system_report(folder: Path) -> str:
+    """The page of a system's run folder (coocflow/system_run.py): header, configuration and
+    provenance, and one figure per observable (a vector observable's entries share one), the
+    loss first on a log axis; median and 10-90% band over seeds."""
+    from coocflow.storage import load_run
+
+    run = load_run(folder)
+    man = run.manifest
+    t, series = pivot_metrics(run.metrics)
+    groups: dict[str, list[str]] = {}
+    for name in series:
+        stem, _, entry = name.rpartition("_")
+        groups.setdefault(stem if entry.isdigit() and f"{stem}_1" in series else name, []).append(name)
+    loss = man.get("loss_name", "loss")
+    figures = []
+    for group in sorted(groups, key=lambda name: name != loss):
+        traces = [trace for name, color in zip(groups[group], PALETTE * 4) for trace in _series_traces(t, series[name], name, color)]
+        figure = _figure(traces, group, "value", ylog=group == loss)
+        figure["layout"]["xaxis"]["title"]["text"] = "flow time t" if man.get("method") == "flow" else "t = lr x steps"
+        figures.append(figure)
+    divs, ids = _figure_divs(figures, "fig")
+    git = man.get("git", {}) if isinstance(man.get("git"), dict) else {}
+    final = man.get("final") or {}
+    header = [
+        {"field": "system", "value": man.get("system")}, {"field": "status", "value": man.get("status")},
+        {"field": "seeds", "value": ", ".join(map(str, man.get("seeds") or []))},
+        {"field": "method", "value": man.get("method")}, {"field": "time convention", "value": man.get("time_convention")},
+        {"field": "created", "value": man.get("created")},
+        {"field": f"{loss} (median over seeds)", "value": f"{man.get('initial_loss')} -> {final.get(loss)} at t = {final.get('t')}"},
+        {"field": "git commit", "value": (f"{git.get('commit')}{' (uncommitted changes)' if git.get('dirty') else ''}"
+                                          if git.get("commit") else "not a git checkout")},
+        {"field": "packages", "value": ", ".join(f"{k} {v}" for k, v in (man.get("versions") or {}).items())},
+    ]
+    final_rows = [{"observable": key, "final (median over seeds)": value} for key, value in final.items()]
+    config_rows = [{"key": k, "value": v} for k, v in flatten_dotted(run.config).items()]
+    sections = [
+        f'<p class="meta">{html.escape(str(folder))}</p>',
+        "<h2>Run</h2>", _table(header, ["field", "value"]),
+        "<details><summary>Resolved configuration</summary>" + _table(config_rows, ["key", "value"]) + "</details>",
+        "<h2>Observables</h2>", divs, "<h2>Final values</h2>", _table(final_rows, ["observable", "final (median over seeds)"]),
+    ]
+    return _page(f"coocflow report: {man.get('name', Path(folder).name)}", sections, ids)
+
+
 def _space_text(manifest: dict) -> str:
     """What was integrated; for the Gram space, where the initial Grams came from and which
     observables it cannot have."""
@@ -429,10 +473,13 @@ def sweep_report(folder: Path) -> str:
     """The page of a sweep: spec, job states, the per-seed summary table and T1 against every
     numeric axis (medians and bands over seeds)."""
     from coocflow.sweep import SweepStore, aggregate, read_record
+    from coocflow.sweep.aggregate import headline_column
 
     record = read_record(folder)
     store = SweepStore(folder)
     states = store.states()
+    done = any(state == "done" for state in states.values())
+    y = headline_column(folder) if done else "T1"
     figures = []
     axes = record["axes"]
     for axis in axes:
@@ -441,12 +488,12 @@ def sweep_report(folder: Path) -> str:
             continue
         others = [a for a in axes if a != axis]
         try:
-            lines = aggregate(folder, axis, "T1", by=others[0] if others else None)
+            lines = aggregate(folder, axis, y, by=others[0] if others else None)
         except RunFolderError:
             continue
         traces = []
         for line, color in zip(lines, PALETTE * 4):
-            label = f"{others[0]} = {line['group']}" if others else "T1"
+            label = f"{others[0]} = {line['group']}" if others else y
             if line["slope"] is not None:
                 label += f" (slope {line['slope']:.2f})"
             x = line["x"].tolist()
@@ -455,14 +502,16 @@ def sweep_report(folder: Path) -> str:
                            "hoverinfo": "skip", "type": "scatter", "mode": "lines"})
             traces.append({"x": x, "y": _clean(line["median"]), "name": label, "type": "scatter",
                            "mode": "lines+markers", "line": {"color": color}})
-        figure = _figure(traces, f"T1 against {axis}", "T1 (median, 10-90% over seeds)", ylog=True)
+        figure = _figure(traces, f"{y} against {axis}", f"{y} (median, 10-90% over seeds)", ylog=True)
         figure["layout"]["xaxis"]["title"]["text"] = axis
         figures.append(figure)
     divs, ids = _figure_divs(figures, "agg")
     summary_rows = []
-    if any(state == "done" for state in states.values()):
+    if done:
         table = store.read_table("summary").to_pydict()
         keep = ["job", "seed", "status", "T1", "phase2_start", "final.loss", "final.test_acc", "checks_passed"]
+        if "T1" not in table:
+            keep = ["job", "seed", "status", "t_end"] + [name for name in table if name.startswith("final.")]
         summary_rows = [{k: table[k][i] for k in keep if k in table} for i in range(len(table["job"]))]
     counts = {s: sum(v == s for v in states.values()) for s in ("done", "failed", "pending")}
     sections = [

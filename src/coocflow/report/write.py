@@ -6,8 +6,9 @@ from pathlib import Path
 
 from coocflow.errors import RunFolderError
 from coocflow.report.compare_page import comparison_report
-from coocflow.report.html import run_report, scaling_report, sweep_report
+from coocflow.report.html import run_report, scaling_report, sweep_report, system_report
 from coocflow.storage import atomic_write_text
+from coocflow.storage.run_folder import read_json_object
 
 
 def write_report(folder: Path, out: Path | None = None) -> Path:
@@ -20,7 +21,7 @@ def write_report(folder: Path, out: Path | None = None) -> Path:
     elif (folder / "scaling.json").is_file():
         page = scaling_report(folder)
     elif (folder / "manifest.json").is_file() and (folder / "metrics.parquet").is_file():
-        page = run_report(folder)
+        page = system_report(folder) if "system" in read_json_object(folder / "manifest.json") else run_report(folder)
     else:
         raise RunFolderError(f"{folder}: neither a run folder (manifest.json, metrics.parquet), a sweep folder "
                              "(sweep.json), a width sweep (scaling.json) nor a comparison folder (compare.json); pass "

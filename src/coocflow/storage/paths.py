@@ -4,8 +4,12 @@ folder is replaced only when asked (or resumed when it holds an unfinished run).
 from __future__ import annotations
 
 import datetime as dt
+import os
+import shutil
 from pathlib import Path
+from typing import Callable
 
+from coocflow import interrupts
 from coocflow.errors import CoocflowError, ConfigError
 
 DEFAULT_ROOT = Path("runs")
@@ -63,3 +67,29 @@ def refuse_existing_out(out: Path, force: bool) -> None:
         raise CoocflowError(f"--out {out}: holds an unfinished run; continue it with `coocflow run --resume {out}` "
                             "or pass --force to start over")
     raise CoocflowError(f"--out {out}: folder exists; pass --force to replace it or choose another --out")
+
+
+def write_folder_atomically(out: Path, force: bool, fill: Callable[[Path], None]) -> Path:
+    """Write a whole folder at once: `fill(staging)` writes its files into a hidden sibling, then
+    one rename puts it at `out` (replacing the in-progress folder of the same run and its
+    checkpoint). An interrupt meanwhile waits for the rename (`interrupts.shielded`), so finished
+    work is never lost and no staging folder is left behind; an existing finished folder needs `force`."""
+    out = Path(out)
+    if not is_in_progress(out):
+        refuse_existing_out(out, force)
+    out.parent.mkdir(parents=True, exist_ok=True)
+    staging = out.parent / f".{out.name}.partial-{os.getpid()}"
+    with interrupts.shielded():
+        try:
+            shutil.rmtree(staging, ignore_errors=True)
+            staging.mkdir()
+            fill(staging)
+            if out.exists():
+                trash = out.parent / f".{out.name}.old-{os.getpid()}"
+                os.replace(out, trash)
+                shutil.rmtree(trash)
+            os.replace(staging, out)
+        except BaseException:
+            shutil.rmtree(staging, ignore_errors=True)
+            raise
+    return out

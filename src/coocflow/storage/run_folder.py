@@ -17,6 +17,10 @@
     test_set.npz      tokens, labels, groups of the i.i.d. test set
     figure1.png/.pdf  the paper's Figure 1 for this run; overview.png the other observables
 
+A run of another system (`system` in config.json and the manifest: deep, markov, your own) holds
+config.json, manifest.json, metrics.parquet, state_init.npz and state_final.npz with the system's
+named arrays, and training.png (coocflow/system_run.py).
+
 Nothing is pickled; each file is standard JSON, Parquet or npz.
 """
 
@@ -86,9 +90,12 @@ def read_metrics(path: Path) -> dict[str, np.ndarray]:
     return {name: table.column(name).to_numpy() for name in table.column_names}
 
 
-def read_state(path: Path) -> dict[str, np.ndarray]:
+def read_state(path: Path, system: str | None = None) -> dict[str, np.ndarray]:
     """A state file (`state_init.npz`, `state_final.npz`, `state_t1.npz`): at least the golden
-    keys, or the Gram keys for a Gram-space run."""
+    keys, or the Gram keys for a Gram-space run; a system's run (`system`, see coocflow.system_run)
+    holds the system's own named arrays."""
+    if system is not None:
+        return _read_npz(path, ())
     return _read_npz(path, STATE_KEYS, GRAM_STATE_KEYS)
 
 
@@ -255,8 +262,8 @@ def load_run(path: Path) -> LoadedRun:
         config=read_json_object(path / "config.json"),
         manifest=manifest,
         metrics=read_metrics(path / "metrics.parquet"),
-        state_init=read_state(path / "state_init.npz"),
-        state_final=read_state(path / "state_final.npz"),
+        state_init=read_state(path / "state_init.npz", system=manifest.get("system")),
+        state_final=read_state(path / "state_final.npz", system=manifest.get("system")),
         state_t1=read_state(path / "state_t1.npz") if (path / "state_t1.npz").is_file() else None,
         state_snapshots=(read_snapshots(path / "state_snapshots.npz")
                          if (path / "state_snapshots.npz").is_file() else None),

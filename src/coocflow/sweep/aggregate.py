@@ -44,6 +44,16 @@ def label_x_values(ax, values) -> None:
     ax.yaxis.set_minor_formatter(NullFormatter())
 
 
+def headline_column(root: Path) -> str:
+    """What a sweep's default figures show: T1 for runs of eq. (1); for other systems (whose
+    summary has no T1) the final training loss."""
+    names = SweepStore(root).read_table("summary").column_names
+    if "T1" in names:
+        return "T1"
+    finals = [name for name in ("final.loss", "final.train_loss") if name in names]
+    return (finals or [name for name in names if name.startswith("final.")] or ["T1"])[0]
+
+
 def aggregate(root: Path, x: str, y: str = "T1", by: str | None = None) -> list[dict]:
     """Per value of `by` (or one group): x values, median and 10-90% band of y over seeds and
     jobs, and the fitted slope."""
@@ -100,13 +110,15 @@ def aggregate_figure(root: Path, x: str, y: str = "T1", by: str | None = None, l
 
 
 def default_figures(root: Path) -> list[Path]:
-    """T1 against every numeric axis, one line per value of the next axis."""
+    """T1 (or a system's final loss, `headline_column`) against every numeric axis, one line per
+    value of the next axis."""
     record = read_record(root)
+    y = headline_column(root)
     axes = record["axes"]
     numeric = [a for a in axes if all(isinstance(v, (int, float)) and not isinstance(v, bool)
                                       for v in (record["grid"].get(a) or record["zip"].get(a)))]
     figures = []
     for axis in numeric:
         others = [a for a in axes if a != axis]
-        figures.append(aggregate_figure(root, axis, "T1", by=others[0] if others else None))
+        figures.append(aggregate_figure(root, axis, y, by=others[0] if others else None))
     return figures

@@ -35,6 +35,8 @@ def summary_rows(run_folder: Path, job_id: str, axes: dict) -> dict[str, np.ndar
 
     run = load_run(run_folder)
     per_seed = {p["seed"]: p for p in run.manifest["per_seed"]}
+    if "system" in run.manifest:
+        return {**system_summary_rows(run.manifest, job_id), **_axis_columns(axes, len(per_seed))}
     rows = []
     for seed, data in seed_data(run):
         bounds = phase_boundaries(data.series)
@@ -48,6 +50,18 @@ def summary_rows(run_folder: Path, job_id: str, axes: dict) -> dict[str, np.ndar
                      "checks_passed": int(sum(v == 1.0 for v in checks.values())), **checks})
     columns = {k: np.array([r[k] for r in rows]) for k in rows[0]}
     return {**columns, **_axis_columns(axes, len(rows))}
+
+
+def system_summary_rows(manifest: dict, job_id: str) -> dict[str, np.ndarray]:
+    """One row per seed of a system's run (coocflow/system_run.py): status, the time it reached,
+    and the final value of every scalar observable (NaN where a seed has none)."""
+    per_seed = manifest["per_seed"]
+    names = sorted({key for p in per_seed if p["final"] for key in p["final"] if key != "t"})
+    return {"job": np.array([job_id] * len(per_seed)), "seed": np.array([p["seed"] for p in per_seed]),
+            "status": np.array([p["status"] for p in per_seed]),
+            "t_end": np.array([p["final"]["t"] if p["final"] else np.nan for p in per_seed]),
+            **{f"final.{name}": np.array([p["final"].get(name, np.nan) if p["final"] else np.nan for p in per_seed])
+               for name in names}}
 
 
 def run_job(root: str, job: dict) -> dict:

@@ -28,7 +28,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from coocflow.config import NAME_FIX, Config, all_keys, config_from_dict, load_toml, unsafe_name_reason
+from coocflow.config import (BUILT_IN_SYSTEMS, NAME_FIX, Config, all_keys, config_from_dict, load_toml,
+                             unsafe_name_reason)
 from coocflow.errors import ConfigError
 
 SPEC_KEYS = ("name", "base", "seeds", "set", "grid", "zip")
@@ -114,10 +115,13 @@ def spec_from_dict(tree: dict[str, Any], path: Path | None = None) -> SweepSpec:
     if not isinstance(base, str):
         raise ConfigError(f"{_where(path)}base: expected an experiment name or a config .toml path, got {base!r}")
     if base in EXPERIMENTS:
-        if EXPERIMENTS[base].study:
+        study = EXPERIMENTS[base].study
+        if study and study not in BUILT_IN_SYSTEMS:
             raise ConfigError(f"{_where(path)}base: '{base}' is a multi-run study; sweep a single-run experiment "
-                              "such as paper or a config file")
+                              "such as paper, deep, markov or a config file")
         base_config = EXPERIMENTS[base].config()
+        if study:
+            base_config = base_config.replace({"system": study})
     else:
         base_path = Path(base) if path is None or Path(base).is_absolute() else path.parent / base
         if not base_path.is_file():

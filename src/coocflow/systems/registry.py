@@ -1,0 +1,66 @@
+"""The system a configuration names (`Config.system`): a built-in one or a user's own class."""
+
+from __future__ import annotations
+
+import importlib
+import importlib.util
+import sys
+from pathlib import Path
+
+from coocflow.config import Config
+from coocflow.errors import ConfigError
+from coocflow.systems.base import AbstractSystem
+from coocflow.systems.deep import DeepSystem
+from coocflow.systems.markov import MarkovSystem
+
+BUILT_IN: dict[str, type[AbstractSystem]] = {"deep": DeepSystem, "markov": MarkovSystem}
+"""The systems coocflow ships besides eq. (1) (which runs through `coocflow.runner`)."""
+
+
+def _module_from_file(path: Path):
+    """The module of a system file, imported once per resolved path (later loads reuse it, so
+    its classes stay the same objects and compiled programs are reused)."""
+    name = "coocflow_user_" + "".join(ch if ch.isalnum() else "_" for ch in str(path.resolve()))
+    if name in sys.modules:
+        return sys.modules[name]
+    spec = importlib.util.spec_from_file_location(name, path)
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[name] = module
+    try:
+        spec.loader.exec_module(module)
+    except Exception as err:
+        del sys.modules[name]
+        raise ConfigError(f"system: {path} failed to import ({type(err).__name__}: {err}); fix the file") from None
+    return module
+
+
+def system_class(spec: str) -> type[AbstractSystem]:
+    """The class `spec` names: a built-in name, `path/to/file.py:ClassName` (relative to the
+    working directory) or `package.module:ClassName`."""
+    if spec in BUILT_IN:
+        return BUILT_IN[spec]
+    where, _, class_name = spec.partition(":")
+    if where.endswith(".py"):
+        path = Path(where)
+        if not path.is_file():
+            raise ConfigError(f"system: {where} is not a file (relative to {Path.cwd()}); give its path from the "
+                              "working directory, or an absolute one")
+        module = _module_from_file(path)
+    else:
+        try:
+            module = importlib.import_module(where)
+        except ImportError as err:
+            raise ConfigError(f"system: cannot import module {where!r} ({err}); is it installed?") from None
+    found = getattr(module, class_name, None)
+    if not (isinstance(found, type) and issubclass(found, AbstractSystem)):
+        raise ConfigError(f"system: {where} has no AbstractSystem subclass named {class_name!r}; name the class "
+                          "that subclasses coocflow.systems.AbstractSystem")
+    return found
+
+
+def system_of(config: Config) -> AbstractSystem:
+    """The system `config.system` names, built from `config` (it validates what it reads) and
+    checked to support `config.train`."""
+    system = system_class(config.system).from_config(config)
+    system.check_training(config)
+    return system

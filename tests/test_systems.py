@@ -1,0 +1,189 @@
+"""Systems (issue 21, items 1, 2 and 7): any `AbstractSystem` trains by GD and by the flow, resumes,
+sweeps, compares and reports through the same commands; the worked example under examples/ is the
+proof, and its own invariants and the ODE-vs-GD limit check the generic integrators."""
+
+import json
+import sys
+from pathlib import Path
+
+import jax
+import numpy as np
+import pyarrow.parquet as pq
+import pytest
+from typer.testing import CliRunner
+
+from coocflow.api import resolve_config, resume_run, run_and_write
+from coocflow.cli import app
+from coocflow.config import Config
+from coocflow.errors import ConfigError
+from coocflow.flow.system import integrate
+from coocflow.sweep.spec import spec_from_dict
+from coocflow.systems import AbstractSystem
+from coocflow.systems.registry import system_class, system_of
+
+ROOT = Path(__file__).resolve().parents[1]
+EXAMPLE = ROOT / "examples" / "icl_regression.py"
+SMALL = ["--set", "train.steps=300", "--set", "observe.points=24", "--set", "data.n=60", "--set", "data.n_test=60",
+         "--set", "seeds=[0,1]"]
+
+
+@pytest.fixture
+def at_root(monkeypatch):
+    """The example names its system by a path from the repository root, as a user runs it."""
+    monkeypatch.chdir(ROOT)
+
+
+def example_config(**overrides) -> Config:
+    config = resolve_config(str(ROOT / "examples" / "icl_regression.toml"))
+    return config.replace({"train.steps": 300, "observe.points": 24, "data.n": 60, "data.n_test": 60,
+                           "seeds": [0, 1], **overrides})
+
+
+def cli(*args):
+    done = CliRunner().invoke(app, list(args))
+    assert done.exit_code == 0, done.output
+    return done.output
+
+
+def test_the_example_is_at_most_150_lines_and_an_abstract_system(at_root):
+    assert len(EXAMPLE.read_text().splitlines()) <= 150
+    cls = system_class("examples/icl_regression.py:InContextRegression")
+    assert issubclass(cls, AbstractSystem) and cls is system_class("examples/icl_regression.py:InContextRegression")
+
+
+def test_the_example_trains_by_gd_and_by_the_flow_through_run(at_root, tmp_path):
+    for method, extra in (("gd", []), ("flow", ["--set", "train.method=flow", "--set", "train.t_end=6"])):
+        out = tmp_path / method
+        text = cli("run", "examples/icl_regression.toml", *SMALL, *extra, "--out", str(out))
+        assert "system" in text and "training.png" in text
+        manifest = json.loads((out / "manifest.json").read_text())
+        assert manifest["system"] == "examples/icl_regression.py:InContextRegression"
+        assert manifest["status"] == "completed" and manifest["method"] == method
+        table = pq.read_table(out / "metrics.parquet").to_pydict()
+        assert {"seed", "step", "t", "loss", "test_loss", "gamma_error", "gamma_diagonal_1"} <= set(table)
+        loss = np.asarray(table["loss"])[np.asarray(table["seed"]) == 0]
+        assert loss[-1] < 0.8 * loss[0]
+        with np.load(out / "state_final.npz") as state:
+            assert state["W_KQ"].shape == (2, 6, 6)
+
+
+def test_a_parameter_without_gradient_never_moves(at_root):
+    """W_KQ's last column multiplies the query's label slot, which is 0: its gradient is exactly 0,
+    so the generic integrators must leave it exactly where it started (GD and the flow)."""
+    for overrides in ({}, {"train.method": "flow", "train.t_end": 6.0}):
+        config = example_config(**overrides)
+        training = integrate(system_of(config), config)
+        assert np.array_equal(training.final.W_KQ[:, :, -1], training.initial.W_KQ[:, :, -1])
+        assert np.all(training.series["kq_to_y"] == training.series["kq_to_y"][:, :1])
+        assert not np.array_equal(training.final.W_KQ, training.initial.W_KQ)
+
+
+def test_gd_tends_to_the_flow_as_the_step_shrinks(at_root):
+    """The flow is the lr -> 0 limit of GD (first order): at t = 2 the loss of GD at lr 0.02 is
+    within 2% of the flow's, and shrinking lr tenfold shrinks the gap at least fivefold."""
+    flow = integrate(system_of(c := example_config(**{"train.method": "flow", "train.t_end": 2.0,
+                                                      "train.rtol": 1e-10, "train.atol": 1e-12})), c)
+    gaps = []
+    for lr in (0.02, 0.002):
+        config = example_config(**{"train.lr": lr, "train.steps": round(2.0 / lr)})
+        gd = integrate(system_of(config), config)
+        gaps.append(np.max(np.abs(gd.series["loss"][:, -1] - flow.series["loss"][:, -1]) / flow.series["loss"][:, -1]))
+    assert gaps[0] < 0.02 and gaps[1] < gaps[0] / 5, gaps
+
+
+def test_an_interrupted_system_run_resumes_bit_for_bit(at_root, tmp_path):
+    config = example_config(**{"observe.checkpoint_every_s": 0.0, "observe.chunks": 6})
+    _, whole = run_and_write(config, tmp_path / "whole", figures=False)
+    calls = {"n": 0}
+
+    def interrupt_after_two_chunks(done: float) -> None:
+        calls["n"] += 1
+        if calls["n"] == 3:
+            raise KeyboardInterrupt
+
+    with pytest.raises(KeyboardInterrupt):
+        run_and_write(config, tmp_path / "cut", progress=interrupt_after_two_chunks, figures=False)
+    assert (tmp_path / "cut" / "checkpoint.npz").is_file() and not (tmp_path / "cut" / "manifest.json").exists()
+    _, resumed = resume_run(tmp_path / "cut", figures=False)
+    assert resumed.training.resumed is not None
+    first, second = whole.table(), resumed.table()
+    assert first.keys() == second.keys()
+    for name in first:
+        np.testing.assert_array_equal(first[name], second[name], err_msg=name)
+
+
+def test_the_example_sweeps_compares_and_reports_through_the_commands(at_root, tmp_path):
+    sweep = tmp_path / "sweep"
+    spec = tmp_path / "spec.toml"
+    spec.write_text(f'name = "icl-N"\nbase = "{ROOT / "examples" / "icl_regression.toml"}"\nseeds = 2\n'
+                    '[set]\n"train.steps" = 200\n"observe.points" = 16\n"data.n" = 60\n"data.n_test" = 60\n'
+                    '[grid]\n"data.L" = [10, 20]\n')
+    cli("sweep", str(spec), "--out", str(sweep), "--workers", "1")
+    assert (sweep / "figures" / "final.loss_vs_data.L.png").is_file()
+    summary = pq.read_table(next((sweep / "table" / "summary").glob("*.parquet"))).to_pydict()
+    assert {"final.loss", "final.gamma_error", "data.L", "status"} <= set(summary)
+    runs = sorted(path for path in (sweep / "jobs").iterdir() if path.is_dir())
+    assert len(runs) == 2
+    compared = cli("compare", *map(str, runs), "--out", str(tmp_path / "cmp"))
+    assert "data.L" in compared and "G(mu1)" not in compared
+    assert json.loads((tmp_path / "cmp" / "compare.json").read_text())["columns"][0] == "loss"
+    for folder in (runs[0], sweep, tmp_path / "cmp"):
+        assert "report:" in cli("report", str(folder))
+        page = (folder / "report.html").read_text()
+        assert "Traceback" not in page and "plotly" in page.lower()
+    assert "gamma_error" in (runs[0] / "report.html").read_text()
+
+
+def test_the_built_in_systems_sweep_as_plain_runs():
+    spec = spec_from_dict({"name": "deep-width", "base": "deep", "grid": {"model.m": [8, 16]}})
+    assert {job.config.system for job in spec.jobs} == {"deep"}
+    spec = spec_from_dict({"name": "markov-n", "base": "markov", "grid": {"data.n": [24, 48]}})
+    assert {job.config.system for job in spec.jobs} == {"markov"}
+    with pytest.raises(ConfigError, match="multi-run study"):
+        spec_from_dict({"name": "x", "base": "optimizers", "grid": {"model.m": [8, 16]}})
+
+
+def test_markov_runs_as_a_system_into_a_run_folder(tmp_path):
+    config = Config(name="markov-system").replace({
+        "system": "markov", "data.d": 8, "data.L": 4, "data.n": 24, "data.n_test": 24, "model.m": 8, "model.m1": 8,
+        "train.lr": 0.5, "train.steps": 40, "observe.points": 12, "seeds": [0, 1]})
+    folder, run = run_and_write(config, tmp_path / "markov")
+    manifest = json.loads((folder / "manifest.json").read_text())
+    assert manifest["loss_name"] == "train_loss" and (folder / "training.png").is_file()
+    assert np.isfinite(run.table()["train_loss"]).all()
+
+
+@pytest.mark.parametrize("spec, message", [
+    ("nowhere.py:Task", "is not a file"),
+    ("examples/icl_regression.py:Missing", "no AbstractSystem subclass named 'Missing'"),
+    ("no_such_module_here:Task", "cannot import module"),
+])
+def test_a_bad_system_is_one_line_naming_the_field(at_root, spec, message):
+    with pytest.raises(ConfigError, match=message) as caught:
+        system_class(spec)
+    assert str(caught.value).startswith("system: ") and "\n" not in str(caught.value)
+
+
+def test_a_malformed_system_is_refused_at_the_door():
+    with pytest.raises(ConfigError, match="system: 'examples/x.py' is neither"):
+        Config().replace({"system": "examples/x.py"})
+
+
+def test_a_system_refuses_a_training_it_cannot_do(at_root):
+    with pytest.raises(ConfigError, match="train.method: the icl-regression system trains with"):
+        system_of(example_config(**{"train.method": "sgd", "train.batch_size": 10}))
+
+
+def test_the_deep_system_is_vmapped_over_seeds_like_one_seed_at_a_time():
+    """The generic loop batches seeds by vmap; each seed's series equals its own run alone."""
+    config = Config(name="deep-system").replace({
+        "system": "deep", "data.d": 8, "data.L": 4, "data.n": 12, "data.n_test": 12, "model.m": 8, "model.m1": 8,
+        "train.lr": 0.05, "train.steps": 20, "observe.points": 6, "seeds": [3, 4]})
+    both = integrate(system_of(config), config)
+    alone = integrate(system_of(config.replace({"seeds": [4]})), config.replace({"seeds": [4]}))
+    np.testing.assert_allclose(both.series["loss"][1], alone.series["loss"][0], rtol=1e-12)
+    assert jax.tree.leaves(both.final)[0].shape[0] == 2
+
+
+if __name__ == "__main__":
+    sys.exit(pytest.main([__file__, "-q"]))
