@@ -14,12 +14,13 @@ import numpy as np
 import pytest
 
 from coocflow.data import Dataset
-from coocflow.config import TrainConfig
+from coocflow.config import Config, TrainConfig
 from coocflow.flow import integrate_discrete
+from coocflow.flow.discrete import Optimizer
 from coocflow.model import Transformer, loss, loss_grad, logits, sample_losses, score_matrix, token_mlp
 from coocflow.model import transformer as transformer_module
-from coocflow.observables import Problem
 from coocflow.runner import stack, unstack
+from coocflow.systems.eq1 import Eq1System
 
 from conftest import GOLDEN_DIR, GOLDEN_NAMES, REPO
 
@@ -64,8 +65,9 @@ def test_golden_gradient_descent(golden, formulation):
     data = golden_data(golden)
     steps = int(golden["gd_steps"])
     train = TrainConfig(method="gd", lr=float(golden["gd_lr"]), steps=steps)
-    trajectory = integrate_discrete(stack([golden_model(golden)]), stack([Problem(data, data)]),
-                                    np.array([0, steps]), train, seeds=(0,), chunks=1)
+    trajectory = integrate_discrete(Eq1System.from_config(Config(train=train)), Optimizer.of(train, jnp.float64),
+                                    np.array([0, steps]), train.lr, (0,), chunks=1,
+                                    ensemble=(stack([golden_model(golden)]), stack([data]), stack([data])))
     final = unstack(trajectory.final, 0)
     for name in ("W_Q", "W_K", "W_V", "W"):
         np.testing.assert_allclose(getattr(final, name), golden[f"expected_after_gd_{name}"],

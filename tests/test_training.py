@@ -8,8 +8,10 @@ import numpy as np
 import pytest
 
 from coocflow.api import resolve_config
-from coocflow.config import TrainConfig
+from coocflow.config import Config, TrainConfig
 from coocflow.flow import discrete, integrate_discrete, observation_steps
+from coocflow.flow.discrete import Optimizer
+from coocflow.systems.eq1 import Eq1System
 from coocflow.model import loss_grad
 from coocflow.runner import build_model, build_problem, stack, train, unstack
 
@@ -27,10 +29,15 @@ def tiny_config(seed=1, **extra):
 
 
 def run_single(model, problem, grid, lr, chunks=3, **train_keys):
-    """One seed through the batched integrator; returns (final weights, 1-D series)."""
-    trajectory = integrate_discrete(stack([model]), stack([problem]), grid,
-                                    TrainConfig(lr=lr, **train_keys), seeds=(0,), chunks=chunks)
-    return unstack(trajectory.final, 0), {k: v[0] for k, v in trajectory.series.items()}, trajectory
+    """One seed of eq. (1) from `model` on `problem` through the system integrator; returns (final
+    weights, 1-D series, the training)."""
+    train = TrainConfig(lr=lr, **train_keys)
+    system = Eq1System.from_config(Config(train=train))
+    batch_size = 0 if train.method == "gd" else train.batch_size
+    training = integrate_discrete(system, Optimizer.of(train, model.dtype), grid, lr, (0,), chunks=chunks,
+                                  batch_size=batch_size, ensemble=(stack([model]), stack([problem.train]),
+                                                                   stack([problem.test])))
+    return unstack(training.final, 0), {k: v[0] for k, v in training.series.items()}, training
 
 
 def test_one_step_is_params_minus_lr_grad():
@@ -63,7 +70,7 @@ def test_time_is_lr_times_steps_and_chunking_does_not_change_results():
     _, one, trajectory = run_single(model, problem, grid, 0.1, chunks=1)
     _, many, _ = run_single(model, problem, grid, 0.1, chunks=7)
     np.testing.assert_allclose(trajectory.t, grid * 0.1)
-    np.testing.assert_array_equal(trajectory.step, grid)
+    np.testing.assert_array_equal(trajectory.steps, grid)
     for key in one:
         np.testing.assert_array_equal(one[key], many[key], err_msg=key)
 

@@ -22,13 +22,10 @@ import numpy as np
 
 from coocflow import interrupts
 from coocflow.config import Config
-from coocflow.errors import ConfigError
-from coocflow.data import Dataset, make_test_set, make_train_set
-from coocflow.flow import Trajectory, integrate_discrete, integrate_flow, observation_steps, observation_times
-from coocflow.model import Transformer, init_model
-from coocflow.model.gram import grams_from_weights
-from coocflow.model.gram_init import (NEURON_ARRAY_KEYS, accumulate_kaiming_grams, check_kaiming_affordable,
-                                      sample_wide_theory_grams)
+from coocflow.data import Dataset
+from coocflow.flow import Trajectory, integrate, observation_steps, observation_times
+from coocflow.model import Transformer
+from coocflow.model.gram_init import NEURON_ARRAY_KEYS
 from coocflow.model.state import State
 from coocflow.observables import Problem
 from coocflow.observables.ensemble import first_time_all_correct
@@ -37,6 +34,7 @@ from coocflow.storage import FORMAT_VERSION, atomic_write_json, write_arrays, wr
 from coocflow.storage.checkpoint import RunCheckpoint
 from coocflow.storage.paths import refuse_existing_out, write_folder_atomically
 from coocflow.storage.provenance import provenance
+from coocflow.systems.eq1 import Eq1System, build_model, build_problem, gram_source
 
 INIT_NOTES = {
     "kaiming": "kaiming: uniform(-c/sqrt(fan_in), c/sqrt(fan_in)), fan-in d for W_Q, W_K, W_V (c = c0) and m for W (c = c1); a uniform on {+1,-1}",
@@ -48,63 +46,9 @@ TIME_CONVENTIONS = {
 }
 
 
-def _cast(data: Dataset, dtype) -> Dataset:
-    return Dataset(data.tokens, data.labels.astype(dtype), data.groups)
-
-
 def stack(trees):
     """Stack pytrees on a new leading (seed) axis."""
     return jax.tree.map(lambda *leaves: jnp.stack(leaves), *trees)
-
-
-def build_problem(config: Config, seed: int | None = None) -> Problem:
-    """Training and test sets of one seed (default `config.seed`)."""
-    seed = config.seed if seed is None else seed
-    dtype = jnp.dtype(config.dtype)
-    train = make_train_set(config.data, seed)
-    return Problem(train=_cast(train, dtype), test=_cast(make_test_set(config.data, seed, train), dtype),
-                   trainable=config.train.trainable)
-
-
-WEIGHT_ENTRIES_FOR_GRAMS = 20_000_000
-"""`init.gram_from = "auto"` draws the weights and takes their Grams while the weights have at
-most this many entries (160 MB in float64: m = m1 = 4000 at d = 64), so a Gram run starts where
-the weight run of the same seed does; beyond it, it samples the Grams directly."""
-
-
-def gram_source(config: Config) -> str:
-    """Where a Gram run's initial Grams come from: `weights` (the Grams of the seed's drawn
-    weights), `wishart` (exact Gaussian sampling, any width) or `chunked` (Kaiming, accumulated
-    over row chunks)."""
-    m, m1, d = config.model.m, config.model.m1, config.data.d
-    source = config.init.gram_from
-    if source == "auto":
-        source = "weights" if m * (3 * d) + m1 * m <= WEIGHT_ENTRIES_FOR_GRAMS else "sampled"
-    if source == "weights":
-        return "weights"
-    return "wishart" if config.init.scheme == "theory" else "chunked"
-
-
-def build_model(config: Config, seed: int | None = None) -> State:
-    """Initial state of one seed (default `config.seed`): the weights, or in the Gram space
-    their Grams (from `gram_source`), with the neurons' N, Z, a under `model.neurons`."""
-    seed = config.seed if seed is None else seed
-    key = jax.random.fold_in(jax.random.PRNGKey(seed), 1)
-    if config.model.space == "weights":
-        return init_model(config, key)
-    source, neurons = gram_source(config), config.model.neurons
-    if source == "weights":
-        return grams_from_weights(init_model(config, key), neurons)
-    m, m1, d, L, c0, c1 = (config.model.m, config.model.m1, config.data.d, config.data.L, config.init.c0,
-                           config.init.c1)
-    dtype = jnp.dtype(config.dtype)
-    if source == "wishart":
-        return sample_wide_theory_grams(key, d, m, m1, L, c0, c1, neurons, dtype)
-    if neurons:
-        raise ConfigError(f"model.neurons: init.scheme=kaiming at model.m={m} draws its Grams in row chunks, which do "
-                          "not resolve the neurons; use init.scheme=theory or init.gram_from=weights")
-    check_kaiming_affordable(d, m, m1)
-    return accumulate_kaiming_grams(key, d, m, m1, c0, c1, dtype)
 
 
 def build_ensemble(config: Config) -> tuple[Transformer, Problem]:
@@ -189,7 +133,8 @@ def config_hash(config: Config) -> str:
 
 def train(config: Config, progress: Callable[[float], None] | None = None,
           checkpoint_in: Path | None = None) -> RunResult:
-    """Build every seed's problem and initial weights and follow the flow as configured.
+    """Build every seed's problem and initial weights and follow the flow as configured (eq. (1)
+    as a system, `Eq1System`, through `flow.system.integrate`).
 
     With `checkpoint_in` (a run folder begun by `begin_run_folder`), the state is checkpointed
     there every `observe.checkpoint_every_s` seconds and a run that finds a checkpoint continues
@@ -200,9 +145,11 @@ def train(config: Config, progress: Callable[[float], None] | None = None,
                   if checkpoint_in is not None else None)
     start = time.perf_counter()
     grid, snapshot_obs = observation_grid(config)
-    integrate = integrate_flow if config.is_flow else integrate_discrete
-    trajectory = integrate(model, problem, grid, config.train, config.seed_list, config.observe.chunks, progress,
-                           checkpoint, snapshot_obs=snapshot_obs)
+    training = integrate(Eq1System.from_config(config), config, checkpoint, progress, grid, snapshot_obs,
+                         ensemble=(model, problem.train, problem.test))
+    trajectory = Trajectory(seeds=training.seeds, t=training.t, step=training.steps, series=training.series,
+                            final=training.final, status=training.status, divergence=training.divergence,
+                            stats=training.stats, snapshots=training.snapshots)
     trajectory.timings["train_s"] = checkpoint.elapsed_s if checkpoint else time.perf_counter() - start
     t1 = [first_time_all_correct(trajectory.t, trajectory.series["min_margin"][i])
           for i in range(trajectory.n_seeds)]

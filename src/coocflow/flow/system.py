@@ -22,23 +22,18 @@ import equinox as eqx
 import jax
 import jax.numpy as jnp
 import numpy as np
-import optax
 
 from coocflow import interrupts
 from coocflow.config import Config
-from coocflow.flow.discrete import Optimizer, chunk_length, optimizer_step, steps_then_observe
+from coocflow.flow.discrete import TRACE_COUNTS, Optimizer, chunk_length, minibatch, steps_then_observe
 from coocflow.flow.grid import observation_steps, observation_times
 from coocflow.flow.ode import Solver, result_message, total_stats
-from coocflow.flow.trajectory import Checkpoint, divergence_record, drive
-from coocflow.systems.base import AbstractSystem
-
-WEIGHTS_NORM2 = "weights_norm2"
-"""Sum of squares of the trained parameters, observed with the loss so that non-finite weights
-stop a seed (the driver's watched quantities); dropped from the series that come back."""
-
+from coocflow.flow.trajectory import (Checkpoint, SnapshotCarry, Snapshots, divergence_record, drive, map_seeds,
+                                     over_seed_groups, record_snapshot, slot_table, snapshot_carry, take_seeds)
+from coocflow.systems.base import WEIGHTS_NORM2, AbstractSystem
 
 def weights_norm2(params: Any) -> jax.Array:
-    """The `WEIGHTS_NORM2` observable of one seed's trained parameters."""
+    """The `WEIGHTS_NORM2` observable of one seed's moving parameters."""
     return sum(jnp.sum(jnp.square(leaf)) for leaf in jax.tree.leaves(params))
 
 
@@ -47,9 +42,11 @@ class EnsembleTraining:
     """A trained seed ensemble: `series[name]` is (seeds, observations[, entries]), NaN from a
     seed's first non-finite observation on; `steps` the optimizer steps observed (-1 for the
     flow) and `t` their times; per seed its status (`completed`, `diverged`, or `stopped` when
-    the flow's solver gave up) and, if not completed, when and why (`divergence_record`, less
-    `weights_t`). `initial` and `final` are the seed-stacked parameters at t = 0 and the last
-    finite ones (None when read back from a study folder, which keeps no weights)."""
+    the flow's solver gave up) and, if not completed, when and why (`divergence_record`).
+    `initial` and `final` are the seed-stacked parameters at t = 0 and the last finite ones,
+    `train` and `test` the seed-stacked data, `snapshots` the parameters kept at the requested
+    observations and at the system's `reached` event (all None when read back from a study
+    folder, which keeps no weights)."""
 
     seeds: tuple[int, ...]
     steps: np.ndarray
@@ -62,27 +59,14 @@ class EnsembleTraining:
     stats: dict = field(default_factory=dict)
     initial: Any = None
     final: Any = None
+    train: Any = None
+    test: Any = None
+    snapshots: Snapshots | None = None
 
     def kept(self, index: int) -> int:
         """How many observations of this seed are valid (all of them unless it stopped)."""
         record = self.divergence[index]
         return len(self.steps) if record is None else int(record["observation"])
-
-
-def stacked_optimizer_state(optimizer: optax.GradientTransformation, params: Any) -> tuple[Any, Any]:
-    """The initial optimizer state of the seed-stacked `params`, and its seed axes for vmap.
-
-    Step counters (the integer leaves) are shared by all seeds, without a seed axis, as they are
-    when the optimizer is initialized inside the vmapped loop (every seed takes the same steps);
-    a per-seed counter changes how XLA fuses the update, and so the last bits of the series."""
-    one_seed = optimizer.init(jax.tree.map(lambda leaf: leaf[0], params))
-
-    def shared(leaf) -> bool:
-        return jnp.issubdtype(leaf.dtype, jnp.integer)
-
-    state = jax.tree.map(lambda stacked, single: single if shared(single) else stacked,
-                         jax.vmap(optimizer.init)(params), one_seed)
-    return state, jax.tree.map(lambda single: None if shared(single) else 0, one_seed)
 
 
 def _stack(trees: list) -> Any:
@@ -100,48 +84,70 @@ def build_ensemble(system: AbstractSystem, seeds: tuple[int, ...]) -> tuple[Any,
 
 
 def _observed(system: AbstractSystem, moving: Any, fixed: Any, initial: Any, train: Any, test: Any) -> dict:
-    return {**system.observe(eqx.combine(moving, fixed), initial, train, test), WEIGHTS_NORM2: weights_norm2(moving)}
+    observed = system.observe(system.join(moving, fixed), initial, train, test)
+    if WEIGHTS_NORM2 in system.watched():
+        observed = {**observed, WEIGHTS_NORM2: weights_norm2(moving)}
+    return observed
 
 
 @eqx.filter_jit
-def _discrete_chunk(system: AbstractSystem, optimizer: Optimizer, moving, opt_state, state_axes, initial, fixed,
-                    train, test, intervals):
-    """For every seed (vmapped): `intervals[k]` optimizer steps then observe, for each k, in one scan."""
+def _discrete_chunk(system: AbstractSystem, optimizer: Optimizer, moving, opt_state, step, snap, keys, initial,
+                    fixed, train, test, intervals, index, slot, batch_size: int):
+    """For every seed: `intervals[k]` steps then observe (keeping the parameters `record_snapshot`
+    asks for: observation `index[k]` in slot `slot[k]`), for each k, in one scan; mini-batches of
+    `batch_size` (0: the full batch) drawn from the seed's `keys` and step counter."""
+    TRACE_COUNTS["advance"] += 1
     transformation = optimizer.transformation()
 
-    def one_seed(moving, state, initial, fixed, train, test):
-        objective = system.objective(train)
-        gradient = jax.grad(lambda p: objective(eqx.combine(p, fixed)))
+    def one_seed(moving, state, step, snap, key, initial, fixed, train, test):
+        whole = system.objective(train) if batch_size == 0 else None
 
-        def observe(stepped, kept, _):
-            return kept, _observed(system, stepped[0], fixed, initial, train, test)
+        def take_step(_, carry):
+            moving, state, step = carry
+            data = train if batch_size == 0 else minibatch(train, key, step, batch_size)
+            objective = whole if batch_size == 0 else system.objective(data)
+            moving, state = system.step(transformation, optimizer.hyper, objective, moving, state, fixed, data)
+            return moving, state, step + 1
 
-        (carry, _), observations = steps_then_observe(optimizer_step(transformation, gradient), observe,
-                                                      (moving, state), (), intervals)
-        return carry, observations
+        def observe(stepped, snap, marks):
+            _, at, into = marks
+            observed = _observed(system, stepped[0], fixed, initial, train, test)
+            return record_snapshot(snap, stepped[0], system.reached(observed), at, into), observed
 
-    return jax.vmap(one_seed, in_axes=(0, state_axes, 0, 0, 0, 0), out_axes=((0, state_axes), 0))(
-        moving, opt_state, initial, fixed, train, test)
+        ((moving, state, step), snap), observed = steps_then_observe(
+            take_step, observe, (moving, state, step), snap, (intervals, index, slot), steps_of=lambda marks: marks[0])
+        return (moving, state, step, snap), observed
+
+    (moving, opt_state, step, snap), observed = map_seeds(one_seed, moving, opt_state, step, snap, keys, initial,
+                                                          fixed, train, test)
+    return moving, opt_state, step, snap, observed
 
 
 @eqx.filter_jit
-def _flow_chunk(system: AbstractSystem, solver: Solver, moving, initial, fixed, train, test, t0, ts):
-    """For every seed (vmapped): the flow from t0 to ts[-1], observed at ts; the state at ts[-1]."""
+def _flow_chunk(system: AbstractSystem, solver: Solver, moving, snap, initial, fixed, train, test, t0, ts, index,
+                slot):
+    """For every seed: the flow from t0 to ts[-1], observed at ts; returns the state at ts[-1]. The
+    parameters at ts (the very ones observed) are saved too, and `record_snapshot` keeps those of
+    observation `index[k]` in slot `slot[k]` and at the system's `reached` event."""
+    TRACE_COUNTS["flow"] += 1
 
-    def one_seed(y0, initial, fixed, train, test):
+    def one_seed(y0, snap, initial, fixed, train, test):
         objective = system.objective(train)
         saveat = diffrax.SaveAt(subs=[
-            diffrax.SubSaveAt(ts=ts, fn=lambda t, y, args: _observed(system, y, fixed, initial, train, test)),
+            diffrax.SubSaveAt(ts=ts, fn=lambda t, y, args: (_observed(system, y, fixed, initial, train, test), y)),
             diffrax.SubSaveAt(t1=True)])
         solution = diffrax.diffeqsolve(
-            diffrax.ODETerm(lambda t, y, args: system.velocity(objective, y, fixed)), solver.diffrax_solver(),
-            t0, ts[-1], None, y0, saveat=saveat, stepsize_controller=solver.controller(),
+            diffrax.ODETerm(lambda t, y, args: system.velocity(objective, y, fixed, train)), solver.diffrax_solver(),
+            t0, ts[-1], None, y0, saveat=saveat, stepsize_controller=solver.controller(system.error_norm),
             max_steps=solver.max_steps, throw=False)
-        observed, last = solution.ys
+        (observed, states), last = solution.ys
+        snap, _ = jax.lax.scan(
+            lambda kept, marks: (record_snapshot(kept, marks[0], system.reached(marks[1]), marks[2], marks[3]), None),
+            snap, (states, observed, index, slot))
         stats = {key: solution.stats[key] for key in ("num_steps", "num_accepted_steps", "num_rejected_steps")}
-        return jax.tree.map(lambda a: a[0], last), observed, {**stats, "result": solution.result._value}
+        return jax.tree.map(lambda a: a[0], last), observed, {**stats, "result": solution.result._value}, snap
 
-    return jax.vmap(one_seed)(moving, initial, fixed, train, test)
+    return map_seeds(one_seed, moving, snap, initial, fixed, train, test)
 
 
 def _drive(advance: Callable, carry: Any, plan: np.ndarray, pad: int | None, system: AbstractSystem,
@@ -163,90 +169,137 @@ def _drive(advance: Callable, carry: Any, plan: np.ndarray, pad: int | None, sys
                 progress(done)
 
         return drive(advance, carry, lambda carry: carry[0], plan, chunk_len, len(seeds), pad=pad, progress=report,
-                     progress_of=progress_of, checkpoint=checkpoint, watched=(system.loss_name, WEIGHTS_NORM2))
+                     progress_of=progress_of, checkpoint=checkpoint, watched=system.watched())
 
 
-def _training(seeds, steps, t, series, alive, bad_index, bad_quantity, started, checkpoint, initial, final, fixed,
-              stats=None, failures=None) -> EnsembleTraining:
-    status, divergence = [], []
-    for s, ok in enumerate(alive):
-        if ok:
-            status.append("completed")
-            divergence.append(None)
-            continue
-        record = divergence_record(t, int(bad_index[s]), bad_quantity[s], 0, steps)
-        del record["weights_t"]
-        reason = (failures or {}).get(s)
-        if reason:
-            record["reason"] = reason
-        status.append("stopped" if reason else "diverged")
-        divergence.append(record)
-    return EnsembleTraining(
-        seeds=tuple(seeds), steps=steps, t=t,
-        series={name: _pad(values, len(t)) for name, values in series.items() if name != WEIGHTS_NORM2},
-        status=status, divergence=divergence,
-        train_s=checkpoint.elapsed_s if checkpoint is not None else time.perf_counter() - started,
-        resumed=getattr(checkpoint, "resumed_from", None), stats=stats or {}, initial=initial,
-        final=eqx.combine(final, fixed))
+def _snapshots(system: AbstractSystem, snap: SnapshotCarry, fixed: Any, snapshot_obs: np.ndarray) -> Snapshots:
+    return Snapshots(
+        obs=np.asarray(snapshot_obs, dtype=np.int64),
+        states=[system.join(jax.tree.map(lambda leaf: leaf[:, k], snap.states), fixed) for k in range(len(snapshot_obs))],
+        t1_obs=np.asarray(snap.t1_obs, dtype=np.int64), t1_state=system.join(snap.t1_state, fixed))
+
+
+@dataclass
+class _Ensemble:
+    """What both integrators start from and hand back with the result."""
+
+    system: AbstractSystem
+    seeds: tuple[int, ...]
+    initial: Any
+    train: Any
+    test: Any
+    snapshot_obs: np.ndarray
+    started: float
+
+    def result(self, steps, t, driven, fixed, checkpoint, stats=None, failures=None) -> EnsembleTraining:
+        series, final, alive, (bad_index, bad_quantity, good_obs), _, last = driven
+        status, divergence = [], []
+        for s, ok in enumerate(alive):
+            if ok:
+                status.append("completed")
+                divergence.append(None)
+                continue
+            record = divergence_record(t, int(bad_index[s]), bad_quantity[s], int(good_obs[s]),
+                                       steps if steps[0] >= 0 else None)
+            reason = (failures or {}).get(s)
+            if reason:
+                record["reason"] = reason
+            status.append("stopped" if reason else "diverged")
+            divergence.append(record)
+        n_obs = next(iter(series.values())).shape[1]
+        return EnsembleTraining(
+            seeds=tuple(self.seeds), steps=steps[:n_obs], t=t[:n_obs],
+            series={name: values for name, values in series.items() if name != WEIGHTS_NORM2},
+            status=status, divergence=divergence,
+            train_s=checkpoint.elapsed_s if checkpoint is not None else time.perf_counter() - self.started,
+            resumed=getattr(checkpoint, "resumed_from", None), stats=stats or {}, initial=self.initial,
+            final=self.system.join(final, fixed), train=self.train, test=self.test,
+            snapshots=_snapshots(self.system, last[-1], fixed, self.snapshot_obs))
+
+
+def _ensemble(system, seeds, ensemble, snapshot_obs) -> _Ensemble:
+    started = time.perf_counter()
+    initial, train, test = ensemble if ensemble is not None else build_ensemble(system, seeds)
+    return _Ensemble(system, tuple(seeds), initial, train, test, np.asarray(snapshot_obs, dtype=np.int64), started)
 
 
 def integrate_discrete(system: AbstractSystem, optimizer: Optimizer, steps: np.ndarray, lr: float,
                        seeds: tuple[int, ...], chunks: int = 25, checkpoint: Checkpoint | None = None,
-                       progress: Callable[[float], None] | None = None) -> EnsembleTraining:
-    """Train every seed of `system` with `optimizer` (full batch), observing after the optimizer
-    steps `steps` (starting at 0); time is t = lr x steps (nominal for Adam)."""
-    started = time.perf_counter()
-    initial, train, test = build_ensemble(system, seeds)
-    moving, fixed = eqx.partition(initial, system.trainable(jax.tree.map(lambda leaf: leaf[0], initial)))
-    opt_state, state_axes = stacked_optimizer_state(optimizer.transformation(), moving)
+                       progress: Callable[[float], None] | None = None, batch_size: int = 0,
+                       snapshot_obs: np.ndarray = (), ensemble: tuple[Any, Any, Any] | None = None
+                       ) -> EnsembleTraining:
+    """Train every seed of `system` with `optimizer`, observing after the optimizer steps `steps`
+    (which start at 0); time is t = lr x steps (nominal for Adam). `batch_size` > 0 takes
+    mini-batches (epoch e of a seed is the permutation drawn from fold_in(fold_in(PRNGKey(seed),
+    2), e), so the seed and the step counter fix every batch). The parameters at the observations
+    `snapshot_obs` and at the system's `reached` event come back in `snapshots`. `ensemble` gives
+    the seed-stacked (initial parameters, training set, test set) instead of `build_ensemble`'s."""
+    run = _ensemble(system, seeds, ensemble, snapshot_obs)
+    moving, fixed = system.split(run.initial)
+    opt_state = jax.vmap(optimizer.transformation().init)(moving)
+    step = jnp.zeros(len(seeds), dtype=jnp.int64)
+    keys = jax.vmap(lambda s: jax.random.fold_in(jax.random.PRNGKey(s), 2))(jnp.asarray(seeds))
     intervals = np.diff(np.asarray(steps, dtype=np.int64), prepend=0)
+    slots = slot_table(len(intervals), run.snapshot_obs)
     total = max(1, int(intervals.sum()))
 
     def advance(carry, block, index):
-        moving, opt_state = carry
-        (moving, opt_state), observed = _discrete_chunk(system, optimizer, moving, opt_state, state_axes, initial,
-                                                        fixed, train, test, jnp.asarray(block))
-        return (moving, opt_state), observed, {}
+        moving, opt_state, step, snap = carry
+        marks = jnp.asarray(block), jnp.asarray(index), jnp.asarray(slots[index])
 
-    series, final, alive, (bad_index, bad_quantity, _), _, _ = _drive(
-        advance, (moving, opt_state), intervals, 0, system, seeds, chunks, checkpoint, progress,
-        lambda done: float(np.sum(done)) / total)
+        def group(members):
+            return _discrete_chunk(system, optimizer, *take_seeds((moving, opt_state, step, snap, keys, run.initial,
+                                                                   fixed, run.train, run.test), members),
+                                   *marks, batch_size)
+
+        moving, opt_state, step, snap, observed = over_seed_groups(group, len(seeds))
+        return (moving, opt_state, step, snap), observed, {}
+
+    snap = snapshot_carry(moving, len(seeds), len(run.snapshot_obs))
+    driven = _drive(advance, (moving, opt_state, step, snap), intervals, 0, system, seeds, chunks, checkpoint,
+                    progress, lambda done: float(np.sum(done)) / total)
     steps = np.asarray(steps, dtype=np.int64)
-    return _training(seeds, steps, steps * lr, series, alive, bad_index, bad_quantity, started, checkpoint, initial,
-                     final, fixed)
+    return run.result(steps, steps * lr, driven, fixed, checkpoint)
 
 
 def integrate_flow(system: AbstractSystem, solver: Solver, times: np.ndarray, seeds: tuple[int, ...],
                    chunks: int = 25, checkpoint: Checkpoint | None = None,
-                   progress: Callable[[float], None] | None = None) -> EnsembleTraining:
+                   progress: Callable[[float], None] | None = None, snapshot_obs: np.ndarray = (),
+                   ensemble: tuple[Any, Any, Any] | None = None) -> EnsembleTraining:
     """Follow the flow d(params)/dt = `system.velocity` for every seed with `solver`, observing at
     `times` (starting at 0). A seed stops where its solver gives up (status `stopped`, with
     Diffrax's reason) or a watched value turns non-finite (`diverged`); solver statistics per seed
     are in `stats`. Each chunk is a fresh solve from the last one's end, so a checkpoint (the
-    parameters and the time at a chunk boundary) resumes exactly."""
-    started = time.perf_counter()
-    initial, train, test = build_ensemble(system, seeds)
-    moving, fixed = eqx.partition(initial, system.trainable(jax.tree.map(lambda leaf: leaf[0], initial)))
+    parameters and the time at a chunk boundary) resumes exactly. Snapshots are the solver's
+    solution at the observed times, as observed. `ensemble` as for `integrate_discrete`."""
+    run = _ensemble(system, seeds, ensemble, snapshot_obs)
+    moving, fixed = system.split(run.initial)
     times = np.asarray(times, dtype=np.float64)
-    dtype = jax.tree.leaves(initial)[0].dtype
+    dtype = jax.tree.leaves(run.initial)[0].dtype
+    slots = slot_table(len(times), run.snapshot_obs)
 
     def advance(carry, block, index):
-        moving, t0 = carry
-        moving, observed, stats = _flow_chunk(system, solver, moving, initial, fixed, train, test,
-                                              jnp.asarray(t0, dtype), jnp.asarray(block, dtype))
-        return (moving, np.float64(block[-1])), observed, stats
+        moving, t0, snap = carry
+        marks = (jnp.asarray(t0, dtype), jnp.asarray(block, dtype), jnp.asarray(index), jnp.asarray(slots[index]))
 
-    series, final, alive, (bad_index, bad_quantity, _), extras, _ = _drive(
-        advance, (moving, np.float64(0.0)), times, None, system, seeds, chunks, checkpoint, progress,
-        lambda done: len(done) / len(times))
+        def group(members):
+            return _flow_chunk(system, solver, *take_seeds((moving, snap, run.initial, fixed, run.train, run.test),
+                                                           members), *marks)
+
+        moving, observed, stats, snap = over_seed_groups(group, len(seeds))
+        return (moving, np.float64(block[-1]), snap), observed, stats
+
+    snap = snapshot_carry(moving, len(seeds), len(run.snapshot_obs))
+    driven = _drive(advance, (moving, np.float64(0.0), snap), times, None, system, seeds, chunks, checkpoint,
+                    progress, lambda done: len(done) / len(times))
+    extras = driven[4]
     stats = total_stats(extras, solver.name) if extras else {}
     failures = {}
     for s in range(len(seeds)):
         codes = [code for code in stats.pop(f"_results_{s}", []) if code != 0]
-        if codes and not alive[s]:
+        if codes and not driven[2][s]:
             failures[s] = result_message(codes[0])
-    return _training(seeds, np.full(len(times), -1, dtype=np.int64), times, series, alive, bad_index, bad_quantity,
-                     started, checkpoint, initial, final, fixed, stats, failures)
+    return run.result(np.full(len(times), -1, dtype=np.int64), times, driven, fixed, checkpoint, stats, failures)
 
 
 def observation_grid(config: Config) -> np.ndarray:
@@ -259,22 +312,17 @@ def observation_grid(config: Config) -> np.ndarray:
 
 
 def integrate(system: AbstractSystem, config: Config, checkpoint: Checkpoint | None = None,
-              progress: Callable[[float], None] | None = None) -> EnsembleTraining:
+              progress: Callable[[float], None] | None = None, grid: np.ndarray | None = None,
+              snapshot_obs: np.ndarray = (), ensemble: tuple[Any, Any, Any] | None = None) -> EnsembleTraining:
     """Train `system` as `config.train` says (its optimizer, or the flow with its solver) on every
-    seed of `config`, observed on `observation_grid(config)`."""
+    seed of `config`, observed on `grid` (default `observation_grid(config)`)."""
     system.check_training(config)
     dtype = jnp.dtype(config.dtype)
-    grid = observation_grid(config)
+    grid = observation_grid(config) if grid is None else grid
     if config.is_flow:
         return integrate_flow(system, Solver.of(config.train, dtype), grid, config.seed_list, config.observe.chunks,
-                              checkpoint, progress)
-    return integrate_discrete(system, Optimizer.of(config.train, dtype), grid, config.train.lr, config.seed_list,
-                              config.observe.chunks, checkpoint, progress)
-
-
-def _pad(values: np.ndarray, n_obs: int) -> np.ndarray:
-    """NaN observations after the driver stopped early (every seed diverged)."""
-    missing = n_obs - values.shape[1]
-    if not missing:
-        return values
-    return np.concatenate([values, np.full((values.shape[0], missing) + values.shape[2:], np.nan, values.dtype)], axis=1)
+                              checkpoint, progress, snapshot_obs, ensemble)
+    train = config.train
+    batch_size = 0 if train.method == "gd" or train.batch_size in (0, config.data.n) else train.batch_size
+    return integrate_discrete(system, Optimizer.of(train, dtype), grid, train.lr, config.seed_list,
+                              config.observe.chunks, checkpoint, progress, batch_size, snapshot_obs, ensemble)

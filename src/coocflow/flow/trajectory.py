@@ -16,12 +16,8 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from coocflow.model import Transformer
-from coocflow.model.state import join
 from coocflow.storage.checkpoint import DriveState
 
-WATCHED = ("loss", "u_norm2", "A_mu1_mu2", "V_mu1_mu1")
-"""Quantities whose first non-finite value marks a seed as diverged (loss and weight scales)."""
 
 
 @dataclass
@@ -36,7 +32,7 @@ class Trajectory:
     t: np.ndarray
     step: np.ndarray
     series: dict[str, np.ndarray]
-    final: Transformer
+    final: Any
     status: list[str]
     divergence: list[dict | None]
     stats: dict[str, Any] = field(default_factory=dict)
@@ -113,11 +109,10 @@ def take_seeds(tree: Any, group: slice) -> Any:
     return jax.tree.map(lambda leaf: leaf[group], tree)
 
 
-def first_bad(observed: dict[str, np.ndarray], watched: tuple[str, ...] = WATCHED
-              ) -> tuple[np.ndarray, list[str | None]]:
+def first_bad(observed: dict[str, np.ndarray], watched: tuple[str, ...]) -> tuple[np.ndarray, list[str | None]]:
     """Per seed, the index of the first observation with a non-finite watched quantity (or -1),
     and the first watched quantity that is non-finite there (`watched`: (seeds, times) series,
-    WATCHED for the paper's model; other models name their own loss and weight scale)."""
+    the system's `watched()`: its loss and weight scales)."""
     bad = {name: ~np.isfinite(np.asarray(observed[name])) for name in watched}
     any_bad = np.logical_or.reduce(list(bad.values()))
     index = np.where(any_bad.any(axis=1), np.argmax(any_bad, axis=1), -1)
@@ -145,17 +140,18 @@ def snapshot_carry(trainable: Any, n_seeds: int, n_slots: int) -> SnapshotCarry:
         t1_obs=jnp.full(n_seeds, -1, dtype=jnp.int32))
 
 
-def record_snapshot(snap: SnapshotCarry, params: Any, min_margin: jax.Array, index: jax.Array,
+def record_snapshot(snap: SnapshotCarry, params: Any, reached: jax.Array, index: jax.Array,
                     slot: jax.Array) -> SnapshotCarry:
     """One seed, one observation (traced, inside the compiled driver): keep `params` in `slot`
-    (-1: none), and as the T1 weights if this observation (`index`, -1 for padding) is the first
-    with `min_margin > 0`, the test `phases.first_time_all_correct` applies to the series."""
+    (-1: none), and as the event's parameters if this observation (`index`, -1 for padding) is the
+    first where the system's event has `reached` (eq. (1): every training sample correct, the
+    test `phases.first_time_all_correct` applies to the series)."""
     states = snap.states
-    n_slots = jax.tree.leaves(states)[0].shape[0]
+    n_slots = jax.tree.leaves(states)[0].shape[0] if jax.tree.leaves(states) else 0
     if n_slots:
         at = jnp.clip(slot, 0, n_slots - 1)
         states = jax.tree.map(lambda kept, p: kept.at[at].set(jnp.where(slot >= 0, p, kept[at])), states, params)
-    hit = (snap.t1_obs < 0) & (index >= 0) & (min_margin > 0)
+    hit = (snap.t1_obs < 0) & (index >= 0) & reached
     return SnapshotCarry(states=states,
                          t1_state=jax.tree.map(lambda kept, p: jnp.where(hit, p, kept), snap.t1_state, params),
                          t1_obs=jnp.where(hit, index.astype(snap.t1_obs.dtype), snap.t1_obs))
@@ -178,16 +174,9 @@ class Snapshots:
     """
 
     obs: np.ndarray
-    states: list[Transformer]
+    states: list[Any]
     t1_obs: np.ndarray
-    t1_state: Transformer
-
-
-def finish_snapshots(snap: SnapshotCarry, frozen: Transformer, snapshot_obs: np.ndarray) -> Snapshots:
-    return Snapshots(
-        obs=np.asarray(snapshot_obs, dtype=np.int64),
-        states=[join(jax.tree.map(lambda leaf: leaf[:, k], snap.states), frozen) for k in range(len(snapshot_obs))],
-        t1_obs=np.asarray(snap.t1_obs, dtype=np.int64), t1_state=join(snap.t1_state, frozen))
+    t1_state: Any
 
 
 def _select(mask: np.ndarray, new, old):
@@ -218,7 +207,7 @@ def drive(
     progress: Callable[[float], None] | None = None,
     progress_of: Callable[[np.ndarray], float] | None = None,
     checkpoint: Checkpoint | None = None,
-    watched: tuple[str, ...] = WATCHED,
+    watched: tuple[str, ...] = ("loss",),
 ):
     """Run `advance(carry, block, index)` over blocks of `plan`; returns observations and bookkeeping.
 
@@ -256,7 +245,7 @@ def drive(
 
 
 def _advance_block(advance, state: DriveState, params_of, plan: np.ndarray, chunk_len: int,
-                   pad: int | None, watched: tuple[str, ...] = WATCHED) -> DriveState:
+                   pad: int | None, watched: tuple[str, ...]) -> DriveState:
     """The state after the next block of `plan`; `state` itself is left as it was, so an
     interrupt at any point leaves a consistent state to checkpoint."""
     start = state.next_obs

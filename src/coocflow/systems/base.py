@@ -19,12 +19,19 @@ import equinox as eqx
 import jax
 import jax.numpy as jnp
 import numpy as np
+import optax
+import optimistix
 
 from coocflow.config import Config
 from coocflow.errors import ConfigError
 
 FULL_BATCH_METHODS = ("gd", "momentum", "adam", "adamw", "flow")
-"""What a system trains with unless it says otherwise: every full-batch Optax method and the flow."""
+"""What a system trains with unless it says otherwise: every full-batch Optax method and the flow
+(a system whose data has the samples on the leading axis of every leaf may add `sgd`)."""
+
+WEIGHTS_NORM2 = "weights_norm2"
+"""Sum of squares of the moving parameters, observed with the loss so that non-finite weights stop
+a seed (the driver's watched quantities); dropped from the series that come back."""
 
 
 class AbstractSystem(eqx.Module):
@@ -70,10 +77,44 @@ class AbstractSystem(eqx.Module):
         """A filter spec for `eqx.partition`: True where a parameter trains (default: all)."""
         return jax.tree.map(lambda _: True, params)
 
-    def velocity(self, objective: Callable[[Any], jax.Array], moving: Any, fixed: Any) -> Any:
+    def split(self, params: Any) -> tuple[Any, Any]:
+        """(moving part, fixed part) of the (possibly seed-stacked) parameters: by `trainable` by
+        default; eq. (1) splits by its own rule (a Gram state moves as a whole)."""
+        return eqx.partition(params, self.trainable(params))
+
+    def join(self, moving: Any, fixed: Any) -> Any:
+        """The inverse of `split`."""
+        return eqx.combine(moving, fixed)
+
+    def gradient(self, objective: Callable[[Any], jax.Array], moving: Any, fixed: Any) -> Any:
+        """grad of the objective over the moving part."""
+        return jax.grad(lambda p: objective(self.join(p, fixed)))(moving)
+
+    def velocity(self, objective: Callable[[Any], jax.Array], moving: Any, fixed: Any, train: Any) -> Any:
         """d(moving)/dt along the flow: -grad of the objective by default; a system with an exact
-        velocity of its own (as eq. (1)'s Gram space has) overrides it."""
-        return jax.tree.map(jnp.negative, jax.grad(lambda p: objective(eqx.combine(p, fixed)))(moving))
+        velocity of its own (eq. (1)'s Gram space, Appendix C) overrides it."""
+        return jax.tree.map(jnp.negative, self.gradient(objective, moving, fixed))
+
+    def step(self, optimizer: optax.GradientTransformation, hyper: dict[str, jax.Array],
+             objective: Callable[[Any], jax.Array], moving: Any, state: Any, fixed: Any, data: Any) -> tuple[Any, Any]:
+        """One discrete step: `optimizer`'s update along the gradient by default; eq. (1)'s Gram
+        space takes the exact image of a gradient step on the weights instead."""
+        updates, state = optimizer.update(self.gradient(objective, moving, fixed), state, moving)
+        return optax.apply_updates(moving, updates), state
+
+    def error_norm(self, error: Any) -> jax.Array:
+        """The norm the flow's step-size control takes of a step's scaled error (RMS by default)."""
+        return optimistix.rms_norm(error)
+
+    def reached(self, observed: dict[str, jax.Array]) -> jax.Array:
+        """Whether an observation is the event whose parameters the run keeps (`state_t1.npz`):
+        every training sample correct for eq. (1); never by default."""
+        return jnp.asarray(False)
+
+    def watched(self) -> tuple[str, ...]:
+        """The observables whose first non-finite value marks a seed as diverged: the loss and the
+        parameters' squared norm by default."""
+        return (self.loss_name, WEIGHTS_NORM2)
 
     def check_training(self, config: Config) -> None:
         """Refuse a training the system does not support, with the fix."""
@@ -81,7 +122,7 @@ class AbstractSystem(eqx.Module):
         if method not in self.methods:
             raise ConfigError(f"train.method: the {self.name} system trains with {', '.join(self.methods)} "
                               f"(full batch), not '{method}'; try train.method={self.methods[0]}")
-        if config.train.batch_size not in (0, config.data.n):
+        if "sgd" not in self.methods and config.train.batch_size not in (0, config.data.n):
             raise ConfigError(f"train.batch_size: the {self.name} system trains on the full batch; set "
                               f"train.batch_size=0 (got {config.train.batch_size})")
 

@@ -1,0 +1,149 @@
+"""eq. (1), the paper's system, as an `AbstractSystem`: in weight space and in the Gram space.
+
+The state is an `AbstractState` (model/base.py): the weights (`Transformer`) or their Grams
+(`GramState`, `model.space = "gram"`). Each answers its own split, velocity (-grad L on the
+weights, the closed Gram system of Appendix C on the Grams), step-error norm and arrays, so the
+system itself holds no branch on the space except for the discrete step, where the Gram space
+takes the exact image of a gradient step on the weights (`gram_gd_step`) instead of an Optax update.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from typing import Any, Callable, ClassVar
+
+import equinox as eqx
+import jax
+import jax.numpy as jnp
+import optax
+
+from coocflow.config import TRAIN_METHODS, Config, ObserveConfig, TrainConfig, VerifyConfig
+from coocflow.data import Dataset, make_test_set, make_train_set
+from coocflow.errors import ConfigError
+from coocflow.model import init_model
+from coocflow.model.gram import GramState, gram_gd_step, grams_from_weights
+from coocflow.model.gram_init import accumulate_kaiming_grams, check_kaiming_affordable, sample_wide_theory_grams
+from coocflow.model.state import State
+from coocflow.observables import Problem, observe
+from coocflow.systems.base import AbstractSystem
+
+WATCHED = ("loss", "u_norm2", "A_mu1_mu2", "V_mu1_mu1")
+"""Quantities whose first non-finite value marks a seed of eq. (1) as diverged (loss and weight scales)."""
+
+WEIGHT_ENTRIES_FOR_GRAMS = 20_000_000
+"""`init.gram_from = "auto"` draws the weights and takes their Grams while the weights have at
+most this many entries (160 MB in float64: m = m1 = 4000 at d = 64), so a Gram run starts where
+the weight run of the same seed does; beyond it, it samples the Grams directly."""
+
+
+def _cast(data: Dataset, dtype) -> Dataset:
+    return Dataset(data.tokens, data.labels.astype(dtype), data.groups)
+
+
+def build_problem(config: Config, seed: int | None = None) -> Problem:
+    """Training and test sets of one seed (default `config.seed`)."""
+    seed = config.seed if seed is None else seed
+    dtype = jnp.dtype(config.dtype)
+    train = make_train_set(config.data, seed)
+    return Problem(train=_cast(train, dtype), test=_cast(make_test_set(config.data, seed, train), dtype),
+                   trainable=config.train.trainable)
+
+
+def gram_source(config: Config) -> str:
+    """Where a Gram run's initial Grams come from: `weights` (the Grams of the seed's drawn
+    weights), `wishart` (exact Gaussian sampling, any width) or `chunked` (Kaiming, accumulated
+    over row chunks)."""
+    m, m1, d = config.model.m, config.model.m1, config.data.d
+    source = config.init.gram_from
+    if source == "auto":
+        source = "weights" if m * (3 * d) + m1 * m <= WEIGHT_ENTRIES_FOR_GRAMS else "sampled"
+    if source == "weights":
+        return "weights"
+    return "wishart" if config.init.scheme == "theory" else "chunked"
+
+
+def initial_state(config: Config, key: jax.Array) -> State:
+    """Initial state drawn from `key`: the weights, or in the Gram space their Grams (from
+    `gram_source`), with the neurons' N, Z, a under `model.neurons`."""
+    if config.model.space == "weights":
+        return init_model(config, key)
+    source, neurons = gram_source(config), config.model.neurons
+    if source == "weights":
+        return grams_from_weights(init_model(config, key), neurons)
+    m, m1, d, L, c0, c1 = (config.model.m, config.model.m1, config.data.d, config.data.L, config.init.c0,
+                           config.init.c1)
+    dtype = jnp.dtype(config.dtype)
+    if source == "wishart":
+        return sample_wide_theory_grams(key, d, m, m1, L, c0, c1, neurons, dtype)
+    if neurons:
+        raise ConfigError(f"model.neurons: init.scheme=kaiming at model.m={m} draws its Grams in row chunks, which do "
+                          "not resolve the neurons; use init.scheme=theory or init.gram_from=weights")
+    check_kaiming_affordable(d, m, m1)
+    return accumulate_kaiming_grams(key, d, m, m1, c0, c1, dtype)
+
+
+def build_model(config: Config, seed: int | None = None) -> State:
+    """Initial state of one seed (default `config.seed`), from fold_in(PRNGKey(seed), 1)."""
+    seed = config.seed if seed is None else seed
+    return initial_state(config, jax.random.fold_in(jax.random.PRNGKey(seed), Eq1System.key_stream))
+
+
+class Eq1System(AbstractSystem):
+    """The one-layer transformer of eq. (1) on the co-occurrence data (docs/definitions.md)."""
+
+    section: Config = eqx.field(static=True)
+    """The run's configuration less its training, observation and verification settings (so a new
+    learning rate or grid reuses the compiled programs)."""
+    moving_set: str = eqx.field(static=True)
+    """`train.trainable`: `all`, or `mlp-value` (W_Q, W_K fixed at init)."""
+
+    name: ClassVar[str] = "eq1"
+    methods: ClassVar[tuple[str, ...]] = TRAIN_METHODS
+
+    @classmethod
+    def from_config(cls, config: Config) -> "Eq1System":
+        section = dataclasses.replace(config, name="eq1", seed=0, seeds=(), train=TrainConfig(),
+                                      observe=ObserveConfig(), verify=VerifyConfig())
+        return cls(section, config.train.trainable)
+
+    def init(self, key: jax.Array) -> State:
+        return initial_state(self.section, key)
+
+    def data(self, seed: int) -> tuple[Dataset, Dataset]:
+        problem = build_problem(self.section, seed)
+        return problem.train, problem.test
+
+    def loss(self, params: State, train: Dataset) -> jax.Array:
+        return params.loss(train)
+
+    def observe(self, params: State, initial: State, train: Dataset, test: Dataset) -> dict[str, jax.Array]:
+        return observe(params, Problem(train, test, self.moving_set))
+
+    def split(self, params: State) -> tuple[Any, Any]:
+        return params.split(self.moving_set)
+
+    def join(self, moving: Any, fixed: Any) -> State:
+        return moving.join(fixed)
+
+    def velocity(self, objective: Callable[[Any], jax.Array], moving: Any, fixed: Any, train: Dataset) -> Any:
+        return moving.velocity(fixed, train, self.moving_set)
+
+    def step(self, optimizer: optax.GradientTransformation, hyper: dict[str, jax.Array],
+             objective: Callable[[Any], jax.Array], moving: Any, state: Any, fixed: Any, data: Dataset
+             ) -> tuple[Any, Any]:
+        if isinstance(moving, GramState):
+            return gram_gd_step(moving, data, hyper["lr"], self.moving_set), state
+        return super().step(optimizer, hyper, objective, moving, state, fixed, data)
+
+    def error_norm(self, error: Any) -> jax.Array:
+        return error.error_norm()
+
+    def reached(self, observed: dict[str, jax.Array]) -> jax.Array:
+        """Every training sample correct (min_i y_i F(x_i) > 0): the observation of T1."""
+        return observed["min_margin"] > 0
+
+    def watched(self) -> tuple[str, ...]:
+        return WATCHED
+
+    def arrays(self, params: State) -> dict[str, jax.Array]:
+        return params.arrays()
