@@ -116,3 +116,16 @@ def test_a_symlink_out_of_the_output_root_is_refused(tmp_path):
     (root / "link").symlink_to(elsewhere)
     with pytest.raises(ConfigError, match="name: 'link/run' would write outside"):
         inside(root, "link/run", "name")
+
+
+def test_choices_come_from_the_literal_types_and_a_near_miss_gets_a_suggestion():
+    from typing import get_args, get_type_hints
+
+    from coocflow.config import TRAIN_METHODS, TrainConfig
+
+    assert TRAIN_METHODS == get_args(get_type_hints(TrainConfig)["method"])
+    with pytest.raises(ConfigError, match=r"^train.method: must be one of gd, sgd, momentum, adam, adamw, flow "
+                                          r"\(got 'adm'\); did you mean 'adam'\?$"):
+        Config().replace({"train.method": "adm"})
+    with pytest.raises(ConfigError, match=r"^train.solver: must be one of tsit5, dopri5, dopri8, kvaerno5 \(got 7\)$"):
+        Config().replace({"train.solver": 7})

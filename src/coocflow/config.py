@@ -14,21 +14,29 @@ import math
 import tomllib
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal, get_args, get_origin, get_type_hints
 
 from coocflow.errors import ConfigError
 
-RANDOM_TOKEN_MODES = ("distinct", "uniform")
-INIT_SCHEMES = ("theory", "kaiming")
-DISCRETE_METHODS = ("gd", "sgd", "momentum", "adam", "adamw")
-TRAIN_METHODS = DISCRETE_METHODS + ("flow",)
-SOLVERS = ("tsit5", "dopri5", "dopri8", "kvaerno5")
-DTYPES = ("float64", "float32")
-GRID_SPACINGS = ("log-linear", "log", "linear")
-TEST_TOKEN_MODES = ("fresh", "seen", "unseen")
-TRAINABLE_SETS = ("all", "mlp-value")
-SPACES = ("weights", "gram")
-GRAM_SOURCES = ("auto", "weights", "sampled")
+RandomTokens = Literal["distinct", "uniform"]
+InitScheme = Literal["theory", "kaiming"]
+DiscreteMethod = Literal["gd", "sgd", "momentum", "adam", "adamw"]
+TrainMethod = Literal["gd", "sgd", "momentum", "adam", "adamw", "flow"]
+SolverName = Literal["tsit5", "dopri5", "dopri8", "kvaerno5"]
+DType = Literal["float64", "float32"]
+GridSpacing = Literal["log-linear", "log", "linear"]
+TestTokens = Literal["fresh", "seen", "unseen"]
+TrainableSet = Literal["all", "mlp-value"]
+Space = Literal["weights", "gram"]
+GramSource = Literal["auto", "weights", "sampled"]
+"""The choices of the config's string keys: a field annotated with one of these takes exactly
+its values, checked where the value is read (`_coerce`), with a did-you-mean for a near miss."""
+
+RANDOM_TOKEN_MODES = get_args(RandomTokens)
+INIT_SCHEMES = get_args(InitScheme)
+DISCRETE_METHODS = get_args(DiscreteMethod)
+TRAIN_METHODS = get_args(TrainMethod)
+SOLVERS = get_args(SolverName)
 GRAM_METHODS = ("gd", "flow")
 """Methods the Gram space follows exactly: a gradient step and the flow keep the Grams closed;
 coordinate-wise optimizers (Adam) and momentum do not."""
@@ -41,9 +49,9 @@ class DataConfig:
     n: int = 60
     L: int = 5
     d: int = 64
-    random_tokens: str = "uniform"
+    random_tokens: RandomTokens = "uniform"
     n_test: int = 600
-    test_tokens: str = "fresh"
+    test_tokens: TestTokens = "fresh"
     """Random tokens of the test set: `fresh` (i.i.d. uniform on R, docs/definitions.md section 2), `seen`
     (drawn from the random tokens of the training set) or `unseen` (from those it never holds)."""
 
@@ -59,7 +67,7 @@ class ModelConfig:
     ignores this."""
     heads: int = 1
     """Attention heads per layer of the `deep` experiment (must divide model.m); eq. (1) has one."""
-    space: str = "weights"
+    space: Space = "weights"
     """What is integrated: `weights` (W_Q, W_K, W_V, W) or `gram`, the closed system of the Grams
     A = W_K^T W_Q, P = W_Q^T W_Q, K = W_K^T W_K, V = W_V^T W_V, G = W_V^T u and s = u^T u
     (Appendix C), exact for gd and the flow and of a size independent of m and m1."""
@@ -73,10 +81,10 @@ class ModelConfig:
 class InitConfig:
     """Initialization (docs/definitions.md section 4). c0 scales W_Q, W_K, W_V and c1 scales W, under either scheme."""
 
-    scheme: str = "kaiming"
+    scheme: InitScheme = "kaiming"
     c0: float = 1.0
     c1: float = 1.0
-    gram_from: str = "auto"
+    gram_from: GramSource = "auto"
     """model.space=gram only: where the initial Grams come from. `weights` draws the weights of
     the seed and takes their Grams (the same start as a weight-space run); `sampled` draws the
     Grams directly (Wishart for `theory`, exact at any width; accumulated over row chunks for
@@ -92,7 +100,7 @@ class TrainConfig:
     (`gd` is the explicit-Euler solution of the flow).
     """
 
-    method: str = "gd"
+    method: TrainMethod = "gd"
     lr: float = 0.01
     steps: int = 30000
     batch_size: int = 0
@@ -104,9 +112,9 @@ class TrainConfig:
     t_end: float = 0.0
     rtol: float = 1e-6
     atol: float = 1e-9
-    solver: str = "dopri8"
+    solver: SolverName = "dopri8"
     max_steps: int = 1_000_000
-    trainable: str = "all"
+    trainable: TrainableSet = "all"
     """`all` trains W_Q, W_K, W_V and W; `mlp-value` freezes attention (W_Q, W_K) at init."""
 
 
@@ -115,7 +123,7 @@ class ObserveConfig:
     """Observation grid: `points` observed times from t=0 to the end, dense early."""
 
     points: int = 200
-    spacing: str = "log-linear"
+    spacing: GridSpacing = "log-linear"
     chunks: int = 25
     checkpoint_every_s: float = 60.0
     """Wall seconds between checkpoints of `coocflow run` (taken at chunk boundaries, so at most
@@ -160,7 +168,7 @@ class Config:
     (docs/systems.md)."""
     seed: int = 0
     seeds: tuple[int, ...] = ()
-    dtype: str = "float64"
+    dtype: DType = "float64"
     data: DataConfig = field(default_factory=DataConfig)
     model: ModelConfig = field(default_factory=ModelConfig)
     init: InitConfig = field(default_factory=InitConfig)
@@ -273,46 +281,54 @@ def set_dotted(tree: dict[str, Any], key: str, value: Any) -> None:
     node[parts[-1]] = value
 
 
-def _coerce(key: str, value: Any, kind: type | str) -> Any:
-    kind_name = kind if isinstance(kind, str) else kind.__name__
-    if kind_name.startswith("tuple[int"):
+def _coerce(key: str, value: Any, kind: Any) -> Any:
+    """`value` read as a field of type `kind` (the field's resolved annotation), or one
+    ConfigError line naming `key`, what it takes and, for a near miss among choices, the fix."""
+    origin = get_origin(kind)
+    if origin is Literal:
+        choices = get_args(kind)
+        if value in choices:
+            return value
+        close = difflib.get_close_matches(str(value), choices, n=1, cutoff=0.5) if isinstance(value, str) else []
+        hint = f"; did you mean '{close[0]}'?" if close else ""
+        raise ConfigError(f"{key}: must be one of {', '.join(choices)} (got {value!r}){hint}")
+    if origin is tuple:
+        item = get_args(kind)[0]
+        example = "[0, 1, 2]" if item is int else "[0.5, 2.0]"
         if not isinstance(value, (list, tuple)):
-            raise ConfigError(f"{key}: expected a list of whole numbers, e.g. {key} = [0, 1, 2], got {value!r}")
-        return tuple(_coerce(f"{key}[{i}]", item, "int") for i, item in enumerate(value))
-    if kind_name.startswith("tuple[float"):
-        if not isinstance(value, (list, tuple)):
-            raise ConfigError(f"{key}: expected a list of numbers, e.g. {key} = [0.5, 2.0], got {value!r}")
-        return tuple(_coerce(f"{key}[{i}]", item, "float") for i, item in enumerate(value))
-    if kind_name == "int":
+            what = "whole numbers" if item is int else "numbers"
+            raise ConfigError(f"{key}: expected a list of {what}, e.g. {key} = {example}, got {value!r}")
+        return tuple(_coerce(f"{key}[{i}]", element, item) for i, element in enumerate(value))
+    if kind is int:
         if isinstance(value, bool) or not isinstance(value, int):
             if isinstance(value, float) and value.is_integer():
                 return int(value)
             raise ConfigError(f"{key}: expected a whole number, got {value!r}")
         return value
-    if kind_name == "float":
+    if kind is float:
         if isinstance(value, bool) or not isinstance(value, (int, float)):
             raise ConfigError(f"{key}: expected a number, got {value!r}")
         return float(value)
-    if kind_name == "bool":
+    if kind is bool:
         if not isinstance(value, bool):
             raise ConfigError(f"{key}: expected true or false, got {value!r}")
         return value
-    if kind_name == "str":
+    if kind is str:
         if not isinstance(value, str):
             raise ConfigError(f"{key}: expected a string, got {value!r}")
         return value
-    raise AssertionError(f"unhandled field type {kind_name} for {key}")
+    raise AssertionError(f"unhandled field type {kind} for {key}")
 
 
 def _build_section(cls: type, section: str, values: Any) -> Any:
     if not isinstance(values, dict):
         raise ConfigError(f"{section}: expected a table of keys, got {values!r}")
-    fields = {f.name: f for f in dataclasses.fields(cls)}
+    types = get_type_hints(cls)
     kwargs = {}
     for key, value in values.items():
-        if key not in fields:
+        if key not in types:
             raise _unknown_key(f"{section}.{key}")
-        kwargs[key] = _coerce(f"{section}.{key}", value, fields[key].type)
+        kwargs[key] = _coerce(f"{section}.{key}", value, types[key])
     return cls(**kwargs)
 
 
@@ -320,13 +336,13 @@ def config_from_dict(tree: dict[str, Any]) -> Config:
     """Build and validate a `Config` from a nested dict (missing keys take defaults)."""
     if not isinstance(tree, dict):
         raise ConfigError(f"config: expected a table of keys, got {type(tree).__name__}")
-    top = {f.name: f for f in dataclasses.fields(Config)}
+    top = get_type_hints(Config)
     kwargs: dict[str, Any] = {}
     for key, value in tree.items():
         if key in _SECTIONS:
             kwargs[key] = _build_section(_SECTIONS[key], key, value)
         elif key in top:
-            kwargs[key] = _coerce(key, value, top[key].type)
+            kwargs[key] = _coerce(key, value, top[key])
         elif isinstance(value, dict):
             raise _unknown_section(key)
         else:
@@ -384,28 +400,20 @@ def validate(c: Config) -> None:
     _need(c.seed >= 0, f"seed: must be >= 0 (got {c.seed})")
     _need(all(s >= 0 for s in c.seeds), f"seeds: every seed must be >= 0 (got {list(c.seeds)})")
     _need(len(set(c.seeds)) == len(c.seeds), f"seeds: must not repeat a seed (got {list(c.seeds)})")
-    _need(c.dtype in DTYPES, f"dtype: must be one of {', '.join(DTYPES)} (got '{c.dtype}')")
     _need(d.n > 0 and d.n % 6 == 0,
           f"data.n: must be a positive multiple of 6 so the groups are n/2, n/6, n/6, n/6 (got {d.n}); try data.n={max(6, 6 * round(d.n / 6))}")
     _need(d.L >= 3, f"data.L: a sample holds mu_1, mu_2 and mu_3, so L must be >= 3 (got {d.L})")
     _need(d.d >= 4, f"data.d: the vocabulary needs mu_1, mu_2, mu_3 and at least one random token, so d >= 4 (got {d.d})")
     _need(d.n_test >= 1, f"data.n_test: need at least one test sample (got {d.n_test})")
-    _need(d.random_tokens in RANDOM_TOKEN_MODES,
-          f"data.random_tokens: must be one of {', '.join(RANDOM_TOKEN_MODES)} (got '{d.random_tokens}')")
     if d.random_tokens == "distinct":
         slots = random_slots(d.n, d.L)
         _need(d.d - 3 >= slots,
               f"data.d: 'distinct' random tokens need d - 3 >= {slots} random slots (got d={d.d}); set data.d={slots + 3} or data.random_tokens=uniform")
-    _need(d.test_tokens in TEST_TOKEN_MODES,
-          f"data.test_tokens: must be one of {', '.join(TEST_TOKEN_MODES)} (got '{d.test_tokens}')")
     _need(c.model.m > 0, f"model.m: must be a positive width (got {c.model.m})")
     _need(c.model.layers >= 1, f"model.layers: must be >= 1 (got {c.model.layers})")
     _need(c.model.heads >= 1 and c.model.m % c.model.heads == 0,
           f"model.heads: must be >= 1 and divide model.m={c.model.m} (got {c.model.heads})")
     _need(c.model.m1 > 0, f"model.m1: must be a positive width (got {c.model.m1})")
-    _need(c.model.space in SPACES, f"model.space: must be one of {', '.join(SPACES)} (got '{c.model.space}')")
-    _need(c.init.gram_from in GRAM_SOURCES,
-          f"init.gram_from: must be one of {', '.join(GRAM_SOURCES)} (got '{c.init.gram_from}')")
     if c.model.space == "gram":
         _need(c.train.method in GRAM_METHODS,
               f"train.method: {c.train.method} is not expressible in the Gram space (only a gradient step and the "
@@ -414,12 +422,8 @@ def validate(c: Config) -> None:
         _need(c.init.gram_from == "auto", "init.gram_from: applies with model.space=gram; drop it or set model.space=gram")
         _need(not c.model.neurons, "model.neurons: applies with model.space=gram (weight space always has the neurons); "
               "drop it or set model.space=gram")
-    _need(c.init.scheme in INIT_SCHEMES,
-          f"init.scheme: must be one of {', '.join(INIT_SCHEMES)} (got '{c.init.scheme}')")
     _need(c.init.c0 > 0, f"init.c0: must be > 0 (got {c.init.c0})")
     _need(c.init.c1 > 0, f"init.c1: must be > 0 (got {c.init.c1})")
-    _need(c.train.method in TRAIN_METHODS,
-          f"train.method: must be one of {', '.join(TRAIN_METHODS)} (got '{c.train.method}')")
     t = c.train
     _need(t.lr > 0, f"train.lr: must be > 0 (got {t.lr})")
     _need(t.steps > 0, f"train.steps: must be > 0 (got {t.steps})")
@@ -433,9 +437,6 @@ def validate(c: Config) -> None:
     _need(t.t_end == 0 or t.method == "flow",
           f"train.t_end: applies to train.method=flow; {t.method} runs train.steps steps to t = lr * steps, so set train.steps={max(1, round(t.t_end / t.lr))} instead")
     _need(t.rtol > 0 and t.atol > 0, f"train.rtol, train.atol: must be > 0 (got {t.rtol}, {t.atol})")
-    _need(t.solver in SOLVERS, f"train.solver: must be one of {', '.join(SOLVERS)} (got '{t.solver}')")
-    _need(t.trainable in TRAINABLE_SETS,
-          f"train.trainable: must be one of {', '.join(TRAINABLE_SETS)} (got '{t.trainable}')")
     _need(t.max_steps > 0, f"train.max_steps: must be > 0 (got {t.max_steps})")
     _need(t.batch_size in (0, d.n) or t.method != "flow",
           "train.batch_size: the flow is full-batch; remove train.batch_size or pick a discrete method")
@@ -447,8 +448,6 @@ def validate(c: Config) -> None:
     _need(c.verify.c_t1 == 0 or c.init.scheme == "theory",
           "verify.c_t1: U0 = c1^2 m is the theory init's scale; set init.scheme=theory or verify.c_t1=0")
     _need(c.observe.points >= 2, f"observe.points: need at least 2 observed times (got {c.observe.points})")
-    _need(c.observe.spacing in GRID_SPACINGS,
-          f"observe.spacing: must be one of {', '.join(GRID_SPACINGS)} (got '{c.observe.spacing}')")
     _need(c.observe.chunks >= 1, f"observe.chunks: must be >= 1 (got {c.observe.chunks})")
     _need(math.isfinite(c.observe.start) and 0 <= c.observe.start < c.t_end,
           f"observe.start: the first observed flow time must be >= 0 and before the end t = {c.t_end:g} "

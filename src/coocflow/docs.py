@@ -9,6 +9,7 @@ from __future__ import annotations
 import dataclasses
 import json
 from pathlib import Path
+from typing import Literal, get_args, get_origin, get_type_hints
 
 from coocflow.config import _SECTIONS, Config
 
@@ -97,14 +98,25 @@ def config_reference() -> str:
              "Generated from `coocflow/config.py` by `coocflow docs`. Set keys in a TOML file (sections as tables) "
              "or with `--set key=value`; every value is validated before anything runs.", "",
              "| key | type | default | meaning |", "| --- | --- | --- | --- |"]
+    top = get_type_hints(Config)
     for f in dataclasses.fields(Config):
         if f.name in _SECTIONS:
+            types = get_type_hints(_SECTIONS[f.name])
             for g in dataclasses.fields(_SECTIONS[f.name]):
                 key = f"{f.name}.{g.name}"
-                lines.append(f"| `{key}` | {g.type} | `{defaults[f.name][g.name]!r}` | {HELP[key]} |")
+                lines.append(f"| `{key}` | {_type_text(types[g.name])} | `{defaults[f.name][g.name]!r}` | {HELP[key]} |")
         else:
-            lines.append(f"| `{f.name}` | {f.type} | `{defaults[f.name]!r}` | {HELP[f.name]} |")
+            lines.append(f"| `{f.name}` | {_type_text(top[f.name])} | `{defaults[f.name]!r}` | {HELP[f.name]} |")
     return "\n".join(lines) + "\n"
+
+
+def _type_text(kind) -> str:
+    """A field's type as the reference shows it: the choices of a Literal, else the type's name."""
+    if get_origin(kind) is Literal:
+        return " \\| ".join(f"`{choice}`" for choice in get_args(kind))
+    if get_origin(kind) is tuple:
+        return f"list of {get_args(kind)[0].__name__}"
+    return kind.__name__
 
 
 def metrics_reference() -> str:

@@ -11,7 +11,6 @@ import hashlib
 import json
 import os
 import shutil
-import time
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable
@@ -23,7 +22,7 @@ import numpy as np
 from coocflow import interrupts
 from coocflow.config import Config
 from coocflow.data import Dataset
-from coocflow.flow import Trajectory, integrate, observation_steps, observation_times
+from coocflow.flow import EnsembleTraining, integrate, observation_steps, observation_times
 from coocflow.model import Transformer
 from coocflow.model.gram_init import NEURON_ARRAY_KEYS
 from coocflow.model.state import State
@@ -68,7 +67,7 @@ class RunResult:
     config: Config
     problem: Problem
     initial: Transformer
-    trajectory: Trajectory
+    trajectory: EnsembleTraining
     t1: list[float | None]
     resumed: dict | None = None
 
@@ -92,7 +91,7 @@ class RunResult:
     def seed_series(self, index: int) -> dict[str, np.ndarray]:
         tr = self.trajectory
         keep = tr.kept(index)
-        return {"t": tr.t[:keep], "step": tr.step[:keep],
+        return {"t": tr.t[:keep], "step": tr.steps[:keep],
                 **{k: v[index, :keep] for k, v in tr.series.items()}}
 
     def table(self) -> dict[str, np.ndarray]:
@@ -143,17 +142,11 @@ def train(config: Config, progress: Callable[[float], None] | None = None,
     model, problem = build_ensemble(config)
     checkpoint = (RunCheckpoint(checkpoint_in, config_hash(config), config.observe.checkpoint_every_s)
                   if checkpoint_in is not None else None)
-    start = time.perf_counter()
     grid, snapshot_obs = observation_grid(config)
     training = integrate(Eq1System.from_config(config), config, checkpoint, progress, grid, snapshot_obs,
                          ensemble=(model, problem.train, problem.test))
-    trajectory = Trajectory(seeds=training.seeds, t=training.t, step=training.steps, series=training.series,
-                            final=training.final, status=training.status, divergence=training.divergence,
-                            stats=training.stats, snapshots=training.snapshots)
-    trajectory.timings["train_s"] = checkpoint.elapsed_s if checkpoint else time.perf_counter() - start
-    t1 = [first_time_all_correct(trajectory.t, trajectory.series["min_margin"][i])
-          for i in range(trajectory.n_seeds)]
-    return RunResult(config, problem, model, trajectory, t1, checkpoint.resumed_from if checkpoint else None)
+    t1 = [first_time_all_correct(training.t, training.series["min_margin"][i]) for i in range(training.n_seeds)]
+    return RunResult(config, problem, model, training, t1, training.resumed)
 
 
 def begin_run_folder(out: Path, config: Config, force: bool = False, extra: dict[str, dict] | None = None) -> Path:
@@ -325,7 +318,7 @@ def snapshot_files(result: RunResult) -> dict[str, dict[str, np.ndarray]]:
         arrays = blank(state_arrays(snaps.t1_state, result.problem.train), t1_ok)
         at = np.clip(snaps.t1_obs, 0, len(tr.t) - 1)
         arrays["t"] = np.where(t1_ok, tr.t[at], np.nan)
-        arrays["step"] = np.where(t1_ok, tr.step[at], -1)
+        arrays["step"] = np.where(t1_ok, tr.steps[at], -1)
         files["state_t1.npz"] = ({k: v if k in ("m", "m1") else v[0] for k, v in arrays.items()} if single
                                  else arrays)
     if len(snaps.obs):
@@ -338,7 +331,7 @@ def snapshot_files(result: RunResult) -> dict[str, dict[str, np.ndarray]]:
             arrays = {k: v[:, 0] for k, v in arrays.items()}
         grid = np.minimum(snaps.obs, len(tr.t) - 1)
         arrays["t"] = np.where(snaps.obs < len(tr.t), tr.t[grid], np.nan)
-        arrays["step"] = np.where(snaps.obs < len(tr.t), tr.step[grid], -1)
+        arrays["step"] = np.where(snaps.obs < len(tr.t), tr.steps[grid], -1)
         files["state_snapshots.npz"] = arrays
     return files
 
@@ -379,7 +372,7 @@ def _write_staged(result: RunResult, staging: Path, figures: tuple[str, ...]) ->
         **({"gram_init": gram_source(config), "absent_columns": [] if config.model.neurons else neuron_only()}
            if config.model.space == "gram" else {}),
         "created": dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds"),
-        "timings": result.trajectory.timings,
+        "timings": {"train_s": result.trajectory.train_s},
         "resumed": result.resumed,
         "figures": list(figures),
         **summary(result),

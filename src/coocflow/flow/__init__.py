@@ -5,7 +5,6 @@ its explicit-Euler solution)."""
 from coocflow.flow.grid import observation_steps, observation_times
 from coocflow.flow.ode import vector_field
 from coocflow.flow.system import EnsembleTraining, integrate, integrate_discrete, integrate_flow
-from coocflow.flow.trajectory import Trajectory
 
-__all__ = ["EnsembleTraining", "Trajectory", "integrate", "integrate_discrete", "integrate_flow",
+__all__ = ["EnsembleTraining", "integrate", "integrate_discrete", "integrate_flow",
            "observation_steps", "observation_times", "vector_field"]

@@ -30,6 +30,7 @@ from coocflow.flow.grid import observation_steps, observation_times
 from coocflow.flow.ode import Solver, result_message, total_stats
 from coocflow.flow.trajectory import (Checkpoint, SnapshotCarry, Snapshots, divergence_record, drive, map_seeds,
                                      over_seed_groups, record_snapshot, slot_table, snapshot_carry, take_seeds)
+from coocflow.storage.checkpoint import DriveState
 from coocflow.systems.base import WEIGHTS_NORM2, AbstractSystem
 
 def weights_norm2(params: Any) -> jax.Array:
@@ -62,6 +63,10 @@ class EnsembleTraining:
     train: Any = None
     test: Any = None
     snapshots: Snapshots | None = None
+
+    @property
+    def n_seeds(self) -> int:
+        return len(self.seeds)
 
     def kept(self, index: int) -> int:
         """How many observations of this seed are valid (all of them unless it stopped)."""
@@ -152,7 +157,7 @@ def _flow_chunk(system: AbstractSystem, solver: Solver, moving, snap, initial, f
 
 def _drive(advance: Callable, carry: Any, plan: np.ndarray, pad: int | None, system: AbstractSystem,
            seeds: tuple[int, ...], chunks: int, checkpoint: Checkpoint | None,
-           progress: Callable[[float], None] | None, progress_of: Callable[[np.ndarray], float]):
+           progress: Callable[[float], None] | None, progress_of: Callable[[np.ndarray], float]) -> DriveState:
     """`drive` over `plan` in `chunks` chunks of at least two observations (XLA inlines a one-step
     scan, which rounds differently from the loop). Between chunks an interrupt becomes a
     KeyboardInterrupt (coocflow.interrupts), so the driver checkpoints the last chunk."""
@@ -162,7 +167,7 @@ def _drive(advance: Callable, carry: Any, plan: np.ndarray, pad: int | None, sys
 
         def report(done: float) -> None:
             calls["n"] += 1
-            restored = checkpoint is not None and getattr(checkpoint, "resumed_from", None) is not None
+            restored = checkpoint is not None and checkpoint.resumed_from is not None
             if calls["n"] == int(restored) + 1:
                 between_chunks.enter_context(interrupts.deferred())
             if progress:
@@ -191,15 +196,15 @@ class _Ensemble:
     snapshot_obs: np.ndarray
     started: float
 
-    def result(self, steps, t, driven, fixed, checkpoint, stats=None, failures=None) -> EnsembleTraining:
-        series, final, alive, (bad_index, bad_quantity, good_obs), _, last = driven
-        status, divergence = [], []
-        for s, ok in enumerate(alive):
+    def result(self, steps: np.ndarray, t: np.ndarray, driven: DriveState, fixed: Any, checkpoint: Checkpoint | None,
+               stats: dict | None = None, failures: dict[int, str] | None = None) -> EnsembleTraining:
+        series, status, divergence = driven.series, [], []
+        for s, ok in enumerate(driven.alive):
             if ok:
                 status.append("completed")
                 divergence.append(None)
                 continue
-            record = divergence_record(t, int(bad_index[s]), bad_quantity[s], int(good_obs[s]),
+            record = divergence_record(t, int(driven.bad_index[s]), driven.bad_quantity[s], int(driven.good_obs[s]),
                                        steps if steps[0] >= 0 else None)
             reason = (failures or {}).get(s)
             if reason:
@@ -212,9 +217,9 @@ class _Ensemble:
             series={name: values for name, values in series.items() if name != WEIGHTS_NORM2},
             status=status, divergence=divergence,
             train_s=checkpoint.elapsed_s if checkpoint is not None else time.perf_counter() - self.started,
-            resumed=getattr(checkpoint, "resumed_from", None), stats=stats or {}, initial=self.initial,
-            final=self.system.join(final, fixed), train=self.train, test=self.test,
-            snapshots=_snapshots(self.system, last[-1], fixed, self.snapshot_obs))
+            resumed=checkpoint.resumed_from if checkpoint is not None else None, stats=stats or {},
+            initial=self.initial, final=self.system.join(driven.good_params, fixed), train=self.train,
+            test=self.test, snapshots=_snapshots(self.system, driven.carry[-1], fixed, self.snapshot_obs))
 
 
 def _ensemble(system, seeds, ensemble, snapshot_obs) -> _Ensemble:
@@ -292,12 +297,11 @@ def integrate_flow(system: AbstractSystem, solver: Solver, times: np.ndarray, se
     snap = snapshot_carry(moving, len(seeds), len(run.snapshot_obs))
     driven = _drive(advance, (moving, np.float64(0.0), snap), times, None, system, seeds, chunks, checkpoint,
                     progress, lambda done: len(done) / len(times))
-    extras = driven[4]
-    stats = total_stats(extras, solver.name) if extras else {}
+    stats = total_stats(driven.extras, solver.name) if driven.extras else {}
     failures = {}
     for s in range(len(seeds)):
         codes = [code for code in stats.pop(f"_results_{s}", []) if code != 0]
-        if codes and not driven[2][s]:
+        if codes and not driven.alive[s]:
             failures[s] = result_message(codes[0])
     return run.result(np.full(len(times), -1, dtype=np.int64), times, driven, fixed, checkpoint, stats, failures)
 

@@ -9,7 +9,7 @@ keeps, per seed, the observations before its first bad one and its last finite w
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any, Callable, NamedTuple, Protocol
 
 import jax
@@ -18,35 +18,6 @@ import numpy as np
 
 from coocflow.storage.checkpoint import DriveState
 
-
-
-@dataclass
-class Trajectory:
-    """Observed series of an ensemble and its final weights.
-
-    `series[name]` has shape (seeds, times) and is NaN after a seed diverged; `t` and `step`
-    are shared by all seeds (`step` is -1 for the ODE flow, which takes no fixed steps).
-    """
-
-    seeds: tuple[int, ...]
-    t: np.ndarray
-    step: np.ndarray
-    series: dict[str, np.ndarray]
-    final: Any
-    status: list[str]
-    divergence: list[dict | None]
-    stats: dict[str, Any] = field(default_factory=dict)
-    timings: dict[str, float] = field(default_factory=dict)
-    snapshots: "Snapshots | None" = None
-
-    @property
-    def n_seeds(self) -> int:
-        return len(self.seeds)
-
-    def kept(self, seed_index: int) -> int:
-        """How many observations of this seed are valid (all of them unless it diverged)."""
-        finite = np.isfinite(self.series["loss"][seed_index])
-        return len(finite) if finite.all() else int(np.argmin(finite))
 
 
 def seed_groups(n_seeds: int) -> list[slice]:
@@ -189,7 +160,12 @@ def _select(mask: np.ndarray, new, old):
 
 
 class Checkpoint(Protocol):
-    """Where `drive` sends its state at chunk boundaries, and takes it back from on resume."""
+    """Where `drive` sends its state at chunk boundaries, and takes it back from on resume;
+    `resumed_from` says where a restored run continued from (None: from t = 0) and `elapsed_s` the
+    training seconds so far, interrupted runs included (`storage.checkpoint.RunCheckpoint`)."""
+
+    resumed_from: dict | None
+    elapsed_s: float
 
     def restore(self, initial: DriveState) -> DriveState: ...
 
@@ -208,7 +184,7 @@ def drive(
     progress_of: Callable[[np.ndarray], float] | None = None,
     checkpoint: Checkpoint | None = None,
     watched: tuple[str, ...] = ("loss",),
-):
+) -> DriveState:
     """Run `advance(carry, block, index)` over blocks of `plan`; returns observations and bookkeeping.
 
     `plan` is one entry per observed time (steps to take, or the time to reach); blocks are
@@ -219,9 +195,9 @@ def drive(
     or SIGTERM, the last complete one); since blocks are fixed by the plan, a resumed run
     computes exactly what an uninterrupted one does. A seed diverges at its first observation
     where a `watched` quantity is non-finite (`first_bad`).
-    Returns (series (seeds, n_obs), last finite params, alive mask, per seed (the index of the
-    first bad observation or -1, the quantity that went bad, the observation of the last finite
-    params), the extra outputs per block, the carry after the last block).
+    Returns the driver's state after the last block (`DriveState`: the series (seeds, n_obs),
+    each seed's last finite params and the observation they belong to, the alive mask, the first
+    bad observation and quantity per seed, the extra outputs per block, the last carry).
     """
     n_obs = len(plan)
     state = DriveState.start(carry, params_of, n_seeds)
@@ -240,8 +216,7 @@ def drive(
         if checkpoint is not None:
             checkpoint.save(state, n_obs, now=True)
         raise
-    return (state.series, state.good_params, state.alive, (state.bad_index, state.bad_quantity, state.good_obs),
-            state.extras, state.carry)
+    return state
 
 
 def _advance_block(advance, state: DriveState, params_of, plan: np.ndarray, chunk_len: int,
