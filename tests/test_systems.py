@@ -55,7 +55,7 @@ def test_the_example_trains_by_gd_and_by_the_flow_through_run(at_root, tmp_path)
     for method, extra in (("gd", []), ("flow", ["--set", "train.method=flow", "--set", "train.t_end=6"])):
         out = tmp_path / method
         text = cli("run", "examples/icl_regression.toml", *SMALL, *extra, "--out", str(out))
-        assert "system" in text and "training.png" in text
+        assert "InContextRegression" in text.replace("\n", "") and (out / "training.png").is_file()
         manifest = json.loads((out / "manifest.json").read_text())
         assert manifest["system"] == "examples/icl_regression.py:InContextRegression"
         assert manifest["status"] == "completed" and manifest["method"] == method

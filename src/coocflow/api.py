@@ -12,8 +12,8 @@ from typing import TYPE_CHECKING, Any, Callable, Literal, Mapping, Sequence
 from coocflow.config import (Config, _unknown_key, all_keys, config_from_dict, flatten_dotted, load_toml,
                              parse_override)
 from coocflow.errors import ConfigError, RunFolderError
+from coocflow.storage.folders import RunFolder, StudyFolder, read_json_object
 from coocflow.experiments import EXPERIMENTS, get_experiment
-from coocflow.storage.run_folder import read_json_object
 
 if TYPE_CHECKING:
     import numpy as np
@@ -30,8 +30,8 @@ def config_of_target(target: str | Path) -> Config:
     if text in EXPERIMENTS:
         return get_experiment(text).config()
     if path.is_dir():
-        if (path / "config.json").is_file():
-            return config_from_dict(read_json_object(path / "config.json"))
+        if RunFolder(path).config_file.is_file():
+            return RunFolder(path).config()
         raise ConfigError(f"{text}: a folder without config.json, so not a run folder; pass an experiment, "
                           "a .toml, or a folder written by `coocflow run`")
     if path.is_file():
@@ -256,11 +256,12 @@ def run_study(config: Config, out: Path, force: bool = False, progress: Callable
     with run_lock(out) if resumable else contextlib.nullcontext():
         result = STUDIES[study](config, out, progress)
         record = study_record(out) if resumable else {}
-        atomic_write_json(out / "config.json", config.to_dict())
-        atomic_write_json(out / "manifest.json", {"study": config.name, "wall_s": time.perf_counter() - start,
-                                                  "figures": [p.name for p in result.figures], "rows": result.rows,
-                                                  **record, **provenance()})
-        atomic_write_text(out / "summary.md", result.summary)
+        folder = StudyFolder(out)
+        atomic_write_json(folder.config_file, config.to_dict())
+        atomic_write_json(folder.manifest_file, {"study": config.name, "wall_s": time.perf_counter() - start,
+                                                 "figures": [p.name for p in result.figures], "rows": result.rows,
+                                                 **record, **provenance()})
+        atomic_write_text(folder.summary_file, result.summary)
         if resumable:
             clear_study_progress(out)
     return out, record
@@ -278,7 +279,7 @@ def missing_figures(folder: Path) -> list[str]:
     """The figures of a complete run folder that are not there (an interrupt while they were
     drawn); none for a study, whose manifest is written after its figures."""
     folder = Path(folder)
-    manifest = read_json_object(folder / "manifest.json")
+    manifest = RunFolder(folder).manifest()
     if "study" in manifest:
         return []
     return [name for name in manifest.get("figures", []) if not (folder / name).is_file()]
@@ -291,17 +292,16 @@ def draw_figures(folder: Path) -> list[Path]:
 
     from coocflow.plots import SeriesView, write_run_figures
 
-    folder = Path(folder)
-    config = config_from_dict(read_json_object(folder / "config.json"))
+    run = RunFolder(folder)
+    config = run.config()
     if config.system != "eq1":
         from coocflow.system_run import draw_system_figures
 
-        return draw_system_figures(folder)
-    table = pq.read_table(folder / "metrics.parquet")
+        return draw_system_figures(run.path)
+    table = pq.read_table(run.metrics_file)
     columns = {name: table.column(name).to_numpy() for name in table.column_names}
-    formats = tuple(name.split(".", 1)[1] for name in read_json_object(folder / "manifest.json")["figures"]
-                    if name.startswith("figure1."))
-    return write_run_figures(SeriesView.from_metrics(columns), folder, title=_title(config), formats=formats)
+    formats = tuple(name.split(".", 1)[1] for name in run.manifest()["figures"] if name.startswith("figure1."))
+    return write_run_figures(SeriesView.from_metrics(columns), run.path, title=_title(config), formats=formats)
 
 
 @dataclass(frozen=True)
@@ -333,15 +333,15 @@ def ensure_run(config: Config, folder: Path) -> RunOutcome:
     from coocflow.storage import atomic_write_json
     from coocflow.storage.run_folder import read_metrics
 
-    folder = Path(folder)
+    folder, run = Path(folder), RunFolder(folder)
     wanted = json.loads(json.dumps(config.to_dict()))
-    if (folder / "manifest.json").is_file() and (folder / "config.json").is_file():
-        found = read_json_object(folder / "config.json")
+    if run.complete:
+        found = run.config_record()
         if training_part(found) == training_part(wanted):
             if found.get("verify") != wanted.get("verify"):
-                atomic_write_json(folder / "config.json", {**found, "verify": wanted["verify"]})
-            return RunOutcome(folder, "reused", read_metrics(folder / "metrics.parquet"))
-    elif (folder / "config.json").is_file() and resumable_config(folder) == config:
+                atomic_write_json(run.config_file, {**found, "verify": wanted["verify"]})
+            return RunOutcome(folder, "reused", read_metrics(run.metrics_file))
+    elif run.in_progress and resumable_config(folder) == config:
         try:
             _, result = resume_run(folder, figures=False)
             return RunOutcome(folder, "resumed", result.table())
@@ -356,12 +356,13 @@ def resumable_config(folder: Path) -> Config | None:
     folder = Path(folder)
     if not folder.is_dir():
         raise RunFolderError(f"--resume {folder}: no such folder; pass the --out folder of the interrupted run")
-    if (folder / "manifest.json").exists():
+    run = RunFolder(folder)
+    if run.manifest_file.exists():
         return None
-    if not (folder / "config.json").is_file():
-        raise RunFolderError(f"--resume {folder}: not a folder `coocflow run` started (no config.json); "
+    if not run.config_file.is_file():
+        raise RunFolderError(f"--resume {folder}: not a folder `coocflow run` started (no {run.CONFIG}); "
                              "of the studies only deep and markov checkpoint, so re-run the others")
-    return config_from_dict(read_json_object(folder / "config.json"))
+    return run.config()
 
 
 def resume_run(folder: Path, progress: Callable[[float], None] | None = None,

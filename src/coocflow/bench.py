@@ -19,6 +19,8 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
+from coocflow.storage.folders import RunFolder, ScalingFolder
+
 CASES = ("gd", "ensemble", "flow", "large", "process", "gram", "gram-wide", "scaling")
 TARGETS = {
     "gd": ("us per step", 40.0),
@@ -278,7 +280,7 @@ def case_gram_wide(quick: bool) -> list[dict]:
         cache = os.path.join(work, "cache")
         cold, _ = _wall_rss(args, work, cache)
         warm, rss = _wall_rss(args, work, cache)
-        manifest = json.loads(open(os.path.join(work, "runs", "wide", "manifest.json")).read())
+        manifest = RunFolder(os.path.join(work, "runs", "wide")).manifest()
     train_s = manifest["timings"]["train_s"]
     return [{"case": f"gram: paper at m=m1={width:g}, flow to t=1e3", "value": train_s, "unit": "s training (warm)",
              "target": 30.0, "met": train_s <= 30.0 and rss <= 1024, "baseline": cold,
@@ -304,7 +306,7 @@ def case_scaling(quick: bool) -> list[dict]:
         cache = os.path.join(work, "cache")
         cold, rss = _wall_rss(args, work, cache)
         again, _ = _wall_rss(args, work, cache)
-        report = json.loads(open(os.path.join(work, "sweep", "scaling.json")).read())
+        report = json.loads(ScalingFolder(os.path.join(work, "sweep")).record_file.read_text())
     runs, target_cold, target_again = len(report["widths"]), *SCALING_TARGETS
     label = "three widths, one c0" if quick else f"{len(report['values'])} widths x {len(report['c0_values'])} c0"
     return [{"case": f"scaling: verify theory --scaling both ({label}), cold", "value": cold, "unit": "s wall",

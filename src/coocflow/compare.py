@@ -25,6 +25,7 @@ import numpy as np
 from coocflow.config import flatten_dotted
 from coocflow.errors import ConfigError, RunFolderError
 from coocflow.storage.atomic import _jsonable, atomic_write_text, atomic_write_with
+from coocflow.storage.folders import ComparisonFolder, read_json_object
 from coocflow.storage.paths import is_in_progress
 
 COMPARE_FORMAT = 1
@@ -277,7 +278,7 @@ def _prepare_out(out: Path | None, resolved: list[Path]) -> Path:
         raise ConfigError(f"--out {out}: is a file; choose a folder")
     if out.resolve() in resolved:
         raise ConfigError(f"--out {out}: is one of the compared run folders; choose another folder")
-    if out.is_dir() and any(out.iterdir()) and not (out / "compare.json").is_file():
+    if out.is_dir() and any(out.iterdir()) and not ComparisonFolder(out).record_file.is_file():
         raise ConfigError(f"--out {out}: folder exists and is not a comparison folder; choose another --out")
     out.mkdir(parents=True, exist_ok=True)
     return out
@@ -335,7 +336,7 @@ def compare_runs(folders: list[Path], columns: list[str] | None = None, out: Pat
                       first_t=float(t[t > 0].min()) if (t > 0).any() else None)
     warnings = time_axis_warnings(runs, labels)
     out = _prepare_out(out, resolved)
-    figure = draw_figure(runs, labels, names, out / "compare.png")
+    figure = draw_figure(runs, labels, names, ComparisonFolder(out).figure_file)
     comparison = Comparison(folder=out, figure=figure, differences=differences, results=results, columns=names,
                             labels=labels, folders=[str(f) for f in folders], resolved=[str(p) for p in resolved],
                           warnings=warnings)
@@ -345,18 +346,17 @@ def compare_runs(folders: list[Path], columns: list[str] | None = None, out: Pat
         "folders": comparison.folders, "resolved": comparison.resolved, "labels": labels, "columns": names,
         "differences": differences, "results": results, "figure": figure.name, "warnings": warnings,
     }
-    atomic_write_text(out / "compare.json", json.dumps(record, indent=2, default=_jsonable) + "\n")
+    atomic_write_text(ComparisonFolder(out).record_file, json.dumps(record, indent=2, default=_jsonable) + "\n")
     return comparison
 
 
 def read_comparison(folder: Path) -> Comparison:
     """A comparison folder's compare.json read back."""
-    from coocflow.storage.run_folder import read_json_object
-
-    folder = Path(folder)
-    record = read_json_object(folder / "compare.json")
+    comparison = ComparisonFolder(folder)
+    folder = comparison.path
+    record = read_json_object(comparison.record_file)
     if record.get("format_version") != COMPARE_FORMAT:
-        raise RunFolderError(f"{folder / 'compare.json'}: comparison format {record.get('format_version')!r} is not "
+        raise RunFolderError(f"{comparison.record_file}: comparison format {record.get('format_version')!r} is not "
                              f"the supported format {COMPARE_FORMAT}; re-run `coocflow compare`")
     try:
         return Comparison(folder=folder, figure=folder / record["figure"], differences=record["differences"],
@@ -364,7 +364,7 @@ def read_comparison(folder: Path) -> Comparison:
                           folders=record["folders"], resolved=record["resolved"],
                           warnings=record.get("warnings", []))
     except KeyError as err:
-        raise RunFolderError(f"{folder / 'compare.json'}: missing {err}; re-run `coocflow compare`") from None
+        raise RunFolderError(f"{comparison.record_file}: missing {err}; re-run `coocflow compare`") from None
 
 
 def format_value(value: Any) -> str:

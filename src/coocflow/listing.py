@@ -9,6 +9,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from coocflow.errors import RunFolderError
+from coocflow.storage.folders import ComparisonFolder, RunFolder, ScalingFolder, StudyFolder, SweepFolder, kind_of
 from coocflow.storage.paths import DEFAULT_ROOT, does_not_exist
 
 
@@ -61,10 +62,11 @@ def config_line(config: dict) -> str:
 def describe_folder(folder: Path) -> Entry | None:
     """The entry of one folder, or None when it is none of the kinds coocflow writes."""
     now = time.time()
-    if (folder / "sweep.json").is_file():
+    kind = kind_of(folder)
+    if kind is SweepFolder:
         from coocflow.sweep.store import SweepStore
 
-        record = _json(folder / "sweep.json")
+        record = _json(SweepFolder(folder).spec_file)
         jobs = record.get("jobs") or []
         try:
             states = list(SweepStore(folder).states().values())
@@ -72,17 +74,17 @@ def describe_folder(folder: Path) -> Entry | None:
             states = []
         failed = states.count("failed")
         status = f"{states.count('done')}/{len(jobs)} jobs done" + (f", {failed} failed" if failed else "")
-        mtime = (folder / "sweep.json").stat().st_mtime
+        mtime = SweepFolder(folder).spec_file.stat().st_mtime
         return Entry(folder.name, "sweep", status, f"{len(jobs)} jobs x {len(record.get('seeds') or [])} seeds",
                      "-", "-", _age(now - mtime), mtime)
-    if (folder / "compare.json").is_file():
-        record = _json(folder / "compare.json")
-        mtime = (folder / "compare.json").stat().st_mtime
+    if kind is ComparisonFolder:
+        record = _json(ComparisonFolder(folder).record_file)
+        mtime = ComparisonFolder(folder).record_file.stat().st_mtime
         return Entry(folder.name, "compare", "completed", f"{len(record.get('folders') or [])} runs", "-", "-",
                      _age(now - mtime), mtime)
-    if (folder / "scaling.json").is_file():
-        record = _json(folder / "scaling.json")
-        mtime = (folder / "scaling.json").stat().st_mtime
+    if kind is ScalingFolder:
+        record = _json(ScalingFolder(folder).record_file)
+        mtime = ScalingFolder(folder).record_file.stat().st_mtime
         claims = record.get("claims") or []
         status = (f"{sum(c.get('verdict') == 'pass' for c in claims)}/{len(claims)} claims pass" if claims
                   else "completed")
@@ -90,15 +92,16 @@ def describe_folder(folder: Path) -> Entry | None:
         return Entry(folder.name, "scaling", status,
                      f"{len(widths)} widths {record.get('axis')} = {widths[0] if widths else ''}..{widths[-1] if widths else ''}"
                      f" x {len(record.get('seeds') or [])} seeds", "-", "-", _age(now - mtime), mtime)
-    if not (folder / "config.json").is_file():
+    run = RunFolder(folder)
+    if not run.config_file.is_file():
         return None
-    config = _json(folder / "config.json")
-    manifest_path = folder / "manifest.json"
+    config = _json(run.config_file)
+    manifest_path = run.manifest_file
     if not manifest_path.is_file():
         mtime = max(p.stat().st_mtime for p in folder.iterdir())
         status = "in progress" if (folder / ".lock").exists() and _locked(folder) else "interrupted (--resume)"
-        kind = "study" if (folder / "study.json").is_file() else "run"
-        return Entry(folder.name, kind, status, config_line(config), "-", "-", _age(now - mtime), mtime)
+        what = "study" if kind is StudyFolder else "run"
+        return Entry(folder.name, what, status, config_line(config), "-", "-", _age(now - mtime), mtime)
     manifest = _json(manifest_path)
     mtime = manifest_path.stat().st_mtime
     if "study" in manifest:

@@ -97,10 +97,11 @@ class Study:
 def _load_study(folder: Path, manifest: dict[str, Any]) -> Study:
     import pyarrow.parquet as pq
 
-    from coocflow.storage.run_folder import read_json_object
+    from coocflow.storage.folders import StudyFolder
 
+    study = StudyFolder(folder)
     tables = {str(path.relative_to(folder)): pq.read_table(path) for path in sorted(folder.rglob("*.parquet"))}
-    return Study(folder, read_json_object(folder / "config.json"), manifest, (folder / "summary.md").read_text(),
+    return Study(folder, study.config_record(), manifest, study.summary_file.read_text(),
                  [folder / name for name in manifest.get("figures", [])], tables)
 
 
@@ -124,15 +125,15 @@ def load(folder: str | Path) -> Run | Study:
     import pyarrow.parquet as pq
 
     from coocflow.storage import load_run
-    from coocflow.storage.run_folder import read_json_object
+    from coocflow.storage.folders import RunFolder
 
-    folder = Path(folder)
-    if (folder / "manifest.json").is_file():
-        manifest = read_json_object(folder / "manifest.json")
+    run = RunFolder(folder)
+    if run.manifest_file.is_file():
+        manifest = run.manifest()
         if "study" in manifest:
-            return _load_study(folder, manifest)
-    loaded = load_run(Path(folder))
-    return Run(Path(folder), loaded.config, loaded.manifest, pq.read_table(Path(folder) / "metrics.parquet"),
+            return _load_study(run.path, manifest)
+    loaded = load_run(run.path)
+    return Run(run.path, loaded.config, loaded.manifest, pq.read_table(run.metrics_file),
                loaded.state_init, loaded.state_final)
 
 

@@ -31,6 +31,7 @@ from coocflow.observables.ensemble import first_time_all_correct
 from coocflow.observables.registry import neuron_only
 from coocflow.storage import FORMAT_VERSION, atomic_write_json, write_arrays, write_metrics, write_state
 from coocflow.storage.checkpoint import RunCheckpoint
+from coocflow.storage.folders import RunFolder
 from coocflow.storage.paths import refuse_existing_out, write_folder_atomically
 from coocflow.storage.provenance import provenance
 from coocflow.systems.eq1 import Eq1System, build_model, build_problem, gram_source
@@ -165,7 +166,7 @@ def begin_run_folder(out: Path, config: Config, force: bool = False, extra: dict
     with interrupts.shielded():
         shutil.rmtree(staging, ignore_errors=True)
         staging.mkdir()
-        atomic_write_json(staging / "config.json", config.to_dict())
+        atomic_write_json(RunFolder(staging).config_file, config.to_dict())
         for name, record in (extra or {}).items():
             atomic_write_json(staging / name, record)
         os.replace(staging, out)
@@ -319,7 +320,7 @@ def snapshot_files(result: RunResult) -> dict[str, dict[str, np.ndarray]]:
         at = np.clip(snaps.t1_obs, 0, len(tr.t) - 1)
         arrays["t"] = np.where(t1_ok, tr.t[at], np.nan)
         arrays["step"] = np.where(t1_ok, tr.steps[at], -1)
-        files["state_t1.npz"] = ({k: v if k in ("m", "m1") else v[0] for k, v in arrays.items()} if single
+        files[RunFolder.STATE_T1] = ({k: v if k in ("m", "m1") else v[0] for k, v in arrays.items()} if single
                                  else arrays)
     if len(snaps.obs):
         valid = snaps.obs[:, None] < kept[None, :]  # (snapshots, seeds)
@@ -332,7 +333,7 @@ def snapshot_files(result: RunResult) -> dict[str, dict[str, np.ndarray]]:
         grid = np.minimum(snaps.obs, len(tr.t) - 1)
         arrays["t"] = np.where(snaps.obs < len(tr.t), tr.t[grid], np.nan)
         arrays["step"] = np.where(snaps.obs < len(tr.t), tr.steps[grid], -1)
-        files["state_snapshots.npz"] = arrays
+        files[RunFolder.SNAPSHOTS] = arrays
     return files
 
 
@@ -380,14 +381,15 @@ def _write_staged(result: RunResult, staging: Path, figures: tuple[str, ...]) ->
                       for name, arrays in snapshots.items()},
         **provenance(),
     }
-    atomic_write_json(staging / "config.json", config.to_dict())
-    write_metrics(staging / "metrics.parquet", result.table())
-    write_state(staging / "state_init.npz", _states(result, result.initial))
-    write_state(staging / "state_final.npz", _states(result, result.trajectory.final))
+    folder = RunFolder(staging)
+    atomic_write_json(folder.config_file, config.to_dict())
+    write_metrics(folder.metrics_file, result.table())
+    write_state(folder.state_file("init"), _states(result, result.initial))
+    write_state(folder.state_file("final"), _states(result, result.trajectory.final))
     for name, arrays in snapshots.items():
         write_arrays(staging / name, arrays)
     test = result.problem.test
     arrays = {"tokens": test.tokens, "labels": test.labels, "groups": test.groups}
-    write_arrays(staging / "test_set.npz",
+    write_arrays(folder.test_set_file,
                  {k: np.asarray(v)[0] if len(result.seeds) == 1 else np.asarray(v) for k, v in arrays.items()})
-    atomic_write_json(staging / "manifest.json", manifest)
+    atomic_write_json(folder.manifest_file, manifest)

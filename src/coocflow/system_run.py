@@ -25,7 +25,7 @@ from typing import Callable
 import numpy as np
 
 from coocflow import interrupts
-from coocflow.config import Config, config_from_dict
+from coocflow.config import Config
 from coocflow.flow.system import EnsembleTraining, integrate
 from coocflow.plots.system import system_figure
 from coocflow.runner import TIME_CONVENTIONS, config_hash
@@ -33,7 +33,8 @@ from coocflow.storage import FORMAT_VERSION, atomic_write_json, write_arrays, wr
 from coocflow.storage.checkpoint import RunCheckpoint, run_lock
 from coocflow.storage.paths import write_folder_atomically
 from coocflow.storage.provenance import provenance
-from coocflow.storage.run_folder import pivot_metrics, read_json_object, read_metrics
+from coocflow.storage.folders import RunFolder
+from coocflow.storage.run_folder import pivot_metrics, read_metrics
 from coocflow.systems.base import AbstractSystem
 from coocflow.systems.registry import system_of
 
@@ -139,11 +140,12 @@ def write_system_run_files(run: SystemRun, out: Path, force: bool = False, figur
     """Write the run folder but its figures, whole (`write_folder_atomically`); the manifest lists
     the `figures` to draw next (`draw_system_figures`)."""
     def fill(staging: Path) -> None:
-        atomic_write_json(staging / "config.json", run.config.to_dict())
-        write_metrics(staging / "metrics.parquet", run.table())
-        write_arrays(staging / "state_init.npz", _stacked_arrays(run.system, run.training.initial))
-        write_arrays(staging / "state_final.npz", _stacked_arrays(run.system, run.training.final))
-        atomic_write_json(staging / "manifest.json", manifest_of(run, figures))
+        folder = RunFolder(staging)
+        atomic_write_json(folder.config_file, run.config.to_dict())
+        write_metrics(folder.metrics_file, run.table())
+        write_arrays(folder.state_file("init"), _stacked_arrays(run.system, run.training.initial))
+        write_arrays(folder.state_file("final"), _stacked_arrays(run.system, run.training.final))
+        atomic_write_json(folder.manifest_file, manifest_of(run, figures))
 
     return write_folder_atomically(out, force, fill)
 
@@ -161,12 +163,11 @@ def title_of(config: Config) -> str:
 def draw_system_figures(folder: Path) -> list[Path]:
     """Draw a complete system run folder's figure from its metrics table (what a run does after
     writing the folder, and `coocflow run --resume` when an interrupt stopped it)."""
-    folder = Path(folder)
-    config = config_from_dict(read_json_object(folder / "config.json"))
-    manifest = read_json_object(folder / "manifest.json")
-    t, series = pivot_metrics(read_metrics(folder / "metrics.parquet"))
+    run = RunFolder(folder)
+    config, manifest = run.config(), run.manifest()
+    t, series = pivot_metrics(read_metrics(run.metrics_file))
     label = "flow time t" if config.is_flow else "t = lr x steps"
-    return [system_figure(t, series, manifest.get("loss_name", "loss"), title_of(config), label, folder / FIGURE)]
+    return [system_figure(t, series, manifest.get("loss_name", "loss"), title_of(config), label, run.path / FIGURE)]
 
 
 def train_and_write_system(config: Config, out: Path, progress: Callable[[float], None] | None = None,

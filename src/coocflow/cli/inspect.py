@@ -29,13 +29,13 @@ def show(run_dir: Optional[Path] = typer.Argument(None, metavar="[RUN_DIR]",
 
         run_dir = newest_run()
         console.print(f"newest run: {run_dir}")
-    manifest = Path(run_dir) / "manifest.json"
-    if manifest.is_file() and (Path(run_dir) / "summary.md").is_file():
-        from coocflow.storage.run_folder import read_json_object
+    from coocflow.storage.folders import StudyFolder
 
-        record = read_json_object(manifest)
+    study = StudyFolder(run_dir)
+    if study.manifest_file.is_file() and study.summary_file.is_file():
+        record = study.manifest()
         if "study" in record:
-            console.print((Path(run_dir) / "summary.md").read_text())
+            console.print(study.summary_file.read_text())
             console.print(f"study {record['study']} ({record.get('status', 'completed')}); figures: "
                           + ", ".join(str(Path(run_dir) / name) for name in record.get("figures", [])),
                           soft_wrap=True, highlight=False)

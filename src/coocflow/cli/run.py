@@ -76,10 +76,12 @@ def _resume(folder: Path, figures: tuple[str, ...]) -> None:
     from coocflow.errors import RunFolderError
     from coocflow.experiments.study_folder import study_of_folder, study_progress
     from coocflow.storage.checkpoint import read_checkpoint_meta
+    from coocflow.storage.folders import RunFolder
 
     folder = Path(folder)
-    if folder.is_dir() and not (folder / "config.json").is_file() and not (folder / "manifest.json").exists():
-        raise RunFolderError(f"--resume {folder}: not a folder `coocflow run` started (no config.json); of the "
+    run = RunFolder(folder)
+    if folder.is_dir() and not run.config_file.is_file() and not run.manifest_file.exists():
+        raise RunFolderError(f"--resume {folder}: not a folder `coocflow run` started (no {run.CONFIG}); of the "
                              "studies only deep and markov checkpoint, so re-run the others")
     config = resumable_config(folder)
     if config is None:
@@ -109,10 +111,11 @@ def _resume(folder: Path, figures: tuple[str, ...]) -> None:
 
 def _interrupted_message(out: Path) -> Interrupted:
     from coocflow.storage.checkpoint import read_checkpoint_meta
+    from coocflow.storage.folders import RunFolder
 
     if not out.is_dir():
         return Interrupted(f"interrupted before {out} was created; nothing to resume")
-    if (out / "manifest.json").is_file():
+    if RunFolder(out).manifest_file.is_file():
         from coocflow.api import missing_figures
 
         missing = missing_figures(out)
@@ -153,7 +156,7 @@ def _train_and_write(target: Optional[str], set_: list[str], seed: Optional[int]
 
     from coocflow.api import (_names_a_run, config_of_target, describe, resolve_config, resume_run, run_and_write,
                               study_of, time_axis_changes)
-    from coocflow.storage.run_folder import read_json_object
+    from coocflow.storage.folders import RunFolder
 
     config = resume_config or resolve_config(target, set_, seed, seeds)
     if resume_config is None and study_of(config) is not None:
@@ -202,7 +205,7 @@ def _train_and_write(target: Optional[str], set_: list[str], seed: Optional[int]
             raise _interrupted_message(out) from None
     interrupts.set_message(None)
     _print_summary(folder)
-    drawn = [folder / name for name in read_json_object(folder / "manifest.json").get("figures", [])]
+    drawn = [folder / name for name in RunFolder(folder).manifest().get("figures", [])]
     if drawn:
         console.print(f"figures: [bold]{drawn[0]}[/]" + "".join(f", {path}" for path in drawn[1:]))
     failed = [(seed, status, div) for seed, status, div in zip(result.seeds, result.status, result.divergence)
@@ -223,7 +226,7 @@ def _run_study(config, out: Optional[Path], force: bool, resume: bool = False) -
     an interrupted deep or markov study says how to continue."""
     from coocflow.api import describe, run_study, study_of
     from coocflow.experiments.study_folder import RESUMABLE_STUDIES, divergence_message, study_progress
-    from coocflow.storage.run_folder import read_json_object
+    from coocflow.storage.folders import StudyFolder
 
     name = config.name
     if out is None:
@@ -243,14 +246,15 @@ def _run_study(config, out: Optional[Path], force: bool, resume: bool = False) -
             folder, record = run_study(config, out, force=force, resume=resume,
                                        progress=lambda text: status.update(f"{name}: {text}"))
     except KeyboardInterrupt:
-        if not resumable or not Path(out, "config.json").is_file():
+        if not resumable or not StudyFolder(out).config_file.is_file():
             raise
         raise Interrupted(interrupted()) from None
     finally:
         interrupts.set_message(None)
-    console.print((folder / "summary.md").read_text())
-    figures = [folder / name for name in read_json_object(folder / "manifest.json")["figures"]]
-    console.print(f"written: {', '.join(str(p) for p in figures)}, {folder / 'summary.md'}")
+    study = StudyFolder(folder)
+    console.print(study.summary_file.read_text())
+    figures = [folder / name for name in study.manifest()["figures"]]
+    console.print(f"written: {', '.join(str(p) for p in figures)}, {study.summary_file}")
     diverged = divergence_message(record, folder)
     if diverged:
         raise CoocflowError(diverged)

@@ -45,6 +45,7 @@ def verify(
     _refuse_unused("verify without --scaling", (("--values", values),))
     from coocflow.phases.verify import verify_run, write_verification
     from coocflow.storage import load_run
+    from coocflow.storage.folders import RunFolder
 
     folder = Path(target)
     if folder.is_dir():
@@ -66,8 +67,8 @@ def verify(
         premises = [{"id": p.id, "met": p.met} for p in verification.premises]
         _print_summary_of_claims(f"verify {folder}: {len(table)} claims, {len(loaded.manifest.get('seeds') or [1])} "
                                  "seed(s)", premises, table, summary_line(table),
-                                 [folder / "verify.md", folder / "verify.json"])
-    console.print(f"written: {folder / 'verify.json'}, {folder / 'verify.md'}, {folder / 'verify.png'}")
+                                 [RunFolder(folder).verify_file("md"), RunFolder(folder).verify_file("json")])
+    console.print("written: " + ", ".join(str(RunFolder(folder).verify_file(kind)) for kind in ("json", "md", "png")))
     failed = verification.findings()
     if strict and failed:
         raise CoocflowError(f"verify --strict: {len(failed)} checks failed with their premises met: "
@@ -235,6 +236,7 @@ def _verify_scaling(target, set_, seed, seeds, out, force, axis, values, strict,
     from coocflow.phases.scaling import AXES
     from coocflow.report.scaling import base_width, write_scaling
     from coocflow.sweep.width import width_scaling
+    from coocflow.storage.folders import ScalingFolder
     from coocflow.storage.paths import default_out, refuse_existing_out
 
     if axis not in AXES:
@@ -299,7 +301,7 @@ def _verify_scaling(target, set_, seed, seeds, out, force, axis, values, strict,
         _print_summary_of_claims(
             f"verify --scaling {axis}: {len(widths)} widths {widths[0]}..{widths[-1]}, c0 "
             f"{'/'.join(f'{c:g}' for c in c0s)}, {len(config.seed_list)} seeds",
-            base["premises"], table, summary_line(table), [out / "scaling.md", out / "report.html"],
+            base["premises"], table, summary_line(table), [ScalingFolder(out).markdown_file, ScalingFolder(out).report_file],
             premises_where=f" at m={base['m']} (the one-width checks)",
             widths_line=f"premises over the {runs} runs: " + ("all met" if not unmet_at else "all met but " + ", ".join(
                 f"{premise} (not met in {count})" for premise, count in unmet_at.items())))

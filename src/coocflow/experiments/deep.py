@@ -27,6 +27,7 @@ from coocflow.experiments.study_folder import divergence_lines, train_variant
 from coocflow.flow.system import EnsembleTraining, integrate
 from coocflow.flow.trajectory import Checkpoint
 from coocflow.systems.deep import DeepSystem
+from coocflow.storage.folders import StudyFolder
 from coocflow.storage.run_folder import write_metrics
 
 LOSS_DROP = 0.1
@@ -227,7 +228,7 @@ def deep(base: Config, out: Path, progress: Progress | None = None) -> StudyResu
         progress(f"deep: training {len(base.seed_list)} seeds, {training_text(base)}")
     training = train_variant(base, out, "deep", lambda checkpoint: train_deep(base, checkpoint, progress))
     columns = deep_columns(training)
-    write_metrics(out / "metrics.parquet", columns)
+    write_metrics(StudyFolder(out).metrics_file, columns)
     rows = [phase_row(_kept(_per_seed(columns, seed), training.kept(i)), base.model.layers)
             for i, seed in enumerate(base.seed_list)]
     if progress:

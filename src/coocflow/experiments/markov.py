@@ -40,6 +40,7 @@ from coocflow.experiments.studies import (
 from coocflow.flow.system import EnsembleTraining, build_ensemble, integrate
 from coocflow.flow.trajectory import Checkpoint
 from coocflow.storage import write_metrics
+from coocflow.storage.folders import StudyFolder
 from coocflow.systems.markov import OBSERVABLES, MarkovSystem, MarkovTransformer
 
 
@@ -216,7 +217,7 @@ def markov(base: Config, out: Path, progress: Progress | None = None) -> StudyRe
     training = train_variant(base, out, "markov", lambda checkpoint: train_markov(base, checkpoint, progress))
     series = {**training.series, "step": training.steps, "t": training.t}
     seconds = training.train_s
-    write_metrics(out / "metrics.parquet", _metrics_columns(base, series))
+    write_metrics(StudyFolder(out).metrics_file, _metrics_columns(base, series))
     if progress:
         progress("markov: drawing the figure")
     figure = _markov_figure(series, out / "markov.png", time_label(base))

@@ -21,9 +21,8 @@ from coocflow.errors import RunFolderError
 from coocflow.flow.system import EnsembleTraining
 from coocflow.flow.trajectory import Checkpoint
 from coocflow.storage.atomic import atomic_write_bytes
-from coocflow.storage.run_folder import read_json_object
+from coocflow.storage.folders import StudyFolder, read_json_object
 
-STUDY_FILE = "study.json"
 RESUMABLE_STUDIES = ("deep", "markov")
 """Studies whose folder checkpoints and continues with `coocflow run --resume`."""
 
@@ -43,26 +42,18 @@ def begin_study_folder(out: Path, config: Config, study: str, force: bool = Fals
     whole, by one rename, or not at all), refusing an existing `out` unless `force`."""
     from coocflow.runner import begin_run_folder
 
-    return begin_run_folder(out, config, force, extra={STUDY_FILE: {"study": study, "format": VARIANT_FORMAT}})
+    return begin_run_folder(out, config, force, extra={StudyFolder.STUDY: {"study": study, "format": VARIANT_FORMAT}})
 
 
 def study_of_folder(folder: Path) -> str | None:
     """The resumable study a folder holds (its study.json), or None when it holds none."""
-    path = Path(folder) / STUDY_FILE
+    path = StudyFolder(folder).study_file
     if not path.is_file():
         return None
     study = read_json_object(path).get("study")
     if study not in RESUMABLE_STUDIES:
         raise RunFolderError(f"{path}: names study {study!r}, not one of {', '.join(RESUMABLE_STUDIES)}")
     return study
-
-
-def checkpoint_path(folder: Path, variant: str) -> Path:
-    return Path(folder) / f"checkpoint-{variant}.npz"
-
-
-def variant_path(folder: Path, variant: str) -> Path:
-    return Path(folder) / f"variant-{variant}.npz"
 
 
 def train_variant(config: Config, out: Path, variant: str,
@@ -75,17 +66,25 @@ def train_variant(config: Config, out: Path, variant: str,
     from coocflow.storage.checkpoint import RunCheckpoint
 
     out = Path(out)
-    if not (out / STUDY_FILE).is_file():
-        return train(None)
+    folder = StudyFolder(out)
+    if not folder.study_file.is_file():
+        return _without_weights(train(None))
     digest = config_hash(config)
-    if variant_path(out, variant).is_file():
+    if folder.variant_file(variant).is_file():
         return read_variant(out, variant, digest)
     checkpoint = RunCheckpoint(out, digest, config.observe.checkpoint_every_s)
-    checkpoint.path = checkpoint_path(out, variant)
-    training = train(checkpoint)
+    checkpoint.path = folder.checkpoint_file(variant)
+    training = _without_weights(train(checkpoint))
     training.resumed = checkpoint.resumed_from
     write_variant(out, variant, digest, training)
     checkpoint.path.unlink(missing_ok=True)
+    return training
+
+
+def _without_weights(training: EnsembleTraining) -> EnsembleTraining:
+    """The training with `weights_t` left out of its divergence records: a study keeps no weights."""
+    training.divergence = [None if record is None else {k: v for k, v in record.items() if k != "weights_t"}
+                           for record in training.divergence]
     return training
 
 
@@ -98,7 +97,7 @@ def write_variant(out: Path, variant: str, digest: str, training: EnsembleTraini
     buffer = io.BytesIO()
     np.savez(buffer, meta=np.array(json.dumps(meta)), steps=training.steps, t=training.t,
              **{f"series_{name}": values for name, values in training.series.items()})
-    atomic_write_bytes(variant_path(out, variant), buffer.getvalue())
+    atomic_write_bytes(StudyFolder(out).variant_file(variant), buffer.getvalue())
 
 
 def _read_npz(path: Path, what: str) -> tuple[dict, dict[str, np.ndarray]]:
@@ -115,7 +114,7 @@ def _read_npz(path: Path, what: str) -> tuple[dict, dict[str, np.ndarray]]:
 
 def read_variant(out: Path, variant: str, digest: str) -> EnsembleTraining:
     """The finished variant `write_variant` kept, refused when written for another config."""
-    path = variant_path(out, variant)
+    path = StudyFolder(out).variant_file(variant)
     meta, arrays = _read_npz(path, "finished variant")
     if meta.get("config_hash") != digest:
         raise RunFolderError(f"{path}: was written for another config (config.json changed?); restore that "
@@ -132,7 +131,7 @@ def study_record(out: Path) -> dict:
     status, divergence records, training seconds and where it resumed from; overall `status`
     ("completed", "diverged" when every seed did, else "partial")."""
     variants = {}
-    for path in sorted(Path(out).glob("variant-*.npz")):
+    for path in StudyFolder(out).variant_files():
         meta, _ = _read_npz(path, "finished variant")
         variants[path.stem[len("variant-"):]] = {key: meta[key] for key in
                                                  ("seeds", "status", "divergence", "train_s", "resumed")}
@@ -144,8 +143,8 @@ def study_record(out: Path) -> dict:
 def study_progress(out: Path) -> str:
     """How far an unfinished study folder got, per variant, in words."""
     parts = [f"{path.stem[len('variant-'):]} is trained (its figures and summary are still to write)"
-             for path in sorted(Path(out).glob("variant-*.npz"))]
-    for path in sorted(Path(out).glob("checkpoint-*.npz")):
+             for path in StudyFolder(out).variant_files()]
+    for path in StudyFolder(out).checkpoint_files():
         try:
             with np.load(path, allow_pickle=False) as z:
                 meta = json.loads(str(z["meta"]))
@@ -174,5 +173,6 @@ def clear_study_progress(out: Path) -> None:
     temporary files of writes a kill interrupted (hidden, `.tmp` in their name)."""
     out = Path(out)
     leftovers = [p for p in out.iterdir() if p.name.startswith(".") and ".tmp" in p.name and p.is_file()]
-    for path in [*out.glob("checkpoint-*.npz"), *out.glob("variant-*.npz"), out / ".lock", *leftovers]:
+    folder = StudyFolder(out)
+    for path in [*folder.checkpoint_files(), *folder.variant_files(), out / ".lock", *leftovers]:
         path.unlink(missing_ok=True)

@@ -240,6 +240,7 @@ def integrate_discrete(system: AbstractSystem, optimizer: Optimizer, steps: np.n
     `snapshot_obs` and at the system's `reached` event come back in `snapshots`. `ensemble` gives
     the seed-stacked (initial parameters, training set, test set) instead of `build_ensemble`'s."""
     run = _ensemble(system, seeds, ensemble, snapshot_obs)
+    compiled = system.traced()
     moving, fixed = system.split(run.initial)
     opt_state = jax.vmap(optimizer.transformation().init)(moving)
     step = jnp.zeros(len(seeds), dtype=jnp.int64)
@@ -253,7 +254,7 @@ def integrate_discrete(system: AbstractSystem, optimizer: Optimizer, steps: np.n
         marks = jnp.asarray(block), jnp.asarray(index), jnp.asarray(slots[index])
 
         def group(members):
-            return _discrete_chunk(system, optimizer, *take_seeds((moving, opt_state, step, snap, keys, run.initial,
+            return _discrete_chunk(compiled, optimizer, *take_seeds((moving, opt_state, step, snap, keys, run.initial,
                                                                    fixed, run.train, run.test), members),
                                    *marks, batch_size)
 
@@ -278,6 +279,7 @@ def integrate_flow(system: AbstractSystem, solver: Solver, times: np.ndarray, se
     parameters and the time at a chunk boundary) resumes exactly. Snapshots are the solver's
     solution at the observed times, as observed. `ensemble` as for `integrate_discrete`."""
     run = _ensemble(system, seeds, ensemble, snapshot_obs)
+    compiled = system.traced()
     moving, fixed = system.split(run.initial)
     times = np.asarray(times, dtype=np.float64)
     dtype = jax.tree.leaves(run.initial)[0].dtype
@@ -288,7 +290,7 @@ def integrate_flow(system: AbstractSystem, solver: Solver, times: np.ndarray, se
         marks = (jnp.asarray(t0, dtype), jnp.asarray(block, dtype), jnp.asarray(index), jnp.asarray(slots[index]))
 
         def group(members):
-            return _flow_chunk(system, solver, *take_seeds((moving, snap, run.initial, fixed, run.train, run.test),
+            return _flow_chunk(compiled, solver, *take_seeds((moving, snap, run.initial, fixed, run.train, run.test),
                                                            members), *marks)
 
         moving, observed, stats, snap = over_seed_groups(group, len(seeds))

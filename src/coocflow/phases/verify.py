@@ -26,6 +26,7 @@ from coocflow.phases.checks import CHECKS, EVIDENCE, CheckResult, SeedData, late
 from coocflow.phases.premises import Premise, evaluate_premises, premises_markdown, premises_summary
 from coocflow.phases.scales import scales_of, seed_states
 from coocflow.storage import LoadedRun, atomic_write_json, atomic_write_text
+from coocflow.storage.folders import RunFolder
 from coocflow.storage.run_folder import score_matrix_of
 
 
@@ -305,10 +306,10 @@ def figure(data: SeedData, path: Path) -> None:
 
 
 def write_verification(run: LoadedRun, v: Verification) -> None:
-    folder = Path(run.path)
-    atomic_write_json(folder / "verify.json", v.to_dict())
-    atomic_write_text(folder / "verify.md", markdown(v, f"{run.manifest['name']} ({folder})"))
+    folder = RunFolder(run.path)
+    atomic_write_json(folder.verify_file("json"), v.to_dict())
+    atomic_write_text(folder.verify_file("md"), markdown(v, f"{run.manifest['name']} ({folder.path})"))
     first = seed_data(run)[0][1]
-    tmp = folder / ".verify.png.tmp.png"
+    tmp = folder.path / f".{folder.VERIFY_PNG}.tmp.png"
     figure(first, tmp)
-    tmp.replace(folder / "verify.png")
+    tmp.replace(folder.verify_file("png"))

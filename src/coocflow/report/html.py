@@ -15,6 +15,7 @@ import numpy as np
 
 from coocflow.config import flatten_dotted
 from coocflow.errors import RunFolderError
+from coocflow.storage.folders import RunFolder, ScalingFolder
 from coocflow.storage.run_folder import attention_of, pivot_metrics, score_matrix_of
 
 GROUP_TITLES = {
@@ -301,7 +302,7 @@ def _timeline(bounds: dict[str, float | None], end: float) -> dict:
 def _verification_html(folder: Path) -> str:
     from coocflow.phases.verify import verdict_text
 
-    path = folder / "verify.json"
+    path = RunFolder(folder).verify_file("json")
     if not path.is_file():
         return "<p>No verification yet: run <code>coocflow verify " + html.escape(str(folder)) + "</code>.</p>"
     record = json.loads(path.read_text())
@@ -567,7 +568,7 @@ def scaling_report(folder: Path) -> str:
     claims table with each claim's evidence, and every claimed rate as an interactive log-log plot."""
     from coocflow.phases.claims import summary_line
 
-    report = json.loads((folder / "scaling.json").read_text())
+    report = json.loads(ScalingFolder(folder).record_file.read_text())
     widths = [{"width": w["value"], "c0": w.get("c0", report["config"]["init"]["c0"]), "m": w["m"], "m1": w["m1"],
                "space": w["space"],
                "premises not met": ", ".join(p["id"] for p in w["premises"] if p["met"] is False) or "none"}

@@ -12,6 +12,7 @@ from coocflow.phases.premises import Premise, premises_markdown
 from coocflow.phases.scaling import WEIGHT_SPACE_MAX_WIDTH
 from coocflow.report.write import write_report
 from coocflow.storage import atomic_write_json, atomic_write_text
+from coocflow.storage.folders import ScalingFolder
 
 def base_width(report: dict, base: Config) -> dict:
     """The width whose one-width checks stand for the claims (at the base c0): the base configuration's
@@ -28,13 +29,13 @@ def write_scaling(out: Path, report: dict, base: Config) -> list[Path]:
     width = base_width(report, base)
     report["base_width"] = width["value"]
     report["claims"] = claims_table(width, report["rates"])
-    out = Path(out)
-    atomic_write_json(out / "scaling.json", report)
-    atomic_write_text(out / "scaling.md", scaling_markdown(report, base))
-    tmp = out / ".scaling.png.tmp.png"
+    folder = ScalingFolder(out)
+    atomic_write_json(folder.record_file, report)
+    atomic_write_text(folder.markdown_file, scaling_markdown(report, base))
+    tmp = folder.path / f".{folder.FIGURE}.tmp.png"
     figure(report, tmp)
-    tmp.replace(out / "scaling.png")
-    return [out / "scaling.json", out / "scaling.md", out / "scaling.png", write_report(out)]
+    tmp.replace(folder.figure_file)
+    return [folder.record_file, folder.markdown_file, folder.figure_file, write_report(folder.path)]
 
 
 def scaling_markdown(report: dict, base: Config) -> str:

@@ -31,6 +31,7 @@ import numpy as np
 
 from coocflow.errors import RunFolderError
 from coocflow.storage.atomic import atomic_write_bytes
+from coocflow.storage.folders import RunFolder
 
 @dataclass
 class DriveState:
@@ -61,7 +62,7 @@ class DriveState:
                    bad_index=np.full(n_seeds, -1), bad_quantity=[None] * n_seeds, series={}, extras=[])
 
 
-CHECKPOINT_FILE = "checkpoint.npz"
+CHECKPOINT_FILE = RunFolder.CHECKPOINT
 CHECKPOINT_FORMAT = 1
 LOCK_FILE = ".lock"
 

@@ -11,6 +11,7 @@ from typing import Callable
 
 from coocflow import interrupts
 from coocflow.errors import CoocflowError, ConfigError
+from coocflow.storage.folders import RunFolder
 
 DEFAULT_ROOT = Path("runs")
 
@@ -54,7 +55,7 @@ def does_not_exist(path: Path, what: str = "") -> str:
 def is_in_progress(folder: Path) -> bool:
     """A folder `coocflow run` started and has not finished (config.json, no manifest.json)."""
     folder = Path(folder)
-    return (folder / "config.json").is_file() and not (folder / "manifest.json").exists()
+    return RunFolder(folder).in_progress
 
 
 def refuse_existing_out(out: Path, force: bool) -> None:

@@ -27,7 +27,6 @@ Nothing is pickled; each file is standard JSON, Parquet or npz.
 from __future__ import annotations
 
 import io
-import json
 import zipfile
 from dataclasses import dataclass
 from pathlib import Path
@@ -39,7 +38,7 @@ import pyarrow.parquet as pq
 
 from coocflow.errors import RunFolderError
 from coocflow.storage.atomic import atomic_write_bytes, atomic_write_with
-from coocflow.storage.paths import is_in_progress
+from coocflow.storage.folders import RunFolder
 
 FORMAT_VERSION = 1
 STATE_KEYS = ("tokens", "labels", "groups", "W_Q", "W_K", "W_V", "W", "a")
@@ -50,7 +49,6 @@ widths m, m1 (scalars)."""
 GRAM_NEURON_KEYS = ("N", "Z", "a")
 """What a Gram-space run that resolves the neurons (model.neurons) stores besides: N = W W^T
 (m1 x m1), Z = W W_V (m1 x d) and the output signs a (m1,). Folders without them load as before."""
-REQUIRED_FILES = ("config.json", "manifest.json", "metrics.parquet", "state_init.npz", "state_final.npz")
 
 
 def state_keys(arrays: dict[str, Any]) -> tuple[str, ...]:
@@ -197,21 +195,6 @@ def _read_npz(path: Path, required: tuple[str, ...], alternative: tuple[str, ...
     return arrays
 
 
-def read_json_object(path: Path) -> dict[str, Any]:
-    """A JSON object from a file, or one RunFolderError line saying what is wrong with it."""
-    try:
-        record = json.loads(path.read_text())
-    except OSError as err:
-        raise RunFolderError(f"{path}: cannot read ({err.strerror})") from None
-    except json.JSONDecodeError as err:
-        raise RunFolderError(f"{path}: not valid JSON (line {err.lineno}); re-run to regenerate it") from None
-    except UnicodeDecodeError:
-        raise RunFolderError(f"{path}: not UTF-8 text, so not JSON; re-run to regenerate it") from None
-    if not isinstance(record, dict):
-        raise RunFolderError(f"{path}: expected a JSON object, got {type(record).__name__}; re-run to regenerate it")
-    return record
-
-
 @dataclass
 class LoadedRun:
     """A run folder read back: plain dicts and NumPy arrays, no coocflow objects."""
@@ -235,22 +218,8 @@ def load_run(path: Path) -> LoadedRun:
         if path.exists():
             raise RunFolderError(f"{path}: a file, not a run folder; pass the folder `coocflow run` wrote")
         raise RunFolderError(does_not_exist(path, "run folder") + " (`coocflow ls` lists the runs)")
-    missing = [name for name in REQUIRED_FILES if not (path / name).is_file()]
-    if missing and is_in_progress(path):
-        where = "before its first checkpoint"
-        if (path / "checkpoint.npz").is_file():
-            from coocflow.storage.checkpoint import read_checkpoint_meta
-
-            meta = read_checkpoint_meta(path)
-            where = f"with a checkpoint at observation {meta['next_obs']} of {meta['n_obs']}"
-        raise RunFolderError(f"{path}: a run in progress or interrupted ({where}); "
-                             f"continue it with `coocflow run --resume {path}`")
-    if missing and (path / "scaling.json").is_file():
-        raise RunFolderError(f"{path}: a width sweep, not a run folder; its widths are the run folders in "
-                             f"{path / 'runs'}, its results scaling.md and report.html (`coocflow report {path}`)")
-    if missing:
-        raise RunFolderError(f"{path}: not a complete run folder (missing {', '.join(missing)})")
-    manifest = read_json_object(path / "manifest.json")
+    folder = RunFolder.open(path)
+    manifest = folder.manifest()
     version = manifest.get("format_version")
     if version != FORMAT_VERSION:
         raise RunFolderError(
@@ -259,12 +228,12 @@ def load_run(path: Path) -> LoadedRun:
         )
     return LoadedRun(
         path=path,
-        config=read_json_object(path / "config.json"),
+        config=folder.config_record(),
         manifest=manifest,
-        metrics=read_metrics(path / "metrics.parquet"),
-        state_init=read_state(path / "state_init.npz", system=manifest.get("system")),
-        state_final=read_state(path / "state_final.npz", system=manifest.get("system")),
-        state_t1=read_state(path / "state_t1.npz") if (path / "state_t1.npz").is_file() else None,
-        state_snapshots=(read_snapshots(path / "state_snapshots.npz")
-                         if (path / "state_snapshots.npz").is_file() else None),
+        metrics=read_metrics(folder.metrics_file),
+        state_init=read_state(folder.state_file("init"), system=manifest.get("system")),
+        state_final=read_state(folder.state_file("final"), system=manifest.get("system")),
+        state_t1=read_state(folder.state_file("t1")) if folder.state_file("t1").is_file() else None,
+        state_snapshots=(read_snapshots(folder.state_file("snapshots"))
+                         if folder.state_file("snapshots").is_file() else None),
     )

@@ -24,7 +24,7 @@ import pyarrow.parquet as pq
 from coocflow.errors import RunFolderError
 from coocflow.storage import atomic_write_json
 from coocflow.storage.atomic import atomic_write_with
-from coocflow.storage.run_folder import read_json_object
+from coocflow.storage.folders import SweepFolder, read_json_object
 from coocflow.sweep.spec import SweepSpec
 
 SWEEP_FORMAT_VERSION = 1
@@ -53,7 +53,7 @@ class SweepStore:
         """Create the folder for `spec`, or reopen it if it holds the same sweep (resume), removing
         the staging folders of jobs a killed sweep left half-written (nothing else writes there
         while the sweep is not running)."""
-        record = self.root / "sweep.json"
+        record = SweepFolder(self.root).spec_file
         if record.is_file():
             existing = read_record(self.root)
             if existing.get("fingerprint") != spec.fingerprint:
@@ -91,9 +91,9 @@ class SweepStore:
 
 
 def read_record(root: Path) -> dict:
-    path = Path(root) / "sweep.json"
+    path = SweepFolder(root).spec_file
     if not path.is_file():
-        raise RunFolderError(f"{root}: not a sweep folder (no sweep.json); pass the --out of `coocflow sweep`")
+        raise RunFolderError(f"{root}: not a sweep folder (no {SweepFolder.SPEC}); pass the --out of `coocflow sweep`")
     record = read_json_object(path)
     if record.get("format_version") != SWEEP_FORMAT_VERSION:
         raise RunFolderError(f"{path}: sweep format {record.get('format_version')!r} is not the supported "

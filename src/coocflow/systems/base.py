@@ -116,6 +116,12 @@ class AbstractSystem(eqx.Module):
         parameters' squared norm by default."""
         return (self.loss_name, WEIGHTS_NORM2)
 
+    def traced(self) -> "AbstractSystem":
+        """The system as the compiled loops see it (it keys their programs): a system whose settings
+        only building the ensemble reads drops them here, so that a new value of one reuses the
+        compiled programs (eq. (1)'s Gram space at another width m)."""
+        return self
+
     def check_training(self, config: Config) -> None:
         """Refuse a training the system does not support, with the fix."""
         method = config.train.method

@@ -91,9 +91,9 @@ def build_model(config: Config, seed: int | None = None) -> State:
 class Eq1System(AbstractSystem):
     """The one-layer transformer of eq. (1) on the co-occurrence data (docs/definitions.md)."""
 
-    section: Config = eqx.field(static=True)
-    """The run's configuration less its training, observation and verification settings (so a new
-    learning rate or grid reuses the compiled programs)."""
+    section: Config | None = eqx.field(static=True)
+    """The run's configuration less its training, observation and verification settings, which
+    `init` and `data` read; None in the `traced` system the compiled loops see."""
     moving_set: str = eqx.field(static=True)
     """`train.trainable`: `all`, or `mlp-value` (W_Q, W_K fixed at init)."""
 
@@ -105,6 +105,11 @@ class Eq1System(AbstractSystem):
         section = dataclasses.replace(config, name="eq1", seed=0, seeds=(), train=TrainConfig(),
                                       observe=ObserveConfig(), verify=VerifyConfig())
         return cls(section, config.train.trainable)
+
+    def traced(self) -> "Eq1System":
+        """Without `section`: the widths and data settings shape the ensemble, not the compiled loops
+        (a Gram state carries m as a traced leaf), so every width reuses one compiled solve."""
+        return Eq1System(None, self.moving_set)
 
     def init(self, key: jax.Array) -> State:
         return initial_state(self.section, key)
