@@ -34,15 +34,20 @@ def verify(
                                 help="exit non-zero when any check fails where its premises are met"),
     full: bool = typer.Option(False, "--full", help="print every table (premises, each claim's evidence, "
                                                      "identities) instead of the summary"),
+    ray: Optional[str] = typer.Option(None, "--ray", metavar="ADDRESS",
+                                      help="with --scaling: train the widths as Ray tasks: local (start Ray here), "
+                                           "auto, or an address"),
+    workers: Optional[int] = typer.Option(None, "--workers", metavar="N",
+                                          help="with --scaling --ray local: Ray's CPUs (default: the cores)"),
 ) -> None:
     """Check every claim of the paper on a run: premises, claims, identities (verify.json/.md/.png).
 
     Examples: coocflow verify runs/paper | coocflow verify tiny --seeds 4 | coocflow verify theory --scaling both
     """
     if scaling is not None:
-        _verify_scaling(target, set_, seed, seeds, out, force, scaling, values, strict, full)
+        _verify_scaling(target, set_, seed, seeds, out, force, scaling, values, strict, full, ray, workers)
         return
-    _refuse_unused("verify without --scaling", (("--values", values),))
+    _refuse_unused("verify without --scaling", (("--values", values), ("--ray", ray), ("--workers", workers)))
     from coocflow.phases.verify import verify_run, write_verification
     from coocflow.storage import load_run
     from coocflow.storage.folders import RunFolder
@@ -230,7 +235,8 @@ def _verdict_text(rate: dict) -> str:
     return f"[{colour}]{text}[/]"
 
 
-def _verify_scaling(target, set_, seed, seeds, out, force, axis, values, strict, full=False) -> None:
+def _verify_scaling(target, set_, seed, seeds, out, force, axis, values, strict, full=False, ray=None,
+                    workers=None) -> None:
     from coocflow.api import resolve_config
     from coocflow.phases.claims import summary_line
     from coocflow.phases.scaling import AXES
@@ -241,6 +247,12 @@ def _verify_scaling(target, set_, seed, seeds, out, force, axis, values, strict,
 
     if axis not in AXES:
         raise CoocflowError(f"--scaling {axis}: choose one of {', '.join(AXES)}")
+    if ray:
+        from coocflow.sweep.execute import require_ray
+
+        require_ray()
+    elif workers is not None:
+        raise CoocflowError("--workers: sets Ray's CPUs for --ray local; add --ray local or drop --workers")
     from coocflow.experiments import EXPERIMENTS
 
     experiment = EXPERIMENTS.get(str(target))
@@ -277,7 +289,8 @@ def _verify_scaling(target, set_, seed, seeds, out, force, axis, values, strict,
                 bar.advance(task)
             bar.update(task, description=f"width sweep ({text.split(', gram', 1)[0].split(', weights', 1)[0]})")
 
-        report = width_scaling(config, axis, widths, out, progress=progress, c0_values=c0_values)
+        train = _width_trainer_on_ray(out, ray, workers, bar, task) if ray else None
+        report = width_scaling(config, axis, widths, out, progress=progress, c0_values=c0_values, train=train)
     written = write_scaling(out, report, config)
     base = base_width(report, config)
     table = report["claims"]
@@ -309,3 +322,28 @@ def _verify_scaling(target, set_, seed, seeds, out, force, axis, values, strict,
     findings = [row["id"] for row in table if row["verdict"] == "fail"]
     if strict and findings:
         raise CoocflowError(f"verify --strict: {len(findings)} claims failed with their premises met: {', '.join(findings)}")
+
+
+def _width_trainer_on_ray(out: Path, address: str, workers: Optional[int], bar, task):
+    """`width_scaling`'s `train`: every width as a Ray task (`sweep.execute.run_width_job`), the
+    progress bar saying how many are trained; a width that fails stops the sweep with its line."""
+    import os
+
+    from coocflow.sweep.execute import run_on_ray, run_width_job
+
+    def train(planned) -> None:
+        failed, done = [], {"n": 0}
+
+        def report(result: dict) -> None:
+            done["n"] += 1
+            bar.update(task, description=f"width sweep (trained {done['n']} of {len(planned)} on Ray)")
+            if result["state"] != "done":
+                failed.append(result)
+
+        run_on_ray(out, [p.job() for p in planned], address, workers or os.cpu_count() or 1, report,
+                   lambda job_id: None, task=run_width_job)
+        if failed:
+            raise CoocflowError(f"{len(failed)} of {len(planned)} widths failed on Ray ({failed[0]['id']}: "
+                                f"{failed[0].get('error')}); run the command again to retry them")
+
+    return train

@@ -93,6 +93,26 @@ def run_job(root: str, job: dict) -> dict:
         return {"id": job_id, "state": "failed", "error": line, "seconds": time.perf_counter() - start}
 
 
+def run_width_job(root: str, job: dict) -> dict:
+    """Train one run of a width sweep (`sweep.width.WidthRun.job`) into its folder, resuming or
+    reusing it as `api.ensure_run` decides. Never raises: a failure is returned, with its line."""
+    from coocflow.runtime import configure_jax
+
+    configure_jax()
+    from coocflow.api import ensure_run
+    from coocflow.config import config_from_dict
+    from coocflow.errors import CoocflowError
+
+    start = time.perf_counter()
+    try:
+        outcome = ensure_run(config_from_dict(job["config"]), Path(job["folder"]))
+        return {"id": job["id"], "state": "done", "how": outcome.how, "seconds": time.perf_counter() - start}
+    except Exception as err:  # one width's failure is reported, not raised in a remote task
+        line = str(err) if isinstance(err, CoocflowError) else f"{type(err).__name__}: {err}"
+        return {"id": job["id"], "state": "failed", "error": line.splitlines()[0] if line else type(err).__name__,
+                "seconds": time.perf_counter() - start}
+
+
 Report = Callable[[dict], None]
 """Called with each finished job's result; the CLI's progress display listens here."""
 Started = Callable[[str], None]
@@ -142,10 +162,12 @@ def require_ray():
     return ray
 
 
-def run_on_ray(root: Path, jobs: list[dict], address: str, workers: int, report: Report, started: Started) -> None:
-    """The same jobs as Ray tasks; `address` is `local` (start a Ray instance here with
-    `workers` CPUs), `auto` (the running cluster) or a cluster address. The tasks write into
-    the store themselves, so it must be on a filesystem every node sees."""
+def run_on_ray(root: Path, jobs: list[dict], address: str, workers: int, report: Report, started: Started,
+               task: Callable[[str, dict], dict] = run_job) -> None:
+    """The same jobs as Ray tasks (`task`: a sweep's `run_job`, or a width sweep's `run_width_job`);
+    `address` is `local` (start a Ray instance here with `workers` CPUs), `auto` (the running
+    cluster) or a cluster address. The tasks write into the folder themselves, so it must be on a
+    filesystem every node sees."""
     ray = require_ray()
     if address == "local":
         ray.init(num_cpus=workers, include_dashboard=False, log_to_driver=False,
@@ -153,10 +175,10 @@ def run_on_ray(root: Path, jobs: list[dict], address: str, workers: int, report:
     else:
         ray.init(address=address, include_dashboard=False, log_to_driver=False)
     try:
-        task = ray.remote(num_cpus=1, max_retries=0)(run_job)
+        remote = ray.remote(num_cpus=1, max_retries=0)(task)
         pending = {}
         for job in jobs:
-            pending[task.remote(str(root), job)] = job
+            pending[remote.remote(str(root), job)] = job
             started(job["id"])
         while pending:
             finished, _ = ray.wait(list(pending), num_returns=1)

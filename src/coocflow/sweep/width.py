@@ -4,6 +4,7 @@ interrupted; each is measured and judged by `coocflow.phases.scaling`."""
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable
 
@@ -17,6 +18,7 @@ from coocflow.phases.scaling import (QUANTITIES, WEIGHT_SPACE_MAX_WIDTH, fitted_
                                      measure)
 from coocflow.phases.verify import seed_data, verify_run, width_summary
 from coocflow.storage import load_run
+from coocflow.storage.folders import ScalingFolder
 
 GRID_START_PER_U0 = 0.01
 """A theory sweep observes from t = 0.01 / U0, well before T1 ~ C_T1 / U0 at every width."""
@@ -50,28 +52,61 @@ def width_overrides(axis: str, value: int, base: Config) -> dict:
     return widths
 
 
-def width_scaling(base: Config, axis: str, values: list[int], out: Path,
-                  progress: Callable[[str], None] | None = None, c0_values: tuple[float, ...] = ()) -> dict:
-    """Run `base` at each width (and each init scale c0 of `c0_values`, default the base's) into
-    `out/runs/`, measure every quantity and check per seed, and fit every claim's rates per c0."""
+@dataclass(frozen=True)
+class WidthRun:
+    """One run of a width sweep: its width `value` on the axis, its init scale, its configuration and
+    the run folder it trains into (`OUT/runs/NAME`)."""
+
+    value: int
+    c0: float
+    config: Config
+    folder: Path
+
+    def job(self) -> dict:
+        """As a job for the sweep executors (`sweep.execute.run_width_job`): plain JSON."""
+        return {"id": self.folder.name, "config": self.config.to_dict(), "folder": str(self.folder)}
+
+
+def width_runs(base: Config, axis: str, values: list[int], out: Path, c0_values: tuple[float, ...] = ()
+               ) -> list[WidthRun]:
+    """Every run of the sweep: each init scale c0 of `c0_values` (default the base's) at each width."""
     c0_values = tuple(c0_values) or (base.init.c0,)
-    rows, widths = [], []
+    runs = []
     for c0 in c0_values:
         scaled = base if c0 == base.init.c0 else base.replace({"init.c0": c0})
         for value in values:
-            config = scaled.replace(width_overrides(axis, value, scaled))
-            if progress:
-                progress(f"{axis}={value}: m={config.model.m}, m1={config.model.m1}, c0={c0:g}, {config.model.space} "
-                         f"space, {len(config.seed_list)} seeds")
             name = f"{axis}-{value}" if len(c0_values) == 1 else f"c0-{c0:g}-{axis}-{value}"
-            folder = Path(out) / "runs" / name
-            run = load_run(ensure_run(config, folder).folder)
-            verification = verify_run(run)
-            widths.append({"value": value, "c0": c0, "space": config.model.space, "folder": str(folder),
-                           **width_summary(verification, config.model.m, config.model.m1)})
-            for (seed, data), results in zip(seed_data(run), verification.per_seed):
-                rows.append({"value": value, "c0": c0, "m": config.model.m, "m1": config.model.m1, "seed": seed,
-                             **measure(data), **fitted_constants(results)})
+            runs.append(WidthRun(value, c0, scaled.replace(width_overrides(axis, value, scaled)),
+                                 ScalingFolder(out).runs / name))
+    return runs
+
+
+def width_scaling(base: Config, axis: str, values: list[int], out: Path,
+                  progress: Callable[[str], None] | None = None, c0_values: tuple[float, ...] = (),
+                  train: Callable[[list[WidthRun]], None] | None = None) -> dict:
+    """Run `base` at each width (and each init scale c0 of `c0_values`, default the base's) into
+    `out/runs/`, measure every quantity and check per seed, and fit every claim's rates per c0.
+
+    `train`, when given, trains every run first (e.g. as Ray tasks, `sweep.execute.run_on_ray` with
+    `run_width_job`); each is then reused here as any complete run is. Without it each width trains
+    here, in turn."""
+    c0_values = tuple(c0_values) or (base.init.c0,)
+    planned = width_runs(base, axis, values, out, c0_values)
+    if train is not None:
+        train(planned)
+    rows, widths = [], []
+    for planned_run in planned:
+        value, c0, config, folder = planned_run.value, planned_run.c0, planned_run.config, planned_run.folder
+        if progress:
+            progress(f"{axis}={value}: m={config.model.m}, m1={config.model.m1}, c0={c0:g}, {config.model.space} "
+                     f"space, {len(config.seed_list)} seeds")
+        run = load_run(ensure_run(config, folder).folder)
+        verification = verify_run(run)
+        widths.append({"value": value, "c0": c0, "space": config.model.space, "folder": str(folder),
+                       **width_summary(verification, config.model.m, config.model.m1)})
+        for (seed, data), results in zip(seed_data(run), verification.per_seed):
+            rows.append({"value": value, "c0": c0, "m": config.model.m, "m1": config.model.m1, "seed": seed,
+                         **measure(data), **fitted_constants(results)})
 
     predictions_apply = base.init.scheme == "theory" and axis == "both"
     x = np.asarray(values, float)
