@@ -169,28 +169,3 @@ def test_borrowed_checks_constants_are_judged_only_where_they_belong():
 
     assert "corE.24_attention_change" in BY_ID["E3"].checks and BY_ID["E3"].borrowed == ("corE.24_attention_change",)
     assert not BY_ID["E24"].borrowed
-
-
-def test_a_width_sweep_trains_on_ray_and_its_folders_are_reused_here(tmp_path):
-    """`verify --scaling --ray local`: every width trains as a Ray task (issue 21, item 4); the run
-    folders it leaves are complete runs that the in-process sweep reuses untouched, measuring the
-    same rows the Ray sweep wrote."""
-    import json
-    import os
-    import subprocess
-    import sys
-
-    import ray  # noqa: F401  (in the test extras)
-
-    out = tmp_path / "ray"
-    cli = Path(sys.executable).parent / "coocflow"
-    done = subprocess.run([str(cli), "verify", "tiny", "--scaling", "m", "--values", "8,16", "--seeds", "1",
-                           "--ray", "local", "--workers", "2", "--out", str(out)],
-                          capture_output=True, text=True, env={**os.environ, "COLUMNS": "200"})
-    assert done.returncode == 0, done.stderr
-    manifests = sorted((out / "runs").glob("*/manifest.json"))
-    assert [m.parent.name for m in manifests] == ["m-16", "m-8"]
-    before = [m.stat().st_mtime_ns for m in manifests]
-    here = width_scaling(resolve_config("tiny", ["train.method=flow"], n_seeds=1), "m", [8, 16], out)
-    assert [m.stat().st_mtime_ns for m in manifests] == before
-    assert json.loads((out / "scaling.json").read_text())["rows"] == json.loads(json.dumps(here["rows"]))

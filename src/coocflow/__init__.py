@@ -44,7 +44,7 @@ def run(experiment_or_config: "str | Path | Config" = "paper", *, seeds: int | S
     figures: also draw figure1.png and overview.png.
     force: replace `out` if it exists.
     """
-    from coocflow.notebook import run as _run
+    from coocflow.notebook import run as _run  # lazy: defers pyarrow, 0.3 s
 
     return _run(experiment_or_config, seeds=seeds, seed=seed, out=out, overrides=overrides, figures=figures,
                 force=force)
@@ -53,7 +53,7 @@ def run(experiment_or_config: "str | Path | Config" = "paper", *, seeds: int | S
 def load(folder: str | Path) -> "Run | Study":
     """Read a folder written by `coocflow run` or `coocflow.run` (no pickle; only the documented
     format): a `Run`, or a `Study` for a study's folder."""
-    from coocflow.notebook import load as _load
+    from coocflow.notebook import load as _load  # lazy: defers pyarrow, 0.3 s
 
     return _load(folder)
 
@@ -62,7 +62,7 @@ def verify(target: "Run | str | Path") -> "Verification":
     """Every check of `coocflow verify` on a run (a `Run` or its folder); writes
     verify.json/.md/.png into the folder. `.pass_rates()` counts verdicts per check, `.table()`
     is the same as a pyarrow Table."""
-    from coocflow.notebook import verify as _verify
+    from coocflow.notebook import verify as _verify  # lazy: defers pyarrow, 0.3 s
 
     return _verify(target)
 

@@ -7,7 +7,7 @@ import sys
 
 def main() -> None:
     try:
-        from coocflow.cli import main as cli_main
+        from coocflow.cli import main as cli_main  # lazy: defers Rich
     except KeyboardInterrupt:
         sys.stderr.write("interrupted\n")
         sys.stderr.flush()

@@ -5,15 +5,22 @@ from __future__ import annotations
 import contextlib
 import difflib
 import json
+import shutil
+import time
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Callable, Literal, Mapping, Sequence
 
-from coocflow.config import (Config, _unknown_key, all_keys, config_from_dict, flatten_dotted, load_toml,
-                             parse_override)
+import pyarrow.parquet as pq
+
+from coocflow import interrupts
+from coocflow.config import Config, _unknown_key, all_keys, config_from_dict, flatten_dotted, load_toml, parse_override
 from coocflow.errors import ConfigError, RunFolderError
-from coocflow.storage.folders import RunFolder, StudyFolder, read_json_object
 from coocflow.experiments import EXPERIMENTS, get_experiment
+from coocflow.storage import atomic_write_json, atomic_write_text
+from coocflow.storage.folders import RunFolder, StudyFolder, read_json_object
+from coocflow.storage.paths import does_not_exist, refuse_existing_out
+from coocflow.storage.run_folder import read_metrics
 
 if TYPE_CHECKING:
     import numpy as np
@@ -43,8 +50,6 @@ def config_of_target(target: str | Path) -> Config:
         tree.setdefault("name", path.stem)
         return config_from_dict(tree)
     if path.suffix in (".toml", ".json") or "/" in text or path.exists():
-        from coocflow.storage.paths import does_not_exist
-
         raise ConfigError(does_not_exist(path))
     close = difflib.get_close_matches(text, list(EXPERIMENTS), n=1, cutoff=0.5)
     hint = f"did you mean '{close[0]}'? " if close else ""
@@ -148,7 +153,7 @@ def figure_writer(figures: bool | Sequence[str] = True) -> Callable[["RunResult"
     formats = ("png",) if figures is True else tuple(figures)
 
     def draw(result: "RunResult", folder: Path) -> None:
-        from coocflow.plots import SeriesView, write_run_figures
+        from coocflow.plots import SeriesView, write_run_figures  # lazy: defers JAX, 1-3.6 s
 
         view = SeriesView(result.trajectory.t, result.trajectory.series, result.t1)
         write_run_figures(view, folder, title=_title(result.config), formats=formats)
@@ -184,7 +189,7 @@ def run_and_write(config: Config, out: Path, force: bool = False,
     The folder exists from the start, holding config.json and the checkpoints of the run in
     progress, so a killed run continues with `resume_run(out)`.
     """
-    from coocflow.runner import begin_run_folder
+    from coocflow.runner import begin_run_folder  # lazy: defers JAX, 1-3.6 s
 
     begin_run_folder(out, config, force=force)
     return _train_and_write(config, Path(out), progress, figures)
@@ -195,12 +200,11 @@ def _train_and_write(config: Config, out: Path, progress: Callable[[float], None
     """Train into the begun folder `out` (checkpointing it) and write the run there. From the end of
     training to the folder's last rename an interrupt waits (`interrupts.shielded`), so a finished
     run is always written; the figures come after, and an interrupt there keeps the run."""
-    from coocflow import interrupts
-    from coocflow.runner import train, write_run_files
-    from coocflow.storage.checkpoint import run_lock
+    from coocflow.runner import train, write_run_files  # lazy: defers JAX, 1-3.6 s
+    from coocflow.storage.checkpoint import run_lock  # lazy: defers JAX, 1-3.6 s
 
     if config.system != "eq1":
-        from coocflow.system_run import train_and_write_system
+        from coocflow.system_run import train_and_write_system  # lazy: defers JAX, 1-3.6 s
 
         return out, train_and_write_system(config, out, progress, figures=bool(figures))
     with run_lock(out), interrupts.shielded():
@@ -228,16 +232,15 @@ def run_study(config: Config, out: Path, force: bool = False, progress: Callable
     studies that do not checkpoint). The deep and markov studies begin the folder with config.json
     and study.json and train under its lock with checkpoints, so `resume` continues one that was
     interrupted."""
-    import shutil
-    import time
-
-    from coocflow.experiments.catalog import STUDIES, check_study_config
-    from coocflow.experiments.study_folder import (RESUMABLE_STUDIES, begin_study_folder, clear_study_progress,
-                                                   study_record)
-    from coocflow.storage import atomic_write_json, atomic_write_text
-    from coocflow.storage.checkpoint import run_lock
-    from coocflow.storage.paths import refuse_existing_out
-    from coocflow.storage.provenance import provenance
+    from coocflow.experiments.catalog import STUDIES, check_study_config  # lazy: defers JAX, 1-3.6 s
+    from coocflow.experiments.study_folder import (  # lazy: defers JAX, 1-3.6 s
+        RESUMABLE_STUDIES,
+        begin_study_folder,
+        clear_study_progress,
+        study_record,
+    )
+    from coocflow.storage.checkpoint import run_lock  # lazy: defers JAX, 1-3.6 s
+    from coocflow.storage.provenance import provenance  # lazy: defers JAX, 1-3.6 s
 
     study = study_of(config)
     if study is None:
@@ -288,14 +291,12 @@ def missing_figures(folder: Path) -> list[str]:
 def draw_figures(folder: Path) -> list[Path]:
     """Draw a complete run folder's figures (those its manifest lists) from its metrics table, as
     the run would have (what `coocflow run --resume` does for a run interrupted while drawing them)."""
-    import pyarrow.parquet as pq
-
-    from coocflow.plots import SeriesView, write_run_figures
+    from coocflow.plots import SeriesView, write_run_figures  # lazy: defers JAX, 1-3.6 s
 
     run = RunFolder(folder)
     config = run.config()
     if config.system != "eq1":
-        from coocflow.system_run import draw_system_figures
+        from coocflow.system_run import draw_system_figures  # lazy: defers JAX, 1-3.6 s
 
         return draw_system_figures(run.path)
     table = pq.read_table(run.metrics_file)
@@ -330,9 +331,6 @@ def ensure_run(config: Config, folder: Path) -> RunOutcome:
     `verify` declarations into its config.json), resume it when it holds an interrupted run of this
     configuration (training afresh if its checkpoint cannot be used), train into it otherwise.
     Figures are not drawn (the jobs' callers draw their own)."""
-    from coocflow.storage import atomic_write_json
-    from coocflow.storage.run_folder import read_metrics
-
     folder, run = Path(folder), RunFolder(folder)
     wanted = json.loads(json.dumps(config.to_dict()))
     if run.complete:
@@ -378,7 +376,7 @@ def resume_run(folder: Path, progress: Callable[[float], None] | None = None,
 def describe(c: Config) -> str:
     """One line saying what a run will do."""
     if c.system != "eq1":
-        from coocflow.system_run import title_of
+        from coocflow.system_run import title_of  # lazy: defers JAX, 1-3.6 s
 
         return f"[bold]{c.name}[/]: {title_of(c).split(': ', 1)[1]}, {c.dtype}"
     return f"[bold]{c.name}[/]: {_title(c).split(': ', 1)[1]}, {c.dtype}"

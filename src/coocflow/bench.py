@@ -12,13 +12,21 @@ import os
 import resource
 import subprocess
 import sys
+import tempfile
 import time
 from typing import Callable
 
+import equinox as eqx
 import jax
 import jax.numpy as jnp
 import numpy as np
 
+from coocflow.api import resolve_config
+from coocflow.flow.trajectory import over_seed_groups, seed_groups, take_seeds
+from coocflow.model import partition, trainable_loss
+from coocflow.model.gram import gram_gd_step, gram_velocity
+from coocflow.model.state import split, velocity
+from coocflow.runner import build_ensemble, build_model, build_problem, train, unstack
 from coocflow.storage.folders import RunFolder, ScalingFolder
 
 CASES = ("gd", "ensemble", "flow", "large", "process", "gram", "gram-wide", "scaling")
@@ -42,9 +50,6 @@ def _timed(fn: Callable[[], object], repeat: int = 2) -> float:
 
 
 def _paper(seeds: int = 1, **overrides):
-    from coocflow.api import resolve_config
-    from coocflow.runner import build_ensemble
-
     config = resolve_config("paper", [f"{k}={v}" for k, v in overrides.items()], seed=0,
                             n_seeds=seeds if seeds > 1 else None)
     model, problem = build_ensemble(config)
@@ -53,8 +58,6 @@ def _paper(seeds: int = 1, **overrides):
 
 def _steps_fn(problem_train, frozen, lr: float, steps: int):
     """Our compiled path: a fori_loop of full-batch GD steps, vmapped over seeds."""
-    from coocflow.model import trainable_loss
-
     grad_fn = jax.grad(trainable_loss)
 
     @jax.jit
@@ -70,8 +73,6 @@ def _steps_fn(problem_train, frozen, lr: float, steps: int):
 
 def _python_loop_baseline(trainable, frozen, data, lr: float, steps: int) -> float:
     """How most people first write it: a Python loop calling a jitted single step."""
-    from coocflow.model import trainable_loss
-
     grad_fn = jax.grad(trainable_loss)
 
     @jax.jit
@@ -88,9 +89,6 @@ def _python_loop_baseline(trainable, frozen, data, lr: float, steps: int) -> flo
 
 
 def case_gd(quick: bool) -> dict:
-    from coocflow.model import partition
-    from coocflow.runner import unstack
-
     steps = 3000 if quick else 30000
     config, model, problem = _paper()
     trainable, frozen = partition(model)
@@ -106,9 +104,6 @@ def case_ensemble(quick: bool) -> dict:
     """An ensemble's throughput against one seed's: the driver's strategy (the seeds split into
     one group per core, each group a vmapped call, the groups run concurrently) and, for
     comparison, a single vmapped call of all seeds."""
-    from coocflow.flow.trajectory import over_seed_groups, seed_groups, take_seeds
-    from coocflow.model import partition
-
     steps, seeds = (200, 8) if quick else (1000, 8)
     _, model, problem = _paper(seeds=seeds)
     trainable, frozen = partition(model)
@@ -127,9 +122,6 @@ def case_ensemble(quick: bool) -> dict:
 
 
 def case_flow(quick: bool) -> dict:
-    from coocflow.api import resolve_config
-    from coocflow.runner import train
-
     t_end = 1e4 if quick else 1e6
     overrides = ["train.method=flow", f"train.t_end={t_end}", "observe.chunks=1"]
     config = resolve_config("paper", overrides + ["train.rtol=1e-6", "train.atol=1e-9"])
@@ -160,8 +152,6 @@ def matmul_peak() -> float:
 
 
 def case_large(quick: bool) -> dict:
-    from coocflow.model import partition, trainable_loss
-
     steps = 5 if quick else 20
     config, model, problem = _paper(**{"data.n": 600, "data.L": 10, "data.d": 4603,
                                        "data.random_tokens": "distinct", "model.m": 512, "model.m1": 512})
@@ -169,7 +159,6 @@ def case_large(quick: bool) -> dict:
     run = _steps_fn(problem.train, frozen, 0.01, steps)
     per_step = _timed(lambda: run(trainable, frozen, problem.train), repeat=1) / steps
     grad = jax.jit(jax.grad(trainable_loss))
-    from coocflow.runner import unstack
     args = (unstack(trainable, 0), unstack(frozen, 0), unstack(problem.train, 0))
     cost = grad.lower(*args).compile().cost_analysis()
     cost = cost[0] if isinstance(cost, list) else cost
@@ -190,10 +179,6 @@ every width, since its state does not grow with m."""
 
 def _step_us(config, space: str, repeat: int) -> tuple[float, float]:
     """(GD step, flow right-hand side) in us for one seed of `config` in `space`."""
-    from coocflow.model.state import split, velocity
-    from coocflow.model.gram import gram_gd_step
-    from coocflow.runner import build_model, build_problem
-
     config = config.replace({"model.space": space})
     state, data = build_model(config), build_problem(config).train
     moving, fixed = split(state)
@@ -209,8 +194,6 @@ def case_gram(quick: bool) -> list[dict]:
     """The Gram space against weight space over widths: time per GD step and per flow
     right-hand side, the crossover width, and the Gram space's cost at m = 10^6 against m = 128;
     then the right-hand side for distinct tokens at d = 1000."""
-    from coocflow.api import resolve_config
-
     repeat = 3 if quick else 10
     base = resolve_config("paper", ["init.scheme=theory"])
     rows, table = [], []
@@ -229,8 +212,6 @@ def case_gram(quick: bool) -> list[dict]:
                  "ratio": ratio, "peak_rss_mib": float("nan"),
                  "detail": f"GD step/flow RHS per width (us): {detail}; crossover (Gram faster from) m={crossover}"})
     distinct = resolve_config("paper", ["data.d=1000", "data.random_tokens=distinct", "model.space=gram"])
-    from coocflow.model.state import velocity
-    from coocflow.runner import build_model, build_problem
 
     state, data = build_model(distinct), build_problem(distinct).train
     rhs = jax.jit(lambda s: velocity(s, None, data))
@@ -253,10 +234,6 @@ def repeated_velocity(state, data):
     """The Gram system's right-hand side LOOP_EVALUATIONS times in one program, as a solver
     evaluates it; each evaluation moves G and s (so none is loop-invariant) and reads one entry
     of every d x d output (so none is dead code)."""
-    import equinox as eqx
-
-    from coocflow.model.gram import gram_velocity
-
     def evaluate(i, current):
         velocity = gram_velocity(current, data)
         k = i % current.A.shape[0]
@@ -270,8 +247,6 @@ def case_gram_wide(quick: bool) -> list[dict]:
     """The paper's configuration at m = m1 = 10^5 in the Gram space, the flow to t = 10^3, as a
     whole `coocflow run` twice with one compilation cache: training time of the second run
     (compilation cached; the manifest's train_s) and the process's peak memory."""
-    import tempfile
-
     width = 10_000 if quick else 100_000
     args = ["run", "paper", "--set", "model.space=gram", "--set", f"model.m={width}", "--set", f"model.m1={width}",
             "--set", "init.scheme=theory", "--set", "train.method=flow", "--set", "train.t_end=1e3",
@@ -297,8 +272,6 @@ a sweep whose runs exist (seconds)."""
 def case_scaling(quick: bool) -> list[dict]:
     """The default width sweep as a whole process, cold (new cache, no runs), then again over its
     finished runs (the re-check: verify and the rate tests only). `quick`: three widths, one c0."""
-    import tempfile
-
     args = ["verify", "theory", "--scaling", "both", "--out", "sweep"]
     if quick:
         args += ["--values", "32768,49667,75281", "--set", "init.c0=0.02"]
@@ -352,8 +325,6 @@ def case_process(quick: bool) -> list[dict]:
     """Each command as a whole process (imports, compilation or the persistent cache, training,
     figures, writing): cold (a new, empty compilation cache) once, then warm (the same cache)
     `repeat` times; the ratio is cold over warm, i.e. what the cache saves."""
-    import tempfile
-
     repeat = 1 if quick else 3
     rows = []
     with tempfile.TemporaryDirectory(prefix="coocflow-bench-") as work:

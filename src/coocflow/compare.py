@@ -24,9 +24,10 @@ import numpy as np
 
 from coocflow.config import flatten_dotted
 from coocflow.errors import ConfigError, RunFolderError
+from coocflow.storage import load_run
 from coocflow.storage.atomic import _jsonable, atomic_write_text, atomic_write_with
 from coocflow.storage.folders import ComparisonFolder, read_json_object
-from coocflow.storage.paths import is_in_progress
+from coocflow.storage.paths import default_out, is_in_progress
 
 COMPARE_FORMAT = 1
 DEFAULT_COLUMNS = ("loss", "G_mu1", "A_mu1_mu2", "train_acc")
@@ -215,7 +216,7 @@ def run_results(run, label: str) -> dict[str, Any]:
 
 
 def _ylog(column: str, grids: list[np.ndarray]) -> bool:
-    from coocflow.observables import OBSERVABLES
+    from coocflow.observables import OBSERVABLES  # lazy: defers JAX, 1-3.6 s
 
     obs = OBSERVABLES.get(column)
     if obs is None or obs.group != "loss":
@@ -227,7 +228,7 @@ def _ylog(column: str, grids: list[np.ndarray]) -> bool:
 def draw_figure(runs, labels: list[str], columns: list[str], path: Path) -> Path:
     """compare.png: one panel per column, one line (or median and band) per run, shared log time
     axis, each run's T1 (median over seeds) a dashed line in the run's color; written atomically."""
-    from coocflow.plots.figures import band_curve, plt
+    from coocflow.plots.figures import band_curve, plt  # lazy: defers JAX, 1-3.6 s
 
     n = len(columns)
     ncols = min(n, 2)
@@ -270,8 +271,6 @@ def draw_figure(runs, labels: list[str], columns: list[str], path: Path) -> Path
 
 def _prepare_out(out: Path | None, resolved: list[Path]) -> Path:
     if out is None:
-        from coocflow.storage.paths import default_out
-
         out = default_out("compare")
     out = Path(out)
     if out.exists() and not out.is_dir():
@@ -318,8 +317,6 @@ def compare_runs(folders: list[Path], columns: list[str] | None = None, out: Pat
     """Load the run folders, find their configuration differences and key results, draw the
     chosen columns for all runs, and write compare.json and compare.png to `out` (by default
     runs/compare-TIMESTAMP)."""
-    from coocflow.storage import load_run
-
     folders = [Path(f) for f in folders]
     resolved = _check_folders(folders)
     runs = [load_run(folder) for folder in folders]
@@ -389,8 +386,8 @@ def result_rows(comparison: Comparison) -> list[tuple[str, list[str]]]:
 
 def render_comparison(comparison: Comparison, console) -> None:
     """Print the configuration differences and the results, one column per run (Rich tables)."""
-    from rich.markup import escape
-    from rich.table import Table
+    from rich.markup import escape  # lazy: defers Rich
+    from rich.table import Table  # lazy: defers Rich
 
     labels = comparison.labels or [r["run"] for r in comparison.results]
     if comparison.differences:

@@ -120,7 +120,7 @@ def _type_text(kind) -> str:
 
 
 def metrics_reference() -> str:
-    from coocflow.observables import OBSERVABLES
+    from coocflow.observables import OBSERVABLES  # lazy: defers JAX, 1-3.6 s
 
     lines = ["# Metrics columns", "",
              "Generated from `coocflow/observables/registry.py` by `coocflow docs`. `metrics.parquet` has one row "
@@ -134,7 +134,7 @@ def metrics_reference() -> str:
 
 
 def write_docs(folder: Path) -> list[Path]:
-    from coocflow.storage import atomic_write_text
+    from coocflow.storage import atomic_write_text  # lazy: defers pyarrow, 0.3 s
 
     folder = Path(folder)
     folder.mkdir(parents=True, exist_ok=True)

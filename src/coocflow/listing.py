@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+import fcntl
 import json
 import time
 from dataclasses import dataclass
@@ -11,6 +12,7 @@ from pathlib import Path
 from coocflow.errors import RunFolderError
 from coocflow.storage.folders import ComparisonFolder, RunFolder, ScalingFolder, StudyFolder, SweepFolder, kind_of
 from coocflow.storage.paths import DEFAULT_ROOT, does_not_exist
+from coocflow.sweep.store import SweepStore
 
 
 @dataclass(frozen=True)
@@ -64,8 +66,6 @@ def describe_folder(folder: Path) -> Entry | None:
     now = time.time()
     kind = kind_of(folder)
     if kind is SweepFolder:
-        from coocflow.sweep.store import SweepStore
-
         record = _json(SweepFolder(folder).spec_file)
         jobs = record.get("jobs") or []
         try:
@@ -116,8 +116,6 @@ def describe_folder(folder: Path) -> Entry | None:
 
 def _locked(folder: Path) -> bool:
     """Whether a process holds the run folder's lock (it is training right now)."""
-    import fcntl
-
     try:
         with open(folder / ".lock", "a") as handle:
             fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)

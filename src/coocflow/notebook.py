@@ -13,8 +13,14 @@ from typing import Any, Mapping, Sequence
 
 import numpy as np
 import pyarrow as pa
+import pyarrow.parquet as pq
 
+from coocflow.api import execute, resolve_config
 from coocflow.config import Config
+from coocflow.report import write_report
+from coocflow.storage import load_run
+from coocflow.storage.folders import RunFolder, StudyFolder
+from coocflow.storage.paths import default_out, refuse_existing_out
 
 
 @dataclass
@@ -50,8 +56,8 @@ class Run:
     def plot(self, kind: str = "figure1", columns: list[str] | None = None):
         """A Matplotlib figure: `figure1` (the paper's Figure 1), `overview`, or `columns` against
         t (median and 10-90% band over seeds)."""
-        from coocflow.plots import SeriesView
-        from coocflow.plots.figures import figure1, overview
+        from coocflow.plots import SeriesView  # lazy: defers JAX, 1-3.6 s
+        from coocflow.plots.figures import figure1, overview  # lazy: defers JAX, 1-3.6 s
 
         columns_of = {name: np.asarray(col) for name, col in self.metrics.to_pydict().items()}
         view = SeriesView.from_metrics(columns_of)
@@ -64,8 +70,6 @@ class Run:
 
     def report(self) -> Path:
         """Write and return the run's self-contained report.html."""
-        from coocflow.report import write_report
-
         return write_report(self.folder)
 
     def __repr__(self) -> str:
@@ -95,10 +99,6 @@ class Study:
 
 
 def _load_study(folder: Path, manifest: dict[str, Any]) -> Study:
-    import pyarrow.parquet as pq
-
-    from coocflow.storage.folders import StudyFolder
-
     study = StudyFolder(folder)
     tables = {str(path.relative_to(folder)): pq.read_table(path) for path in sorted(folder.rglob("*.parquet"))}
     return Study(folder, study.config_record(), manifest, study.summary_file.read_text(),
@@ -106,9 +106,9 @@ def _load_study(folder: Path, manifest: dict[str, Any]) -> Study:
 
 
 def _columns_figure(view, columns: list[str], title: str):
-    import matplotlib.pyplot as plt
+    import matplotlib.pyplot as plt  # lazy: defers matplotlib, 0.7 s
 
-    from coocflow.plots.figures import band_curve
+    from coocflow.plots.figures import band_curve  # lazy: defers JAX, 1-3.6 s
 
     fig, ax = plt.subplots(figsize=(6, 4), constrained_layout=True)
     shown = view.t > 0
@@ -122,11 +122,6 @@ def _columns_figure(view, columns: list[str], title: str):
 def load(folder: str | Path) -> Run | Study:
     """Read a folder written by `coocflow run` or `coocflow.run` (no pickle, any version of the
     documented format): a `Run`, or a `Study` when it holds a study."""
-    import pyarrow.parquet as pq
-
-    from coocflow.storage import load_run
-    from coocflow.storage.folders import RunFolder
-
     run = RunFolder(folder)
     if run.manifest_file.is_file():
         manifest = run.manifest()
@@ -146,9 +141,6 @@ def run(experiment_or_config: str | Path | Config = "paper", *, seeds: int | Seq
     study, as `coocflow run NAME` does (`api.execute`), and returns a `Study`. The folder is locked
     and checkpointed while it trains, so an interrupted run continues with
     `coocflow run --resume FOLDER`."""
-    from coocflow.api import execute, resolve_config
-    from coocflow.storage.paths import default_out, refuse_existing_out
-
     if isinstance(overrides, str):
         overrides = [overrides]
     resolved = resolve_config(experiment_or_config, overrides or (), seed, seeds)
@@ -161,8 +153,7 @@ def run(experiment_or_config: str | Path | Config = "paper", *, seeds: int | Seq
 def verify(target: Run | str | Path):
     """Run every check of `coocflow verify` on a run; writes verify.json/.md/.png into its
     folder and returns the Verification (`.pass_rates()`, `.to_dict()`)."""
-    from coocflow.phases.verify import verify_run, write_verification
-    from coocflow.storage import load_run
+    from coocflow.phases.verify import verify_run, write_verification  # lazy: defers JAX, 1-3.6 s
 
     folder = target.folder if isinstance(target, Run) else Path(target)
     loaded = load_run(folder)

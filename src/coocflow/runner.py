@@ -24,6 +24,7 @@ from coocflow.config import Config
 from coocflow.data import Dataset
 from coocflow.flow import EnsembleTraining, integrate, observation_steps, observation_times
 from coocflow.model import Transformer
+from coocflow.model.gram import GramState
 from coocflow.model.gram_init import NEURON_ARRAY_KEYS
 from coocflow.model.state import State
 from coocflow.observables import Problem
@@ -186,8 +187,6 @@ def state_arrays(model: State, data: Dataset) -> dict[str, np.ndarray]:
 def state_from_arrays(arrays: dict[str, np.ndarray]) -> tuple[State, Dataset]:
     """The inverse of `state_arrays` for one seed: the model (weights or Grams) and its training
     set, float64, from a run folder's state dict (`storage.run_folder.read_state`, one seed)."""
-    from coocflow.model.gram import GramState
-
     data = Dataset(jnp.asarray(arrays["tokens"]), jnp.asarray(arrays["labels"], dtype=jnp.float64),
                    jnp.asarray(arrays["groups"]))
     if "A" in arrays:

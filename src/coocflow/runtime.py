@@ -11,6 +11,8 @@ import os
 import sys
 from pathlib import Path
 
+from platformdirs import user_cache_dir
+
 CACHE_ENV = "COOCFLOW_CACHE_DIR"
 """Where compiled programs are kept: a folder, or `off` (also `0`, `none`, empty) to disable."""
 CACHE_OFF = ("off", "0", "none", "")
@@ -22,8 +24,6 @@ programs (initialization, data), which together cost about a second per process 
 
 def default_cache_dir() -> Path:
     """The user's cache folder for this tool (e.g. ~/.cache/coocflow/jax on Linux)."""
-    from platformdirs import user_cache_dir
-
     return Path(user_cache_dir("coocflow")) / "jax"
 
 
@@ -59,7 +59,7 @@ def configure_jax() -> None:
         os.environ.pop("JAX_COMPILATION_CACHE_DIR", None)
     os.environ.update(settings)
     if "jax" in sys.modules:
-        import jax
+        import jax  # lazy: defers JAX, 1-3.6 s
 
         jax.config.update("jax_enable_x64", True)
         jax.config.update("jax_compilation_cache_dir", settings.get("JAX_COMPILATION_CACHE_DIR"))

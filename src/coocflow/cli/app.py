@@ -2,10 +2,10 @@
 
 from __future__ import annotations
 
-
 import typer
 import typer.core
 from rich.console import Console
+from rich.markup import escape
 
 from coocflow import __version__
 from coocflow.errors import ConfigError
@@ -57,6 +57,4 @@ VERDICT_COLOURS = {"pass": "green", "fail": "red", "fail outside premises": "yel
 def print_error(err: Exception, to: Console | None = None) -> None:
     """One red `error:` line; the message itself is printed as written (markup escaped, so a hint
     like pip install 'coocflow[ray]' keeps its brackets)."""
-    from rich.markup import escape
-
     (to or errors).print(f"[red]error:[/] {escape(str(err))}", highlight=False, soft_wrap=True)

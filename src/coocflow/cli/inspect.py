@@ -9,12 +9,15 @@ from typing import Optional
 import typer
 import typer.core
 from rich.console import Console
-from rich.table import Table
+from rich.measure import Measurement
+from rich.table import Column, Table
 
-from coocflow.errors import ConfigError
 from coocflow.cli.app import app, console
 from coocflow.cli.run import _print_summary
-
+from coocflow.config import Config, all_keys
+from coocflow.docs import HELP, toml_template
+from coocflow.errors import ConfigError
+from coocflow.experiments import EXPERIMENTS
 
 
 @app.command()
@@ -25,11 +28,11 @@ def show(run_dir: Optional[Path] = typer.Argument(None, metavar="[RUN_DIR]",
     Example: coocflow show runs/paper
     """
     if run_dir is None:
-        from coocflow.listing import newest_run
+        from coocflow.listing import newest_run  # lazy: defers pyarrow, 0.3 s
 
         run_dir = newest_run()
         console.print(f"newest run: {run_dir}")
-    from coocflow.storage.folders import StudyFolder
+    from coocflow.storage.folders import StudyFolder  # lazy: defers pyarrow, 0.3 s
 
     study = StudyFolder(run_dir)
     if study.manifest_file.is_file() and study.summary_file.is_file():
@@ -49,14 +52,12 @@ def list_runs(folder: Path = typer.Argument(Path("runs"), metavar="[DIR]", help=
 
     Example: coocflow ls runs
     """
-    from coocflow.listing import list_folders
+    from coocflow.listing import list_folders  # lazy: defers pyarrow, 0.3 s
 
     entries = list_folders(folder)
     if not entries:
         console.print(f"{folder}: no runs yet; start with `coocflow run tiny`")
         return
-    from rich.measure import Measurement
-    from rich.table import Column
 
     longest_word = max(len(word) for e in entries for word in e.status.split())
     table = Table(Column("folder", no_wrap=True, min_width=max(len(e.name) for e in entries)), "kind",
@@ -79,8 +80,6 @@ def experiments() -> None:
 
     Example: coocflow experiments
     """
-    from coocflow.experiments import EXPERIMENTS
-
     table = Table("name", "description")
     for exp in EXPERIMENTS.values():
         table.add_row(exp.name, exp.description)
@@ -97,15 +96,12 @@ def keys(
 
     Example: coocflow keys --toml --from paper > my.toml; coocflow run my.toml
     """
-    from coocflow.config import Config, all_keys
-    from coocflow.docs import HELP, toml_template
-
     if start is not None and not toml:
         raise ConfigError("--from: applies with --toml; add --toml")
     if toml:
         config = None
         if start is not None:
-            from coocflow.api import config_of_target
+            from coocflow.api import config_of_target  # lazy: defers pyarrow, 0.3 s
 
             config = config_of_target(start)
         sys.stdout.write(toml_template(config))

@@ -8,9 +8,9 @@ from typing import Optional
 import typer
 import typer.core
 
-from coocflow.errors import CoocflowError
 from coocflow.cli.app import app, console
-
+from coocflow.docs import write_docs
+from coocflow.errors import CoocflowError
 
 
 @app.command()
@@ -23,7 +23,7 @@ def report(
 
     Example: coocflow report runs/paper
     """
-    from coocflow.report import write_report
+    from coocflow.report import write_report  # lazy: defers pyarrow, 0.3 s
 
     console.print(f"report: [bold]{write_report(folder, out)}[/]")
 
@@ -34,8 +34,6 @@ def docs(out: Path = typer.Option(Path("docs"), "--out", metavar="DIR", help="fo
 
     Example: coocflow docs --out docs
     """
-    from coocflow.docs import write_docs
-
     for path in write_docs(out):
         console.print(f"written: {path}")
 
@@ -52,7 +50,7 @@ def export(
     """
     if not tensorboard:
         raise CoocflowError("export: choose a format, e.g. --tensorboard")
-    from coocflow.report.tensorboard import export_tensorboard
+    from coocflow.report.tensorboard import export_tensorboard  # lazy: defers pyarrow, 0.3 s
 
     folder = export_tensorboard(run_dir, out)
     console.print(f"TensorBoard logs: [bold]{folder}[/] (tensorboard --logdir {folder})")
@@ -70,7 +68,7 @@ def compare(
 
     Example: coocflow compare runs/paper runs/paper-lr05 --columns loss,G_mu1
     """
-    from coocflow.compare import compare_runs, render_comparison
+    from coocflow.compare import compare_runs, render_comparison  # lazy: defers pyarrow, 0.3 s
 
     comparison = compare_runs(runs, columns, out)
     render_comparison(comparison, console)

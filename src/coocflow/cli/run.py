@@ -8,12 +8,16 @@ from typing import Optional
 
 import typer
 import typer.core
+from rich.markup import escape
+from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn, TimeRemainingColumn
 from rich.table import Table
 
 from coocflow import interrupts
-from coocflow.errors import CoocflowError, ConfigError, Interrupted
 from coocflow.cli.app import _refuse_unused, app, console
-
+from coocflow.config import config_from_dict
+from coocflow.errors import ConfigError, CoocflowError, Interrupted, RunFolderError
+from coocflow.estimate import estimate
+from coocflow.experiments import EXPERIMENTS
 
 
 @app.command()
@@ -54,7 +58,6 @@ def run(
                        (("--set", set_), ("--seed", seed), ("--seeds", seeds), ("--out", out), ("--force", force),
                         ("--figures/--no-figures", figures is not None), ("--pdf", pdf)))
         return _check_reproduce(Path(target))
-    from coocflow.experiments import EXPERIMENTS
 
     if target in EXPERIMENTS and EXPERIMENTS[target].study:
         _refuse_unused(f"{target} (a study writes its own figures)",
@@ -72,11 +75,10 @@ def _figure_formats(figures: Optional[bool], pdf: bool) -> tuple[str, ...]:
 
 
 def _resume(folder: Path, figures: tuple[str, ...]) -> None:
-    from coocflow.api import resumable_config
-    from coocflow.errors import RunFolderError
-    from coocflow.experiments.study_folder import study_of_folder, study_progress
-    from coocflow.storage.checkpoint import read_checkpoint_meta
-    from coocflow.storage.folders import RunFolder
+    from coocflow.api import resumable_config  # lazy: defers pyarrow, 0.3 s
+    from coocflow.experiments.study_folder import study_of_folder, study_progress  # lazy: defers JAX, 1-3.6 s
+    from coocflow.storage.checkpoint import read_checkpoint_meta  # lazy: defers JAX, 1-3.6 s
+    from coocflow.storage.folders import RunFolder  # lazy: defers pyarrow, 0.3 s
 
     folder = Path(folder)
     run = RunFolder(folder)
@@ -85,7 +87,7 @@ def _resume(folder: Path, figures: tuple[str, ...]) -> None:
                              "studies only deep and markov checkpoint, so re-run the others")
     config = resumable_config(folder)
     if config is None:
-        from coocflow.api import draw_figures, missing_figures
+        from coocflow.api import draw_figures, missing_figures  # lazy: defers pyarrow, 0.3 s
 
         missing = missing_figures(folder)
         if missing:
@@ -110,13 +112,13 @@ def _resume(folder: Path, figures: tuple[str, ...]) -> None:
 
 
 def _interrupted_message(out: Path) -> Interrupted:
-    from coocflow.storage.checkpoint import read_checkpoint_meta
-    from coocflow.storage.folders import RunFolder
+    from coocflow.storage.checkpoint import read_checkpoint_meta  # lazy: defers JAX, 1-3.6 s
+    from coocflow.storage.folders import RunFolder  # lazy: defers pyarrow, 0.3 s
 
     if not out.is_dir():
         return Interrupted(f"interrupted before {out} was created; nothing to resume")
     if RunFolder(out).manifest_file.is_file():
-        from coocflow.api import missing_figures
+        from coocflow.api import missing_figures  # lazy: defers pyarrow, 0.3 s
 
         missing = missing_figures(out)
         return Interrupted(f"interrupted after training: the run in {out} is complete and kept" + (
@@ -129,7 +131,7 @@ def _interrupted_message(out: Path) -> Interrupted:
 
 
 def _check_reproduce(folder: Path) -> None:
-    from coocflow.reproduce import check_reproduce
+    from coocflow.reproduce import check_reproduce  # lazy: defers NumPy, 0.1 s
 
     console.print(f"re-running the config of {folder} ...")
     differences, counted = check_reproduce(folder)
@@ -150,13 +152,17 @@ def _check_reproduce(folder: Path) -> None:
 def _train_and_write(target: Optional[str], set_: list[str], seed: Optional[int], seeds: Optional[int],
                      out: Optional[Path], force: bool, resume_config=None, figures: tuple[str, ...] = ("png",),
                      restored: bool = False) -> Path:
-    from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn, TimeRemainingColumn
-
-    from rich.markup import escape
-
-    from coocflow.api import (_names_a_run, config_of_target, describe, resolve_config, resume_run, run_and_write,
-                              study_of, time_axis_changes)
-    from coocflow.storage.folders import RunFolder
+    from coocflow.api import (  # lazy: defers pyarrow, 0.3 s
+        _names_a_run,
+        config_of_target,
+        describe,
+        resolve_config,
+        resume_run,
+        run_and_write,
+        study_of,
+        time_axis_changes,
+    )
+    from coocflow.storage.folders import RunFolder  # lazy: defers pyarrow, 0.3 s
 
     config = resume_config or resolve_config(target, set_, seed, seeds)
     if resume_config is None and study_of(config) is not None:
@@ -168,22 +174,21 @@ def _train_and_write(target: Optional[str], set_: list[str], seed: Optional[int]
                       + (f"; on the time axis: {', '.join(moved)}" if moved else "; the time axis is unchanged"),
                       highlight=False)
     if out is None:
-        from coocflow.storage.paths import default_out
+        from coocflow.storage.paths import default_out  # lazy: defers pyarrow, 0.3 s
 
         out = default_out(config.name)
     if resume_config is None:
-        from coocflow.storage.paths import refuse_existing_out
+        from coocflow.storage.paths import refuse_existing_out  # lazy: defers pyarrow, 0.3 s
 
         refuse_existing_out(out, force)
     console.print(describe(config))
-    from coocflow.estimate import estimate
 
     cost = estimate(config)
     if cost.long:
         console.print(f"[yellow]{escape(cost.sentence())}[/]", highlight=False)
     columns = (TextColumn("{task.description:<9}"), BarColumn(), TextColumn("{task.percentage:>5.1f}%"),
                TimeElapsedColumn(), TextColumn("eta"), TimeRemainingColumn())
-    import coocflow.storage.checkpoint  # noqa: F401  (the interrupt message reads it, and may not import)
+    import coocflow.storage.checkpoint  # noqa: F401  (the interrupt message reads it, and may not import)  # lazy: defers JAX, 1-3.6 s
 
     interrupts.set_message(lambda: str(_interrupted_message(out)))
     with contextlib.ExitStack() as between_chunks:
@@ -224,13 +229,17 @@ def _train_and_write(target: Optional[str], set_: list[str], seed: Optional[int]
 def _run_study(config, out: Optional[Path], force: bool, resume: bool = False) -> Path:
     """Run the study `config` names (`api.run_study`) with a status line, then print its summary;
     an interrupted deep or markov study says how to continue."""
-    from coocflow.api import describe, run_study, study_of
-    from coocflow.experiments.study_folder import RESUMABLE_STUDIES, divergence_message, study_progress
-    from coocflow.storage.folders import StudyFolder
+    from coocflow.api import describe, run_study, study_of  # lazy: defers pyarrow, 0.3 s
+    from coocflow.experiments.study_folder import (  # lazy: defers JAX, 1-3.6 s
+        RESUMABLE_STUDIES,
+        divergence_message,
+        study_progress,
+    )
+    from coocflow.storage.folders import StudyFolder  # lazy: defers pyarrow, 0.3 s
 
     name = config.name
     if out is None:
-        from coocflow.storage.paths import default_out
+        from coocflow.storage.paths import default_out  # lazy: defers pyarrow, 0.3 s
 
         out = default_out(name)
     resumable = study_of(config) in RESUMABLE_STUDIES
@@ -263,7 +272,7 @@ def _run_study(config, out: Optional[Path], force: bool, resume: bool = False) -
 
 def _last(values):
     """Each seed's last valid observation."""
-    import numpy as np
+    import numpy as np  # lazy: defers NumPy, 0.1 s
 
     return np.array([row[np.isfinite(row)][-1] if np.isfinite(row).any() else np.nan for row in values])
 
@@ -279,11 +288,10 @@ def _training_text(config) -> str:
 
 
 def _print_summary(run_dir: Path) -> None:
-    import numpy as np
+    import numpy as np  # lazy: defers NumPy, 0.1 s
 
-    from coocflow.config import config_from_dict
-    from coocflow.storage import load_run
-    from coocflow.storage.run_folder import pivot_metrics
+    from coocflow.storage import load_run  # lazy: defers pyarrow, 0.3 s
+    from coocflow.storage.run_folder import pivot_metrics  # lazy: defers pyarrow, 0.3 s
 
     loaded = load_run(run_dir)
     man, cfg = loaded.manifest, loaded.config
@@ -341,8 +349,6 @@ def _print_summary(run_dir: Path) -> None:
 
 def _print_system_summary(man: dict, cfg: dict, table: Table) -> None:
     """The summary of a system's run: status, training, and each scalar observable from t = 0 to the end."""
-    from coocflow.config import config_from_dict
-
     table.add_row("status", str(man["status"]))
     table.add_row("system", str(man["system"]))
     table.add_row("training", f"{_training_text(config_from_dict(cfg))} seeds={man['seeds']} {man['dtype']}")

@@ -2,17 +2,19 @@
 
 from __future__ import annotations
 
+import json
 import os
 from pathlib import Path
 from typing import Optional
 
 import typer
 import typer.core
+from rich.markup import escape
+from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn, TimeRemainingColumn
 from rich.table import Table
 
-from coocflow.errors import CoocflowError
 from coocflow.cli.app import app, console, errors
-
+from coocflow.errors import CoocflowError
 
 
 @app.command()
@@ -28,18 +30,20 @@ def sweep(
 
     Example: coocflow sweep examples/sweep_m_L.toml --workers 2
     """
-    from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn, TimeRemainingColumn
-
-    from rich.markup import escape
-
-    from coocflow.sweep import SweepStore, default_figures, load_spec
-    from coocflow.sweep.execute import pending_jobs, require_ray, run_in_process, run_in_workers, run_on_ray
+    from coocflow.sweep import SweepStore, default_figures, load_spec  # lazy: defers pyarrow, 0.3 s
+    from coocflow.sweep.execute import (  # lazy: defers pyarrow, 0.3 s
+        pending_jobs,
+        require_ray,
+        run_in_process,
+        run_in_workers,
+        run_on_ray,
+    )
 
     if ray:
         require_ray()
     parsed = load_spec(spec)
     if out is None:
-        from coocflow.storage.paths import DEFAULT_ROOT, inside
+        from coocflow.storage.paths import DEFAULT_ROOT, inside  # lazy: defers pyarrow, 0.3 s
 
         out = inside(DEFAULT_ROOT, f"sweep-{parsed.name}", "name")
     store = SweepStore(out)
@@ -100,9 +104,7 @@ def sweep_status(folder: Path = typer.Argument(..., metavar="SWEEP_DIR", help="a
 
     Example: coocflow sweep-status runs/sweep-m-L
     """
-    import json
-
-    from coocflow.sweep import SweepStore, read_record
+    from coocflow.sweep import SweepStore, read_record  # lazy: defers pyarrow, 0.3 s
 
     record = read_record(folder)
     store = SweepStore(folder)
@@ -136,8 +138,8 @@ def sweep_plot(
 
     Example: coocflow sweep-plot runs/sweep-m-L --x model.m --y T1 --by data.L
     """
-    from coocflow.sweep import aggregate_figure
-    from coocflow.sweep.aggregate import headline_column
+    from coocflow.sweep import aggregate_figure  # lazy: defers pyarrow, 0.3 s
+    from coocflow.sweep.aggregate import headline_column  # lazy: defers pyarrow, 0.3 s
 
     path = aggregate_figure(folder, x, y or headline_column(folder), by, log=False if linear else None, path=out)
     console.print(f"figure: [bold]{path}[/]")

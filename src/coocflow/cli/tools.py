@@ -2,16 +2,18 @@
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 from typing import Optional
 
 import typer
 import typer.core
+from rich.progress import Progress
 from rich.table import Table
 
-from coocflow.errors import CoocflowError
 from coocflow.cli.app import app, console
-
+from coocflow.errors import CoocflowError
+from coocflow.experiments.registry import EXPERIMENTS
 
 
 @app.command()
@@ -26,8 +28,8 @@ def bench(
 
     Example: coocflow bench --case process --json bench.json
     """
-    from coocflow.bench import CASES, run_all
-    from coocflow.storage import atomic_write_json
+    from coocflow.bench import CASES, run_all  # lazy: defers JAX, 1-3.6 s
+    from coocflow.storage import atomic_write_json  # lazy: defers pyarrow, 0.3 s
 
     unknown = [c for c in case if c not in CASES]
     if unknown:
@@ -64,10 +66,8 @@ def fit_rate(
 
     Example: coocflow fit-rate sweep.csv --exponent -1 --kind order --json
     """
-    import json
-
-    from coocflow.phases.rate_test import ORDER_TOLERANCE, RateTest, judge_rate
-    from coocflow.storage.rate_table import read_rate_table
+    from coocflow.phases.rate_test import ORDER_TOLERANCE, RateTest, judge_rate  # lazy: defers JAX, 1-3.6 s
+    from coocflow.storage.rate_table import read_rate_table  # lazy: defers pyarrow, 0.3 s
 
     if kind not in KIND_NAMES:
         raise CoocflowError(f"--kind {kind}: choose order, upper, lower or decays")
@@ -100,12 +100,9 @@ def power(
 
     Example: coocflow power --out docs/power.md
     """
-    from rich.progress import Progress
-
-    from coocflow.experiments.registry import EXPERIMENTS
-    from coocflow.phases.power import ERRORS, NOISES, power_markdown, power_table
-    from coocflow.phases.rate_test import RateTest
-    from coocflow.storage import atomic_write_text
+    from coocflow.phases.power import ERRORS, NOISES, power_markdown, power_table  # lazy: defers JAX, 1-3.6 s
+    from coocflow.phases.rate_test import RateTest  # lazy: defers JAX, 1-3.6 s
+    from coocflow.storage import atomic_write_text  # lazy: defers pyarrow, 0.3 s
 
     if trials < 1:
         raise CoocflowError(f"--trials {trials}: give a positive number of simulated sweeps")

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import re
 import shutil
 from pathlib import Path
@@ -9,12 +10,14 @@ from typing import Optional
 
 import typer
 import typer.core
-from rich.table import Table
+from rich.markup import escape
+from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+from rich.table import Column, Table
 
-from coocflow.errors import CoocflowError
 from coocflow.cli.app import VERDICT_COLOURS, _refuse_unused, app, console
 from coocflow.cli.run import _train_and_write
-
+from coocflow.errors import CoocflowError
+from coocflow.experiments import EXPERIMENTS
 
 
 @app.command()
@@ -48,9 +51,9 @@ def verify(
         _verify_scaling(target, set_, seed, seeds, out, force, scaling, values, strict, full, ray, workers)
         return
     _refuse_unused("verify without --scaling", (("--values", values), ("--ray", ray), ("--workers", workers)))
-    from coocflow.phases.verify import verify_run, write_verification
-    from coocflow.storage import load_run
-    from coocflow.storage.folders import RunFolder
+    from coocflow.phases.verify import verify_run, write_verification  # lazy: defers JAX, 1-3.6 s
+    from coocflow.storage import load_run  # lazy: defers pyarrow, 0.3 s
+    from coocflow.storage.folders import RunFolder  # lazy: defers pyarrow, 0.3 s
 
     folder = Path(target)
     if folder.is_dir():
@@ -65,8 +68,8 @@ def verify(
     if full:
         _print_verification(folder, verification)
     else:
-        from coocflow.phases.claims import claims_table, summary_line
-        from coocflow.phases.verify import width_summary
+        from coocflow.phases.claims import claims_table, summary_line  # lazy: defers JAX, 1-3.6 s
+        from coocflow.phases.verify import width_summary  # lazy: defers JAX, 1-3.6 s
 
         table = claims_table(width_summary(verification))
         premises = [{"id": p.id, "met": p.met} for p in verification.premises]
@@ -83,8 +86,13 @@ def verify(
 def _print_verification(folder: Path, verification) -> None:
     """Premises first, then one row per claim, then the implementation identities, then one line
     of counts (claims, and checks x seeds)."""
-    from coocflow.phases.claims import claims_table
-    from coocflow.phases.verify import APPENDIX_C_CHECK, APPENDIX_C_TOLERANCE, IDENTITIES, width_summary
+    from coocflow.phases.claims import claims_table  # lazy: defers JAX, 1-3.6 s
+    from coocflow.phases.verify import (  # lazy: defers JAX, 1-3.6 s
+        APPENDIX_C_CHECK,
+        APPENDIX_C_TOLERANCE,
+        IDENTITIES,
+        width_summary,
+    )
 
     rates = verification.pass_rates()
     _print_premises(verification.premises, "premises of the theorems")
@@ -110,7 +118,7 @@ def _print_verification(folder: Path, verification) -> None:
     if verification.premises:
         met = sum(p.met is True for p in verification.premises)
         premise_line = f"premises {met}/{len(verification.premises)} met; "
-    from coocflow.phases.claims import summary_line
+    from coocflow.phases.claims import summary_line  # lazy: defers JAX, 1-3.6 s
 
     console.print(f"{premise_line}{summary_line(table)}; checks x seeds: {counts['passed']} pass, "
                   f"{counts['failed']} fail, {counts['failed_outside_premises']} fail outside premises, "
@@ -153,8 +161,6 @@ def _print_summary_of_claims(title: str, premises, table: list[dict], summary: s
     """What verify prints by default, within 60 lines of 80 columns: the premises once, one line per
     claim (its verdict, '*' where the claim's premises are not all met, and its main number), the
     counts, and where the details and the explanations of failures are; `--full` prints every table."""
-    from rich.markup import escape
-
     def get(p, key):
         return p[key] if isinstance(p, dict) else getattr(p, key)
 
@@ -200,10 +206,6 @@ def _print_premises(premises, title: str) -> None:
 def _print_claims(table: list[dict], title: str) -> None:
     """The claims table, compact: one row per claim, its premises, each piece of evidence on its
     own line (a check's seed counts, or its numbers when it did not pass; a rate's exponent)."""
-    from rich.markup import escape
-
-    from rich.table import Column
-
     claims = Table(Column("claim", max_width=16), Column("premises", max_width=14),
                    Column("evidence", ratio=1, overflow="fold"), Column("verdict", max_width=10),
                    title=title, show_lines=True, expand=True)
@@ -221,14 +223,14 @@ def _print_claims(table: list[dict], title: str) -> None:
 
 
 def _check_names() -> tuple[str, ...]:
-    from coocflow.phases.checks import CHECKS
+    from coocflow.phases.checks import CHECKS  # lazy: defers JAX, 1-3.6 s
 
     return tuple(CHECKS)
 
 
 def _verdict_text(rate: dict) -> str:
     """The verdict in colour: green pass, red fail (a finding against the paper), yellow the rest."""
-    from coocflow.phases.verify import verdict_text
+    from coocflow.phases.verify import verdict_text  # lazy: defers JAX, 1-3.6 s
 
     text = verdict_text(rate)
     colour = ("red" if rate["failed"] else "green" if rate["passed"] == rate["of"] else "yellow")
@@ -237,23 +239,22 @@ def _verdict_text(rate: dict) -> str:
 
 def _verify_scaling(target, set_, seed, seeds, out, force, axis, values, strict, full=False, ray=None,
                     workers=None) -> None:
-    from coocflow.api import resolve_config
-    from coocflow.phases.claims import summary_line
-    from coocflow.phases.scaling import AXES
-    from coocflow.report.scaling import base_width, write_scaling
-    from coocflow.sweep.width import width_scaling
-    from coocflow.storage.folders import ScalingFolder
-    from coocflow.storage.paths import default_out, refuse_existing_out
+    from coocflow.api import resolve_config  # lazy: defers pyarrow, 0.3 s
+    from coocflow.phases.claims import summary_line  # lazy: defers JAX, 1-3.6 s
+    from coocflow.phases.scaling import AXES  # lazy: defers JAX, 1-3.6 s
+    from coocflow.report.scaling import base_width, write_scaling  # lazy: defers JAX, 1-3.6 s
+    from coocflow.storage.folders import ScalingFolder  # lazy: defers pyarrow, 0.3 s
+    from coocflow.storage.paths import default_out, refuse_existing_out  # lazy: defers pyarrow, 0.3 s
+    from coocflow.sweep.width import width_scaling  # lazy: defers JAX, 1-3.6 s
 
     if axis not in AXES:
         raise CoocflowError(f"--scaling {axis}: choose one of {', '.join(AXES)}")
     if ray:
-        from coocflow.sweep.execute import require_ray
+        from coocflow.sweep.execute import require_ray  # lazy: defers pyarrow, 0.3 s
 
         require_ray()
     elif workers is not None:
         raise CoocflowError("--workers: sets Ray's CPUs for --ray local; add --ray local or drop --workers")
-    from coocflow.experiments import EXPERIMENTS
 
     experiment = EXPERIMENTS.get(str(target))
     if values is None:
@@ -278,7 +279,6 @@ def _verify_scaling(target, set_, seed, seeds, out, force, axis, values, strict,
     out.mkdir(parents=True, exist_ok=True)
     c0_values = experiment.scaling_c0 if experiment and axis == "both" and not any(
         o.startswith("init.c0=") for o in set_) else ()
-    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
     columns = (TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn())
     with Progress(*columns, console=console, transient=True) as bar:
@@ -327,9 +327,7 @@ def _verify_scaling(target, set_, seed, seeds, out, force, axis, values, strict,
 def _width_trainer_on_ray(out: Path, address: str, workers: Optional[int], bar, task):
     """`width_scaling`'s `train`: every width as a Ray task (`sweep.execute.run_width_job`), the
     progress bar saying how many are trained; a width that fails stops the sweep with its line."""
-    import os
-
-    from coocflow.sweep.execute import run_on_ray, run_width_job
+    from coocflow.sweep.execute import run_on_ray, run_width_job  # lazy: defers pyarrow, 0.3 s
 
     def train(planned) -> None:
         failed, done = [], {"n": 0}

@@ -25,6 +25,7 @@ from coocflow.experiments.studies import (
 )
 from coocflow.model import Transformer, logits_embedded
 from coocflow.observables import median_band
+from coocflow.runner import train
 
 TOKEN_NOISE = (0.0, 0.25, 0.5, 0.75, 1.0, 1.5, 2.0)
 """Embedding noise levels sigma: each one-hot input row gets Gaussian noise of norm ~ sigma."""
@@ -72,8 +73,6 @@ def _evaluate(model: Transformer, test: Dataset, seeds) -> dict[str, np.ndarray]
 def noise(base: Config, out: Path, progress: Progress | None = None) -> StudyResult:
     """Train with all weights and with attention frozen (W and W_V only); evaluate each at T1
     (rerun to the step where every seed classifies its training set) and at the end."""
-    from coocflow.runner import train
-
     results = _run_variants(base, VARIANTS, out, progress)
     evaluated, rows, t1_steps = {}, [], {}
     for name, result in results.items():

@@ -11,11 +11,13 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable
 
+import matplotlib
+import matplotlib.pyplot as plt
 import numpy as np
 
-from coocflow.config import Config
+from coocflow.config import Config, random_slots
 from coocflow.plots.figures import band_curve
-from coocflow.runner import RunResult
+from coocflow.runner import RunResult, train, write_run
 
 Progress = Callable[[str], None]
 
@@ -63,8 +65,6 @@ def decay_rate(t: np.ndarray, loss: np.ndarray, t_from: float) -> float | None:
 def _run_variants(base: Config, variants: dict[str, dict], out: Path, progress: Progress | None) -> dict[str, RunResult]:
     """Each variant as an ordinary run folder (metrics, states, manifest) under OUT/variants;
     the study draws the comparison figure, so the variants skip their own figures."""
-    from coocflow.runner import train, write_run
-
     results = {}
     for name, overrides in variants.items():
         config = base.replace({**overrides, "name": f"{base.name}-{name}"})
@@ -76,8 +76,6 @@ def _run_variants(base: Config, variants: dict[str, dict], out: Path, progress: 
 
 
 def _save(fig, path: Path) -> Path:
-    import matplotlib.pyplot as plt
-
     tmp = path.with_name(f".{path.name}.tmp{path.suffix}")
     fig.savefig(tmp, dpi=120)
     plt.close(fig)
@@ -86,10 +84,7 @@ def _save(fig, path: Path) -> Path:
 
 
 def _figure(rows: int, cols: int, width: float = 5.2, height: float = 4.0):
-    import matplotlib
-
     matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
 
     return plt.subplots(rows, cols, figsize=(width * cols, height * rows), constrained_layout=True)
 
@@ -138,8 +133,6 @@ def generalization(base: Config, out: Path, progress: Progress | None = None) ->
     """Train and test accuracy and loss over t (the authors' Figure 2 in their answers), and the
     fitted power-law decay rates of the train and test losses side by side, for uniform random
     tokens (the paper's experiment) and distinct ones (the theory's Assumption 2.3 (ii))."""
-    from coocflow.config import random_slots
-
     distinct_d = max(base.data.d, random_slots(base.data.n, base.data.L) + 3)
     results = _run_variants(base, {"uniform": {"data.random_tokens": "uniform"},
                                    "distinct": {"data.random_tokens": "distinct", "data.d": distinct_d}},

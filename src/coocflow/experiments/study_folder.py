@@ -20,7 +20,9 @@ from coocflow.config import Config
 from coocflow.errors import RunFolderError
 from coocflow.flow.system import EnsembleTraining
 from coocflow.flow.trajectory import Checkpoint
+from coocflow.runner import begin_run_folder, config_hash
 from coocflow.storage.atomic import atomic_write_bytes
+from coocflow.storage.checkpoint import RunCheckpoint
 from coocflow.storage.folders import StudyFolder, read_json_object
 
 RESUMABLE_STUDIES = ("deep", "markov")
@@ -40,8 +42,6 @@ def divergence_lines(training: EnsembleTraining) -> list[str]:
 def begin_study_folder(out: Path, config: Config, study: str, force: bool = False) -> Path:
     """Create a resumable study folder holding only config.json and study.json (it appears
     whole, by one rename, or not at all), refusing an existing `out` unless `force`."""
-    from coocflow.runner import begin_run_folder
-
     return begin_run_folder(out, config, force, extra={StudyFolder.STUDY: {"study": study, "format": VARIANT_FORMAT}})
 
 
@@ -62,9 +62,6 @@ def train_variant(config: Config, out: Path, variant: str,
     checkpoint-VARIANT.npz every `observe.checkpoint_every_s` and continues from one it finds;
     the finished series go to variant-VARIANT.npz (which replaces the checkpoint), so a study
     resumed after that does not train the variant again. Elsewhere it just trains."""
-    from coocflow.runner import config_hash
-    from coocflow.storage.checkpoint import RunCheckpoint
-
     out = Path(out)
     folder = StudyFolder(out)
     if not folder.study_file.is_file():

@@ -9,6 +9,8 @@ keeps, per seed, the observations before its first bad one and its last finite w
 
 from __future__ import annotations
 
+import os
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import Any, Callable, NamedTuple, Protocol
 
@@ -19,7 +21,6 @@ import numpy as np
 from coocflow.storage.checkpoint import DriveState
 
 
-
 def seed_groups(n_seeds: int) -> list[slice]:
     """How an ensemble's seeds are split for `over_seed_groups`: one group per CPU core (at
     most one per seed), each a contiguous slice; a single group on accelerators, where one wide
@@ -28,8 +29,6 @@ def seed_groups(n_seeds: int) -> list[slice]:
     Measured on the 2-core CPU (paper configuration, GD, 8 seeds): one vmapped call of all seeds
     runs 1.4x one seed's throughput (XLA:CPU runs a batched step on one core), two threads each
     running a vmapped call of half the seeds 2.4x; one thread per seed 1.6x."""
-    import os
-
     cores = os.cpu_count() or 1
     groups = 1 if jax.default_backend() != "cpu" else max(1, min(cores, n_seeds))
     bounds = np.linspace(0, n_seeds, groups + 1).round().astype(int)
@@ -55,8 +54,6 @@ def over_seed_groups(fn: Callable[[slice], Any], n_seeds: int) -> Any:
         _COMPILED.add(seen)
     else:
         if not _POOL:
-            from concurrent.futures import ThreadPoolExecutor
-
             _POOL.append(ThreadPoolExecutor(max_workers=len(groups), thread_name_prefix="coocflow-seeds"))
         futures = [_POOL[0].submit(fn, group) for group in groups]
         parts = [future.result() for future in futures]

@@ -99,10 +99,6 @@ def saved_state_agreement(run) -> list[dict]:
     """Agreement at the run's own saved states of its first seed: initial, at T1 (when the run
     kept it) and final. A Gram-space run has no weights to evaluate the neuron-level variables
     at, so it returns no states."""
-    import numpy as np
-
-    from coocflow.data import Dataset
-
     moments = [("initial", run.state_init), ("T1", getattr(run, "state_t1", None)), ("final", run.state_final)]
     reports = []
     for label, state in moments:
@@ -126,7 +122,7 @@ def saved_state_agreement(run) -> list[dict]:
 def random_state_agreement(config, states: int = 3, attention_scale: float = 8.0) -> list[dict]:
     """Agreement at random states of `config`: its own initialization, then W_Q and W_K scaled by
     `attention_scale` so that attention is far from uniform."""
-    from coocflow.runner import build_model, build_problem
+    from coocflow.runner import build_model, build_problem  # lazy: defers pyarrow, 0.3 s
 
     reports = []
     for k in range(states):

@@ -10,6 +10,7 @@ from typing import Any, Callable
 
 import numpy as np
 
+from coocflow.observables.registry import neuron_only
 from coocflow.phases.boundaries import phase_boundaries, sandwich_start
 from coocflow.phases.scales import Scales
 
@@ -130,8 +131,6 @@ def check(name: str, claim: str, evidence: str, needs_t1: bool = False, needs: t
         def run(data: SeedData) -> CheckResult:
             missing = [c for c in needs if c not in data.series]
             if missing:
-                from coocflow.observables.registry import neuron_only
-
                 why = ("it needs the neurons of W, which a Gram-space run does not have; check it in weight space"
                        if missing[0] in neuron_only() else "re-run it with this coocflow version")
                 return CheckResult(name, claim, None, "", None, f"the run has no column {missing[0]}: {why}", evidence)

@@ -693,8 +693,8 @@ def r_formula(d: SeedData) -> tuple:
 
 def _register_state_checks() -> None:
     """The checks that read whole saved states live in their own modules and register here."""
-    import coocflow.phases.checks_phase1  # noqa: F401
-    import coocflow.phases.checks_phase2  # noqa: F401
+    import coocflow.phases.checks_phase1  # noqa: F401  # lazy: registers after this module's checks (CHECKS order)
+    import coocflow.phases.checks_phase2  # noqa: F401  # lazy: registers after this module's checks (CHECKS order)
 
 
 _register_state_checks()

@@ -9,9 +9,14 @@ import collections
 import functools
 import hashlib
 
+import equinox as eqx
+import jax
 import numpy as np
 
+from coocflow.model.state import attention_of as model_attention
+from coocflow.model.state import join, mlp_of, split, velocity
 from coocflow.phases.premises import logits_at
+from coocflow.runner import state_from_arrays
 from coocflow.storage.run_folder import attention_of, grams_of, has_neurons, neuron_grams
 
 RESOLUTION_ULPS = 100
@@ -88,12 +93,6 @@ def state_time(state: dict, fallback: float | None) -> float:
 def _program():
     """The velocity and the rates of V, G and the attention along it, in one jitted function (all
     weights train): one trace per shape serves both `velocity_at` and `rates_at`."""
-    import equinox as eqx
-    import jax
-
-    from coocflow.model.state import attention_of as model_attention
-    from coocflow.model.state import join, mlp_of, split, velocity
-
     @eqx.filter_jit
     def field_and_rates(model, data):
         moving, fixed = split(model)
@@ -131,8 +130,6 @@ def _read_only(array) -> np.ndarray:
 
 def _evaluate(state: dict) -> tuple[dict[str, np.ndarray], np.ndarray, np.ndarray, np.ndarray]:
     """The velocity's arrays and dV/dt, dG/dt, dp/dt at `state`, computed once per content."""
-    from coocflow.runner import state_from_arrays
-
     key = _fingerprint(state)
     if key not in _evaluated:
         model, data = state_from_arrays(state)

@@ -10,8 +10,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 import numpy as np
+import pyarrow as pa
 
 from coocflow.phases.appendix_c import KINDS, max_error, saved_state_agreement
+from coocflow.phases.checks import CHECKS, EVIDENCE, CheckResult, SeedData, late_phase2, run_checks
 from coocflow.phases.claims import (
     CLAIMS,
     NO_VERDICT,
@@ -22,13 +24,11 @@ from coocflow.phases.claims import (
     premises_of_check,
     summary_line,
 )
-from coocflow.phases.checks import CHECKS, EVIDENCE, CheckResult, SeedData, late_phase2, run_checks
 from coocflow.phases.premises import Premise, evaluate_premises, premises_markdown, premises_summary
 from coocflow.phases.scales import scales_of, seed_states
 from coocflow.storage import LoadedRun, atomic_write_json, atomic_write_text
 from coocflow.storage.folders import RunFolder
 from coocflow.storage.run_folder import score_matrix_of
-
 
 APPENDIX_C_TOLERANCE = 1e-8
 APPENDIX_C_CHECK = "appendix_c_closed_forms"
@@ -102,8 +102,6 @@ class Verification:
 
     def table(self):
         """`pass_rates` as a pyarrow Table, one row per check (`.to_pandas()`, Polars, DuckDB)."""
-        import pyarrow as pa
-
         rates = self.pass_rates()
         rows = [{"check": name, **rate} for name, rate in rates.items()]
         return pa.Table.from_pylist(rows)
@@ -265,10 +263,10 @@ def markdown(v: Verification, title: str) -> str:
 
 def figure(data: SeedData, path: Path) -> None:
     """The checks about curves: balancing ratios and R(t), 1/loss vs t, the dG/dt sandwich."""
-    import matplotlib
+    import matplotlib  # lazy: defers matplotlib, 0.7 s
 
     matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
+    import matplotlib.pyplot as plt  # lazy: defers matplotlib, 0.7 s
 
     s, t = data.series, data.t
     t1 = data.bounds["T1"]

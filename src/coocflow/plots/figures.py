@@ -84,7 +84,7 @@ class SeriesView:
     @classmethod
     def from_metrics(cls, metrics: dict[str, np.ndarray], t1s: list[float | None] | None = None) -> "SeriesView":
         """Pivot a long metrics table (one row per seed and time) into per-seed series."""
-        from coocflow.storage.run_folder import pivot_metrics
+        from coocflow.storage.run_folder import pivot_metrics  # lazy: defers pyarrow, 0.3 s
 
         t, series = pivot_metrics(metrics)
         if t1s is None:
@@ -478,7 +478,7 @@ def overview(view: SeriesView, title: str = ""):
 
 
 def _savefig(fig, path: Path, fmt: str) -> None:
-    from coocflow.storage.atomic import atomic_write_with
+    from coocflow.storage.atomic import atomic_write_with  # lazy: defers pyarrow, 0.3 s
 
     kwargs = {"pil_kwargs": {"compress_level": 3}} if fmt == "png" else {}
     atomic_write_with(path, lambda tmp: fig.savefig(tmp, format=fmt, dpi=DPI, **kwargs))

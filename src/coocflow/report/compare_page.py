@@ -11,8 +11,10 @@ from __future__ import annotations
 import html
 from pathlib import Path
 
+from coocflow.compare import _ylog, format_value, read_comparison, result_rows
 from coocflow.errors import CoocflowError
 from coocflow.report.html import PALETTE, _figure, _figure_divs, _page, _series_traces, _table
+from coocflow.storage import load_run
 from coocflow.storage.run_folder import pivot_metrics
 
 
@@ -23,9 +25,6 @@ def _t1_lines(t1s: list[tuple[float, str]]) -> list[dict]:
 
 def comparison_figures(comparison) -> tuple[list[dict], list[str]]:
     """One Plotly figure per compared column, and a note for each run folder that could not be read."""
-    from coocflow.compare import _ylog
-    from coocflow.storage import load_run
-
     series, notes, t1s = [], [], []
     for label, folder, result, color in zip(comparison.labels, comparison.resolved, comparison.results, PALETTE * 10):
         try:
@@ -55,8 +54,6 @@ def comparison_figures(comparison) -> tuple[list[dict], list[str]]:
 def comparison_report(folder: Path) -> str:
     """The page of a comparison folder: which runs, what differs, the results side by side and
     one figure per compared column."""
-    from coocflow.compare import format_value, read_comparison, result_rows
-
     folder = Path(folder)
     comparison = read_comparison(folder)
     labels = comparison.labels

@@ -12,11 +12,15 @@ import json
 from pathlib import Path
 
 import numpy as np
+from plotly.offline import get_plotlyjs
 
 from coocflow.config import flatten_dotted
 from coocflow.errors import RunFolderError
+from coocflow.storage import load_run
 from coocflow.storage.folders import RunFolder, ScalingFolder
 from coocflow.storage.run_folder import attention_of, pivot_metrics, score_matrix_of
+from coocflow.sweep import SweepStore, aggregate, read_record
+from coocflow.sweep.aggregate import headline_column
 
 GROUP_TITLES = {
     "loss": "Losses", "accuracy": "Accuracy and margins", "mlp": "MLP: G and ||u||", "scores": "Attention scores A",
@@ -46,7 +50,7 @@ def _log_toggle() -> list[dict]:
 
 def _series_traces(t: np.ndarray, values: np.ndarray, name: str, color: str) -> list[dict]:
     """Median line (and 10-90% band over seeds when there are several) for one column."""
-    from coocflow.observables import median_band
+    from coocflow.observables import median_band  # lazy: defers JAX, 1-3.6 s
 
     low, mid, high = median_band(values)
     shown = t > 0
@@ -83,7 +87,7 @@ def _phase_lines(boundaries: dict[str, float | None]) -> list[dict]:
 
 
 def _median_boundaries(metrics: dict[str, np.ndarray]) -> dict[str, float | None]:
-    from coocflow.phases import first_time_all_correct, phase_boundaries
+    from coocflow.phases import first_time_all_correct, phase_boundaries  # lazy: defers JAX, 1-3.6 s
 
     seeds = np.unique(metrics["seed"]) if "seed" in metrics else [None]
     found: dict[str, list[float]] = {}
@@ -102,7 +106,7 @@ def _median_boundaries(metrics: dict[str, np.ndarray]) -> dict[str, float | None
 
 def run_figures(metrics: dict[str, np.ndarray]) -> tuple[list[dict], dict[str, float | None]]:
     """The timeline and one figure per observable group, as Plotly figure dicts."""
-    from coocflow.observables import OBSERVABLES
+    from coocflow.observables import OBSERVABLES  # lazy: defers JAX, 1-3.6 s
 
     t, series = pivot_metrics(metrics)
     bounds = _median_boundaries(metrics)
@@ -300,7 +304,7 @@ def _timeline(bounds: dict[str, float | None], end: float) -> dict:
 
 
 def _verification_html(folder: Path) -> str:
-    from coocflow.phases.verify import verdict_text
+    from coocflow.phases.verify import verdict_text  # lazy: defers JAX, 1-3.6 s
 
     path = RunFolder(folder).verify_file("json")
     if not path.is_file():
@@ -363,8 +367,6 @@ for (const [id, fig] of Object.entries(FIGURES)) {{
 
 
 def _page(title: str, sections: list[str], figures: dict[str, dict]) -> str:
-    from plotly.offline import get_plotlyjs
-
     figures_json = json.dumps(figures).replace("</", "<\\/")
     return PAGE.format(title=html.escape(title), plotly=get_plotlyjs(), body="\n".join(sections),
                        figures=figures_json)
@@ -380,8 +382,6 @@ def run_report(folder: Path) -> str:
     group (seed bands for ensembles; much larger quantities on a right-hand axis, score changes
     beside the scores), heatmaps of the scores and attention at t = 0, T1 and the end, and the
     verification table."""
-    from coocflow.storage import load_run
-
     run = load_run(folder)
     man = run.manifest
     figures, bounds = run_figures(run.metrics)
@@ -420,8 +420,6 @@ def system_report(folder: Path) -> str:
     """The page of a system's run folder (coocflow/system_run.py): header, configuration and
     provenance, and one figure per observable (a vector observable's entries share one), the
     loss first on a log axis; median and 10-90% band over seeds."""
-    from coocflow.storage import load_run
-
     run = load_run(folder)
     man = run.manifest
     t, series = pivot_metrics(run.metrics)
@@ -473,9 +471,6 @@ def _space_text(manifest: dict) -> str:
 def sweep_report(folder: Path) -> str:
     """The page of a sweep: spec, job states, the per-seed summary table and T1 against every
     numeric axis (medians and bands over seeds)."""
-    from coocflow.sweep import SweepStore, aggregate, read_record
-    from coocflow.sweep.aggregate import headline_column
-
     record = read_record(folder)
     store = SweepStore(folder)
     states = store.states()
@@ -566,7 +561,7 @@ def _rate_figure(report: dict, rate: dict) -> dict:
 def scaling_report(folder: Path) -> str:
     """The page of a width sweep (`coocflow verify --scaling`): design, premises per width, the
     claims table with each claim's evidence, and every claimed rate as an interactive log-log plot."""
-    from coocflow.phases.claims import summary_line
+    from coocflow.phases.claims import summary_line  # lazy: defers JAX, 1-3.6 s
 
     report = json.loads(ScalingFolder(folder).record_file.read_text())
     widths = [{"width": w["value"], "c0": w.get("c0", report["config"]["init"]["c0"]), "m": w["m"], "m1": w["m1"],

@@ -83,11 +83,11 @@ def figure(report: dict, path: Path) -> None:
     """One panel per claimed rate's quantity: seeds, medians, the fit and the prediction. Titles at a
     fixed height and no minor ticks: automatic title placement and log-axis minor ticks took 80% of
     drawing its 48 panels (about 6 s of a 20 s re-check)."""
-    import matplotlib
+    import matplotlib  # lazy: defers matplotlib, 0.7 s
 
     matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-    from matplotlib.ticker import NullLocator
+    import matplotlib.pyplot as plt  # lazy: defers matplotlib, 0.7 s
+    from matplotlib.ticker import NullLocator  # lazy: defers matplotlib, 0.7 s
 
     shown = list(dict.fromkeys(r["quantity"] for r in report["rates"] if r["source"] == "quantity"))
     predicted = {r["quantity"]: r["predicted"] for r in report["rates"] if r["predicted"] is not None}

@@ -12,15 +12,15 @@ from pathlib import Path
 import numpy as np
 
 from coocflow.errors import ConfigError
+from coocflow.storage import load_run
 
 
 def export_tensorboard(run_folder: Path, out: Path | None = None) -> Path:
     try:
-        from tensorboardX import SummaryWriter
+        from tensorboardX import SummaryWriter  # lazy: optional extra, imported where used
     except ImportError:
         raise ConfigError("--tensorboard: tensorboardX is not installed; pip install 'coocflow[tensorboard]'") from None
-    from coocflow.observables import OBSERVABLES
-    from coocflow.storage import load_run
+    from coocflow.observables import OBSERVABLES  # lazy: defers JAX, 1-3.6 s
 
     run = load_run(Path(run_folder))
     out = Path(out) if out else Path(run_folder) / "tensorboard"

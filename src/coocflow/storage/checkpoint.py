@@ -16,13 +16,14 @@ The checkpoint is one npz (no pickle): a `meta` string of JSON, then `carry_<i>`
 from __future__ import annotations
 
 import contextlib
+import fcntl
 import io
 import json
 import os
 import time
 import zipfile
-from pathlib import Path
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any, Callable, Iterator
 
 import jax
@@ -32,6 +33,7 @@ import numpy as np
 from coocflow.errors import RunFolderError
 from coocflow.storage.atomic import atomic_write_bytes
 from coocflow.storage.folders import RunFolder
+
 
 @dataclass
 class DriveState:
@@ -63,7 +65,7 @@ class DriveState:
 
 
 CHECKPOINT_FILE = RunFolder.CHECKPOINT
-CHECKPOINT_FORMAT = 1
+CHECKPOINT_FORMAT = RunFolder.CHECKPOINT_FORMAT
 LOCK_FILE = ".lock"
 
 
@@ -72,8 +74,6 @@ def run_lock(folder: Path) -> Iterator[None]:
     """Hold an exclusive lock on a run folder while a process trains into it, so a second
     `--resume` of the same folder is refused instead of racing; the OS drops the lock when the
     process dies, even by SIGKILL, so a stale lock never blocks a resume."""
-    import fcntl
-
     path = Path(folder) / LOCK_FILE
     with open(path, "a+") as handle:
         try:
@@ -109,11 +109,8 @@ def _unflat(arrays: dict[str, np.ndarray], prefix: str, template, path: Path):
 
 
 def read_checkpoint_meta(folder: Path) -> dict | None:
-    """The JSON header of a folder's checkpoint, or None when it has none."""
-    path = Path(folder) / CHECKPOINT_FILE
-    if not path.is_file():
-        return None
-    return _read(path)[0]
+    """The JSON header of a folder's checkpoint, or None when it has none (`RunFolder.checkpoint_meta`)."""
+    return RunFolder(folder).checkpoint_meta()
 
 
 def _read(path: Path) -> tuple[dict, dict[str, np.ndarray]]:

@@ -11,9 +11,12 @@ refuses a folder that is not (yet) of its kind with one line saying what it is i
 from __future__ import annotations
 
 import json
+import zipfile
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, ClassVar, Union
+
+import numpy as np
 
 from coocflow.config import Config, config_from_dict
 from coocflow.errors import RunFolderError
@@ -80,6 +83,7 @@ class RunFolder(_Folder):
     SNAPSHOTS: ClassVar[str] = "state_snapshots.npz"
     TEST_SET: ClassVar[str] = "test_set.npz"
     CHECKPOINT: ClassVar[str] = "checkpoint.npz"
+    CHECKPOINT_FORMAT: ClassVar[int] = 1
     VERIFY_JSON: ClassVar[str] = "verify.json"
     VERIFY_MD: ClassVar[str] = "verify.md"
     VERIFY_PNG: ClassVar[str] = "verify.png"
@@ -119,6 +123,22 @@ class RunFolder(_Folder):
         """The files a complete run folder has and this one lacks."""
         return [name for name in self.REQUIRED if not (self.path / name).is_file()]
 
+    def checkpoint_meta(self) -> dict | None:
+        """The JSON header of the run's checkpoint (where it stands: `next_obs` of `n_obs`, ...), or
+        None when it has none; read without the arrays (`storage.checkpoint` restores those)."""
+        path = self.checkpoint_file
+        if not path.is_file():
+            return None
+        try:
+            with np.load(path, allow_pickle=False) as z:
+                meta = json.loads(str(z["meta"]))
+        except (OSError, ValueError, EOFError, KeyError, zipfile.BadZipFile):
+            raise RunFolderError(f"{path}: not a readable checkpoint; delete it to restart the run from t = 0") from None
+        if not isinstance(meta, dict) or meta.get("format") != self.CHECKPOINT_FORMAT:
+            raise RunFolderError(f"{path}: checkpoint format {meta.get('format') if isinstance(meta, dict) else None!r} "
+                                 f"is not {self.CHECKPOINT_FORMAT}; delete it to restart the run from t = 0")
+        return meta
+
     def system(self) -> str:
         """What the run trained: `eq1` (eq. (1)), or the system its manifest names."""
         return self.manifest().get("system", "eq1")
@@ -131,10 +151,8 @@ class RunFolder(_Folder):
         missing = folder.missing()
         if missing and folder.in_progress:
             where = "before its first checkpoint"
-            if folder.checkpoint_file.is_file():
-                from coocflow.storage.checkpoint import read_checkpoint_meta  # imports JAX: only here
-
-                meta = read_checkpoint_meta(folder.path)
+            meta = folder.checkpoint_meta()
+            if meta is not None:
                 where = f"with a checkpoint at observation {meta['next_obs']} of {meta['n_obs']}"
             raise RunFolderError(f"{path}: a run in progress or interrupted ({where}); "
                                  f"continue it with `coocflow run --resume {path}`")

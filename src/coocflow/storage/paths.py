@@ -4,13 +4,14 @@ folder is replaced only when asked (or resumed when it holds an unfinished run).
 from __future__ import annotations
 
 import datetime as dt
+import difflib
 import os
 import shutil
 from pathlib import Path
 from typing import Callable
 
 from coocflow import interrupts
-from coocflow.errors import CoocflowError, ConfigError
+from coocflow.errors import ConfigError, CoocflowError
 from coocflow.storage.folders import RunFolder
 
 DEFAULT_ROOT = Path("runs")
@@ -35,8 +36,6 @@ def default_out(name: str, prefix: str = "") -> Path:
 def nearest_sibling(path: Path) -> Path | None:
     """The existing entry beside a mistyped path whose name is closest (`runs/papr` ->
     `runs/paper`), for "did you mean" hints."""
-    import difflib
-
     path = Path(path)
     parent = path.parent
     if not parent.is_dir():

@@ -8,6 +8,8 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
+import pyarrow.csv as pa_csv
+import pyarrow.parquet as pq
 
 from coocflow.errors import CoocflowError
 
@@ -30,9 +32,6 @@ class RateTable:
 
 def read_rate_table(path: Path) -> RateTable:
     """Read and validate `path`; every problem is one line naming the column or row and the fix."""
-    import pyarrow.csv as pa_csv
-    import pyarrow.parquet as pq
-
     path = Path(path)
     if not path.is_file():
         raise RateTableError(f"{path}: no such file; give a CSV or Parquet table with columns m, seed, value")

@@ -39,6 +39,7 @@ import pyarrow.parquet as pq
 from coocflow.errors import RunFolderError
 from coocflow.storage.atomic import atomic_write_bytes, atomic_write_with
 from coocflow.storage.folders import RunFolder
+from coocflow.storage.paths import does_not_exist
 
 FORMAT_VERSION = 1
 STATE_KEYS = ("tokens", "labels", "groups", "W_Q", "W_K", "W_V", "W", "a")
@@ -213,8 +214,6 @@ def load_run(path: Path) -> LoadedRun:
     """Read a run folder, refusing missing, partial, corrupted or future-format folders."""
     path = Path(path)
     if not path.is_dir():
-        from coocflow.storage.paths import does_not_exist
-
         if path.exists():
             raise RunFolderError(f"{path}: a file, not a run folder; pass the folder `coocflow run` wrote")
         raise RunFolderError(does_not_exist(path, "run folder") + " (`coocflow ls` lists the runs)")

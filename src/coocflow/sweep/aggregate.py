@@ -35,7 +35,7 @@ def group_order(groups) -> list:
 def label_x_values(ax, values) -> None:
     """Ticks at the swept values themselves, written plainly (32, 64, 128; not 3x10^1), and no
     minor tick labels on a log y axis."""
-    from matplotlib.ticker import FixedLocator, FuncFormatter, NullFormatter, NullLocator
+    from matplotlib.ticker import FixedLocator, FuncFormatter, NullFormatter, NullLocator  # lazy: defers matplotlib, 0.7 s
 
     values = sorted(set(float(v) for v in values))
     ax.xaxis.set_major_locator(FixedLocator(values))
@@ -78,10 +78,10 @@ def aggregate(root: Path, x: str, y: str = "T1", by: str | None = None) -> list[
 def aggregate_figure(root: Path, x: str, y: str = "T1", by: str | None = None, log: bool | None = None,
                      path: Path | None = None) -> Path:
     """Draw `y` against `x` (log-log when every value is positive, unless `log` says otherwise)."""
-    import matplotlib
+    import matplotlib  # lazy: defers matplotlib, 0.7 s
 
     matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
+    import matplotlib.pyplot as plt  # lazy: defers matplotlib, 0.7 s
 
     lines = aggregate(root, x, y, by)
     positive = all((line["x"] > 0).all() and (line["median"][np.isfinite(line["median"])] > 0).all() for line in lines)

@@ -7,14 +7,21 @@ the store itself; the executors only schedule and report. A job that raises is r
 
 from __future__ import annotations
 
+import multiprocessing
 import os
 import time
 import traceback
+from concurrent.futures import FIRST_COMPLETED, ProcessPoolExecutor, wait
 from pathlib import Path
 from typing import Callable
 
 import numpy as np
 
+from coocflow.api import ensure_run
+from coocflow.config import config_from_dict
+from coocflow.errors import ConfigError, CoocflowError
+from coocflow.runtime import configure_jax
+from coocflow.storage import atomic_write_json, load_run
 from coocflow.sweep.spec import SweepSpec
 from coocflow.sweep.store import SweepStore
 
@@ -28,10 +35,9 @@ def _axis_columns(axes: dict, rows: int) -> dict[str, np.ndarray]:
 
 def summary_rows(run_folder: Path, job_id: str, axes: dict) -> dict[str, np.ndarray]:
     """One row per seed: status, phase boundaries, final values and each check's verdict."""
-    from coocflow.phases import phase_boundaries
-    from coocflow.phases.checks import run_checks
-    from coocflow.phases.verify import seed_data
-    from coocflow.storage import load_run
+    from coocflow.phases import phase_boundaries  # lazy: defers JAX, 1-3.6 s
+    from coocflow.phases.checks import run_checks  # lazy: defers JAX, 1-3.6 s
+    from coocflow.phases.verify import seed_data  # lazy: defers JAX, 1-3.6 s
 
     run = load_run(run_folder)
     per_seed = {p["seed"]: p for p in run.manifest["per_seed"]}
@@ -67,12 +73,7 @@ def system_summary_rows(manifest: dict, job_id: str) -> dict[str, np.ndarray]:
 def run_job(root: str, job: dict) -> dict:
     """Train one job (all its seeds), write its run folder, then its metrics rows, then its
     summary rows (the `done` marker). Never raises: a failure is recorded and returned."""
-    from coocflow.runtime import configure_jax
-
     configure_jax()  # float64 and the compilation cache in worker processes
-    from coocflow.api import ensure_run
-    from coocflow.config import config_from_dict
-    from coocflow.errors import CoocflowError
 
     store, job_id, start = SweepStore(Path(root)), job["id"], time.perf_counter()
     try:
@@ -86,7 +87,6 @@ def run_job(root: str, job: dict) -> dict:
         return {"id": job_id, "state": "done", "seconds": time.perf_counter() - start}
     except Exception as err:  # a job's failure must not stop the sweep
         line = str(err) if isinstance(err, CoocflowError) else f"{type(err).__name__}: {err}"
-        from coocflow.storage import atomic_write_json
 
         atomic_write_json(store.failed_file(job_id), {"id": job_id, "error": line.splitlines()[0] if line else type(err).__name__,
                                                       "traceback": traceback.format_exc(limit=8)})
@@ -96,12 +96,7 @@ def run_job(root: str, job: dict) -> dict:
 def run_width_job(root: str, job: dict) -> dict:
     """Train one run of a width sweep (`sweep.width.WidthRun.job`) into its folder, resuming or
     reusing it as `api.ensure_run` decides. Never raises: a failure is returned, with its line."""
-    from coocflow.runtime import configure_jax
-
     configure_jax()
-    from coocflow.api import ensure_run
-    from coocflow.config import config_from_dict
-    from coocflow.errors import CoocflowError
 
     start = time.perf_counter()
     try:
@@ -131,9 +126,6 @@ def run_in_process(root: Path, jobs: list[dict], report: Report, started: Starte
 
 def run_in_workers(root: Path, jobs: list[dict], workers: int, report: Report, started: Started) -> None:
     """Jobs in `workers` spawned processes (JAX does not survive fork), each job once."""
-    import multiprocessing
-    from concurrent.futures import FIRST_COMPLETED, ProcessPoolExecutor, wait
-
     with ProcessPoolExecutor(max_workers=workers, mp_context=multiprocessing.get_context("spawn")) as pool:
         queue, running = list(jobs), {}
         while queue or running:
@@ -154,10 +146,8 @@ def require_ray():
     """The `ray` module, or a one-line error saying how to install it (`coocflow sweep --ray` asks
     for it before creating anything)."""
     try:
-        import ray
+        import ray  # lazy: optional extra, imported where used
     except ImportError:
-        from coocflow.errors import ConfigError
-
         raise ConfigError("--ray: Ray is not installed; pip install 'coocflow[ray]'") from None
     return ray
 

@@ -20,6 +20,7 @@ runs, with the axis named.
 
 from __future__ import annotations
 
+import difflib
 import hashlib
 import itertools
 import json
@@ -28,9 +29,17 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from coocflow.config import (BUILT_IN_SYSTEMS, NAME_FIX, Config, all_keys, config_from_dict, load_toml,
-                             unsafe_name_reason)
+from coocflow.config import (
+    BUILT_IN_SYSTEMS,
+    NAME_FIX,
+    Config,
+    all_keys,
+    config_from_dict,
+    load_toml,
+    unsafe_name_reason,
+)
 from coocflow.errors import ConfigError
+from coocflow.experiments import EXPERIMENTS
 
 SPEC_KEYS = ("name", "base", "seeds", "set", "grid", "zip")
 
@@ -78,8 +87,6 @@ def _where(path: Path | None) -> str:
 
 def _check_key(key: str, section: str, path: Path | None) -> None:
     if key not in all_keys():
-        import difflib
-
         close = difflib.get_close_matches(key, all_keys(), n=1)
         hint = f"did you mean '{close[0]}'?" if close else "see `coocflow keys`"
         raise ConfigError(f"{_where(path)}[{section}] '{key}' is not a config key: {hint}")
@@ -102,8 +109,6 @@ def job_id(axes: dict[str, Any]) -> str:
 
 def spec_from_dict(tree: dict[str, Any], path: Path | None = None) -> SweepSpec:
     """Validate a spec and expand it into jobs (each a validated config)."""
-    from coocflow.experiments import EXPERIMENTS
-
     unknown = [key for key in tree if key not in SPEC_KEYS]
     if unknown:
         raise ConfigError(f"{_where(path)}unknown sweep key '{unknown[0]}': a sweep has {', '.join(SPEC_KEYS)}")
