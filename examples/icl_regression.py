@@ -76,8 +76,9 @@ class InContextRegression(AbstractSystem):
 
     @classmethod
     def from_config(cls, config: Config) -> "InContextRegression":
-        if config.dtype != "float64":
-            raise ConfigError("dtype: the icl-regression example runs in float64; drop dtype")
+        if config.dtype != "float64" or config.data.L < 1 or config.data.d < 1:
+            raise ConfigError("dtype, data.L, data.d: the example runs in float64 on prompts of data.L >= 1 "
+                              f"examples of dimension data.d >= 1 (got {config.dtype}, {config.data.L}, {config.data.d})")
         return cls(config.data.d, config.data.L, config.data.n, config.data.n_test, config.init.c0)
 
     def init(self, key: jax.Array) -> LinearAttention:

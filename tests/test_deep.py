@@ -38,7 +38,7 @@ TINY_DEEP = {
 
 
 def tiny_config(**overrides) -> Config:
-    return Config(name="deep").replace({**TINY_DEEP, **overrides})
+    return Config(name="deep", system="deep").replace({**TINY_DEEP, **overrides})
 
 
 compiled_forward = jax.jit(forward)

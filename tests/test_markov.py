@@ -38,7 +38,7 @@ SMOKE = {
 
 
 def _config(**extra) -> Config:
-    return Config(name="markov").replace({**SMOKE, "seeds": [0, 1], **extra})
+    return Config(name="markov", system="markov").replace({**SMOKE, "seeds": [0, 1], **extra})
 
 
 def test_smoke_run_writes_figure_summary_and_metrics(tmp_path):

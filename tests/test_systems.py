@@ -187,3 +187,20 @@ def test_the_deep_system_is_vmapped_over_seeds_like_one_seed_at_a_time():
 
 if __name__ == "__main__":
     sys.exit(pytest.main([__file__, "-q"]))
+
+
+def test_each_system_validates_its_own_settings_at_the_door(at_root):
+    """Item 5: the data model's rules bind the systems trained on it (eq. (1), deep); the others
+    read and check their own settings when the configuration is resolved, before any folder exists."""
+    with pytest.raises(ConfigError, match=r"^model.layers, model.heads: apply to the deep system"):
+        Config().replace({"model.layers": 2})
+    with pytest.raises(ConfigError, match=r"^data.n: must be a positive multiple of 6"):
+        Config().replace({"data.n": 25})
+    assert Config(system="markov").replace({"data.n": 25}).data.n == 25
+    with pytest.raises(ConfigError, match=r"^data.d: a Markov chain needs at least two states \(got 1\)$"):
+        resolve_config("markov", ["data.d=1"])
+    with pytest.raises(ConfigError, match=r"^model.heads: must be >= 1 and divide model.m=64 \(got 3\)$"):
+        resolve_config("deep", ["model.heads=3"])
+    with pytest.raises(ConfigError, match=r"job data.L=0: dtype, data.L, data.d: the example runs"):
+        spec_from_dict({"name": "icl", "base": str(ROOT / "examples" / "icl_regression.toml"),
+                        "grid": {"data.L": [0, 4]}})

@@ -94,6 +94,17 @@ def resolve_config(target: str | Path | Config, overrides: Sequence[str] | Mappi
                 raise ConfigError(f"--seeds: must be at least 1 (got {n_seeds})")
             n_seeds = list(range(config.seed, config.seed + n_seeds))
         config = config.replace({"seeds": list(n_seeds)})
+    return _checked(config)
+
+
+def _checked(config: Config) -> Config:
+    """`config`, once the system it names has read and validated its own settings
+    (`AbstractSystem.from_config`, `check_training`), so a bad one is refused at the door, before any
+    folder exists; eq. (1)'s are `Config`'s own."""
+    if config.system != "eq1":
+        from coocflow.systems.registry import system_of  # lazy: defers JAX, 1-3.6 s
+
+        system_of(config)
     return config
 
 

@@ -385,6 +385,22 @@ NAME_FIX = "names become folder names under runs/, so use letters, digits, '-', 
 
 
 BUILT_IN_SYSTEMS = ("eq1", "deep", "markov")
+COOCCURRENCE_SYSTEMS = ("eq1", "deep")
+"""The systems trained on the paper's data model (Definition 2.1, Assumption 2.3), whose rules
+`_validate_cooccurrence_data` checks; every other system validates the data settings it reads
+itself (`AbstractSystem.from_config`)."""
+
+
+def _validate_cooccurrence_data(d: DataConfig) -> None:
+    """The data model's rules (docs/definitions.md section 2), one line per broken one."""
+    _need(d.n > 0 and d.n % 6 == 0,
+          f"data.n: must be a positive multiple of 6 so the groups are n/2, n/6, n/6, n/6 (got {d.n}); try data.n={max(6, 6 * round(d.n / 6))}")
+    _need(d.L >= 3, f"data.L: a sample holds mu_1, mu_2 and mu_3, so L must be >= 3 (got {d.L})")
+    _need(d.d >= 4, f"data.d: the vocabulary needs mu_1, mu_2, mu_3 and at least one random token, so d >= 4 (got {d.d})")
+    if d.random_tokens == "distinct":
+        slots = random_slots(d.n, d.L)
+        _need(d.d - 3 >= slots,
+              f"data.d: 'distinct' random tokens need d - 3 >= {slots} random slots (got d={d.d}); set data.d={slots + 3} or data.random_tokens=uniform")
 
 
 def validate(c: Config) -> None:
@@ -400,19 +416,15 @@ def validate(c: Config) -> None:
     _need(c.seed >= 0, f"seed: must be >= 0 (got {c.seed})")
     _need(all(s >= 0 for s in c.seeds), f"seeds: every seed must be >= 0 (got {list(c.seeds)})")
     _need(len(set(c.seeds)) == len(c.seeds), f"seeds: must not repeat a seed (got {list(c.seeds)})")
-    _need(d.n > 0 and d.n % 6 == 0,
-          f"data.n: must be a positive multiple of 6 so the groups are n/2, n/6, n/6, n/6 (got {d.n}); try data.n={max(6, 6 * round(d.n / 6))}")
-    _need(d.L >= 3, f"data.L: a sample holds mu_1, mu_2 and mu_3, so L must be >= 3 (got {d.L})")
-    _need(d.d >= 4, f"data.d: the vocabulary needs mu_1, mu_2, mu_3 and at least one random token, so d >= 4 (got {d.d})")
+    if c.system in COOCCURRENCE_SYSTEMS:
+        _validate_cooccurrence_data(d)
+    else:
+        _need(d.n > 0, f"data.n: need at least one training sample (got {d.n})")
     _need(d.n_test >= 1, f"data.n_test: need at least one test sample (got {d.n_test})")
-    if d.random_tokens == "distinct":
-        slots = random_slots(d.n, d.L)
-        _need(d.d - 3 >= slots,
-              f"data.d: 'distinct' random tokens need d - 3 >= {slots} random slots (got d={d.d}); set data.d={slots + 3} or data.random_tokens=uniform")
+    _need(c.system == "deep" or (c.model.layers == 1 and c.model.heads == 1),
+          f"model.layers, model.heads: apply to the deep system (system = \"deep\"); {c.system} has one layer and one "
+          "head, so drop them")
     _need(c.model.m > 0, f"model.m: must be a positive width (got {c.model.m})")
-    _need(c.model.layers >= 1, f"model.layers: must be >= 1 (got {c.model.layers})")
-    _need(c.model.heads >= 1 and c.model.m % c.model.heads == 0,
-          f"model.heads: must be >= 1 and divide model.m={c.model.m} (got {c.model.heads})")
     _need(c.model.m1 > 0, f"model.m1: must be a positive width (got {c.model.m1})")
     if c.model.space == "gram":
         _need(c.train.method in GRAM_METHODS,

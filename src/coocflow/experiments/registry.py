@@ -109,7 +109,8 @@ EXPERIMENTS: dict[str, Experiment] = {
             "A 2-layer, 4-head pre-LayerNorm transformer (residual connections, GELU MLP, mean-pooled readout, "
             "width 64) on the paper's data, Adam lr 0.0001 for 600 steps, 4 seeds: when classification becomes correct versus "
             "when the loss falls, and attention to the target words per layer.",
-            {**PAPER, "model.m": 64, "model.m1": 128, "model.layers": 2, "model.heads": 4, "train.method": "adam",
+            {**PAPER, "system": "deep", "model.m": 64, "model.m1": 128, "model.layers": 2, "model.heads": 4,
+             "train.method": "adam",
              "train.lr": 0.0001, "train.steps": 600, "seeds": list(range(4)), "observe.points": 80},
             study="deep",
         ),
@@ -136,7 +137,8 @@ EXPERIMENTS: dict[str, Experiment] = {
             "Next-token prediction on a random 16-state Markov chain (Dirichlet(0.2) rows), L = 8, 6000 sequences, "
             "with the one-layer model and a fixed vocabulary readout; GD lr 2 to t = 4000, 4 seeds: loss against the "
             "entropy rate, and which weights move first.",
-            {"data.d": 16, "data.L": 8, "data.n": 6000, "data.n_test": 3000, "model.m": 64, "model.m1": 128,
+            {"system": "markov", "data.d": 16, "data.L": 8, "data.n": 6000, "data.n_test": 3000, "model.m": 64,
+             "model.m1": 128,
              "init.scheme": "kaiming", "train.method": "gd", "train.lr": 2.0, "train.steps": 2000,
              "seeds": [0, 1, 2, 3], "observe.points": 100}, study="markov",
         ),

@@ -125,8 +125,6 @@ def spec_from_dict(tree: dict[str, Any], path: Path | None = None) -> SweepSpec:
             raise ConfigError(f"{_where(path)}base: '{base}' is a multi-run study; sweep a single-run experiment "
                               "such as paper, deep, markov or a config file")
         base_config = EXPERIMENTS[base].config()
-        if study:
-            base_config = base_config.replace({"system": study})
     else:
         base_path = Path(base) if path is None or Path(base).is_absolute() else path.parent / base
         if not base_path.is_file():
@@ -170,6 +168,13 @@ def spec_from_dict(tree: dict[str, Any], path: Path | None = None) -> SweepSpec:
             except ConfigError as err:
                 raise ConfigError(f"{_where(path)}job {job_id(axes)}: {err}") from None
             identifier = job_id(axes)
+            if config.system != "eq1":
+                from coocflow.systems.registry import system_of  # lazy: defers JAX, 1-3.6 s
+
+                try:
+                    system_of(config)
+                except ConfigError as err:
+                    raise ConfigError(f"{_where(path)}job {identifier}: {err}") from None
             if identifier in seen:
                 raise ConfigError(f"{_where(path)}two jobs share the folder name {identifier}; make the axis values distinct")
             seen[identifier] = True

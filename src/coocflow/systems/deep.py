@@ -17,6 +17,7 @@ import jax.numpy as jnp
 from coocflow.config import Config, DataConfig, ModelConfig
 from coocflow.data import Dataset
 from coocflow.data.cooccurrence import COMMON, MU1, MU2, make_test_set, make_train_set
+from coocflow.errors import ConfigError
 from coocflow.model.deep import DeepTransformer, deep_loss, forward, init_deep_transformer
 from coocflow.systems.base import AbstractSystem
 
@@ -136,6 +137,12 @@ class DeepSystem(AbstractSystem):
 
     @classmethod
     def from_config(cls, config: Config) -> "DeepSystem":
+        """The deep transformer of `model.layers` blocks of `model.heads` heads (which divide `model.m`)."""
+        model = config.model
+        if model.layers < 1:
+            raise ConfigError(f"model.layers: the deep system needs at least one block (got {model.layers})")
+        if model.heads < 1 or model.m % model.heads:
+            raise ConfigError(f"model.heads: must be >= 1 and divide model.m={model.m} (got {model.heads})")
         return cls(config.data, config.model, config.dtype)
 
     def init(self, key: jax.Array) -> DeepTransformer:

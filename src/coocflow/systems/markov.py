@@ -27,6 +27,7 @@ from coocflow.data.markov import (
     make_markov_sets,
     stationary_entropy,
 )
+from coocflow.errors import ConfigError
 from coocflow.model import init_model
 from coocflow.systems.base import AbstractSystem
 
@@ -183,6 +184,11 @@ class MarkovSystem(AbstractSystem):
 
     @classmethod
     def from_config(cls, config: Config) -> "MarkovSystem":
+        """A chain over `data.d` states, contexts of `data.L` tokens, `data.n` / `data.n_test` sequences."""
+        if config.data.d < 2:
+            raise ConfigError(f"data.d: a Markov chain needs at least two states (got {config.data.d})")
+        if config.data.L < 1:
+            raise ConfigError(f"data.L: a context holds at least one token (got {config.data.L})")
         return cls(config.data, config.model, config.init, config.dtype, config.train.trainable == "all")
 
     def _config(self) -> Config:
