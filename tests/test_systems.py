@@ -204,3 +204,18 @@ def test_each_system_validates_its_own_settings_at_the_door(at_root):
     with pytest.raises(ConfigError, match=r"job data.L=0: dtype, data.L, data.d: the example runs"):
         spec_from_dict({"name": "icl", "base": str(ROOT / "examples" / "icl_regression.toml"),
                         "grid": {"data.L": [0, 4]}})
+
+
+def test_the_python_api_runs_the_example_as_the_command_does(at_root, tmp_path):
+    """`coocflow.run(toml)` writes the folder `coocflow run toml` writes (same metrics, bit for bit),
+    and its Run plots every observable and writes the report."""
+    import coocflow
+
+    overrides = {"train.steps": 150, "observe.points": 16, "data.n": 60, "data.n_test": 60, "seeds": [0, 1]}
+    run = coocflow.run("examples/icl_regression.toml", overrides=overrides, out=tmp_path / "api")
+    cli("run", "examples/icl_regression.toml", *[x for k, v in overrides.items() for x in ("--set", f"{k}={v}")],
+        "--out", str(tmp_path / "cli"))
+    a, b = (pq.read_table(tmp_path / name / "metrics.parquet").to_pydict() for name in ("api", "cli"))
+    assert a.keys() == b.keys() and all(np.array_equal(a[k], b[k]) for k in a)
+    assert run.manifest["system"].endswith(":InContextRegression") and run.T1 is None
+    assert len(run.plot().axes) >= 6 and run.report().is_file()

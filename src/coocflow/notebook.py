@@ -55,7 +55,8 @@ class Run:
 
     def plot(self, kind: str = "figure1", columns: list[str] | None = None):
         """A Matplotlib figure: `figure1` (the paper's Figure 1), `overview`, or `columns` against
-        t (median and 10-90% band over seeds)."""
+        t (median and 10-90% band over seeds); a run of another system than eq. (1) draws every
+        observable (its training.png) unless `columns` are given."""
         from coocflow.plots import SeriesView  # lazy: defers JAX, 1-3.6 s
         from coocflow.plots.figures import figure1, overview  # lazy: defers JAX, 1-3.6 s
 
@@ -64,6 +65,11 @@ class Run:
         title = str(self.manifest.get("name", self.folder.name))
         if columns:
             return _columns_figure(view, columns, title)
+        if self.manifest.get("system", "eq1") != "eq1":
+            from coocflow.plots.system import training_figure  # lazy: defers matplotlib, 0.7 s
+
+            time_label = "flow time t" if self.manifest.get("method") == "flow" else "t = lr x steps"
+            return training_figure(view.t, view.series, self.manifest.get("loss_name", "loss"), title, time_label)
         if kind not in ("figure1", "overview"):
             raise ValueError(f"kind must be figure1 or overview (got {kind!r}); or pass columns=[...]")
         return figure1(view, title) if kind == "figure1" else overview(view, title)

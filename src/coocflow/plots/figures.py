@@ -87,6 +87,8 @@ class SeriesView:
         from coocflow.storage.run_folder import pivot_metrics  # lazy: defers pyarrow, 0.3 s
 
         t, series = pivot_metrics(metrics)
+        if t1s is None and "min_margin" not in series:  # another system's run: no T1
+            t1s = [None] * len(next(iter(series.values())))
         if t1s is None:
             t1s = []
             for i in range(len(series["min_margin"])):

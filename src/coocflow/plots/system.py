@@ -15,9 +15,19 @@ MAX_PANELS = 12
 
 def system_figure(t: np.ndarray, series: dict[str, np.ndarray], loss_name: str, title: str, time_label: str,
                   path: Path) -> Path:
+    """`training_figure`, written atomically to `path` (temporary file, then rename)."""
+    fig = training_figure(t, series, loss_name, title, time_label)
+    tmp = path.with_name(f".{path.name}.tmp{path.suffix}")
+    fig.savefig(tmp, dpi=110)
+    plt.close(fig)
+    tmp.replace(path)
+    return path
+
+
+def training_figure(t: np.ndarray, series: dict[str, np.ndarray], loss_name: str, title: str, time_label: str):
     """One panel per observable (`series[name]`: (seeds, times); the median and 10-90% band over
     seeds), the loss first on log axes; a vector observable's entries (`name_1`, `name_2`, ...)
-    share a panel. Written atomically (temporary file, then rename)."""
+    share a panel."""
     groups: dict[str, list[str]] = {}
     for name in series:
         stem, _, entry = name.rpartition("_")
@@ -41,8 +51,4 @@ def system_figure(t: np.ndarray, series: dict[str, np.ndarray], loss_name: str, 
     for ax in axes.ravel()[len(names):]:
         ax.set_visible(False)
     fig.suptitle(title, fontsize=9)
-    tmp = path.with_name(f".{path.name}.tmp{path.suffix}")
-    fig.savefig(tmp, dpi=110)
-    plt.close(fig)
-    tmp.replace(path)
-    return path
+    return fig
