@@ -6,11 +6,11 @@ import numpy as np
 import pytest
 
 from coocflow.api import resolve_config, run_and_write
+from coocflow.model.stored import attention_of, mlp_of
 from coocflow.phases.checks import CHECKS, ROUNDING_ULPS, SeedData
 from coocflow.phases.premises import logits_at
 from coocflow.phases.verify import seed_data
 from coocflow.storage import load_run
-from coocflow.storage.run_folder import attention_of, mlp_of
 
 MU1, MU2, MU3 = 0, 1, 2
 

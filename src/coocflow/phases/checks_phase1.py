@@ -13,6 +13,7 @@ import math
 
 import numpy as np
 
+from coocflow.model.stored import attention_of, mlp_of, score_matrix_of
 from coocflow.phases.check_registry import HIDDEN_CONSTANT, SeedData, check
 from coocflow.phases.premises import (
     FIRST_RANDOM,
@@ -25,14 +26,13 @@ from coocflow.phases.premises import (
 from coocflow.phases.state_values import (
     grams_of,
     has_neurons,
-    neuron_grams,
     neuron_count,
+    neuron_grams,
     state_time,
     token_P,
     velocity_at,
     vocabulary_size,
 )
-from coocflow.storage.run_folder import attention_of, mlp_of, score_matrix_of
 
 DELTA = 0.05
 """The failure probability delta of the bounds' logarithms (as in the premises)."""

@@ -14,22 +14,22 @@ import math
 
 import numpy as np
 
+from coocflow.model.stored import attention_of as attention_at
 from coocflow.phases.check_registry import SeedData, check
 from coocflow.phases.premises import FIRST_RANDOM, MU1, MU2, MU3
 from coocflow.phases.state_values import (
     RESOLUTION_ULPS,
-    resolved_changes,
     grams_of,
     log_loss_weights,
     loss_weights,
     pair_counts,
     rates_at,
+    resolved_changes,
     sample_margins,
     state_time,
     token_counts,
     token_P,
 )
-from coocflow.storage.run_folder import attention_of as attention_at
 
 IDENTITY_TOLERANCE = 1e-8
 """Lemma F.11's dV_ab/dt = G(b) P(a) + G(a) P(b) is exact: JVP and closed form agree to 1e-8 relative."""

@@ -17,8 +17,9 @@ from dataclasses import asdict, dataclass, field
 import numpy as np
 
 from coocflow.config import random_slots
+from coocflow.model.stored import attention_of, mlp_of, neuron_grams, score_matrix_of
 from coocflow.phases.scales import Scales, eps_m, scales_of, seed_states
-from coocflow.storage.run_folder import LoadedRun, attention_of, mlp_of, neuron_grams, score_matrix_of
+from coocflow.storage.run_folder import LoadedRun
 
 MU1, MU2, MU3, FIRST_RANDOM = 0, 1, 2, 3
 MUCH_GREATER = 10.0

@@ -27,11 +27,11 @@ from typing import Callable
 
 import numpy as np
 
+from coocflow.model.stored import attention_of, grams_of, neuron_grams
 from coocflow.phases.checks import EVIDENCE, SeedData
 from coocflow.phases.claims import CLAIMS, Rate, judge
 from coocflow.phases.rate_test import BOUND_TOLERANCE, judge_rate
 from coocflow.phases.state_values import resolved_changes
-from coocflow.storage.run_folder import attention_of, grams_of, neuron_grams
 
 AXES = ("m", "m1", "both")
 WEIGHT_SPACE_MAX_WIDTH = 4096

@@ -15,9 +15,9 @@ import numpy as np
 
 from coocflow.model.state import attention_of as model_attention
 from coocflow.model.state import join, mlp_of, split, velocity
+from coocflow.model.stored import attention_of, grams_of, has_neurons, neuron_grams
 from coocflow.phases.premises import logits_at
 from coocflow.runner import state_from_arrays
-from coocflow.storage.run_folder import attention_of, grams_of, has_neurons, neuron_grams
 
 RESOLUTION_ULPS = 100
 """A change smaller than this many float64 ulps of the quantity itself is rounding, not a

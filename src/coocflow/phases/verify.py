@@ -12,6 +12,7 @@ from pathlib import Path
 import numpy as np
 import pyarrow as pa
 
+from coocflow.model.stored import score_matrix_of
 from coocflow.phases.appendix_c import KINDS, max_error, saved_state_agreement
 from coocflow.phases.checks import CHECKS, EVIDENCE, CheckResult, SeedData, late_phase2, run_checks
 from coocflow.phases.claims import (
@@ -28,7 +29,6 @@ from coocflow.phases.premises import Premise, evaluate_premises, premises_markdo
 from coocflow.phases.scales import scales_of, seed_states
 from coocflow.storage import LoadedRun, atomic_write_json, atomic_write_text
 from coocflow.storage.folders import RunFolder
-from coocflow.storage.run_folder import score_matrix_of
 
 APPENDIX_C_TOLERANCE = 1e-8
 APPENDIX_C_CHECK = "appendix_c_closed_forms"

@@ -16,9 +16,10 @@ from plotly.offline import get_plotlyjs
 
 from coocflow.config import flatten_dotted
 from coocflow.errors import RunFolderError
+from coocflow.model.stored import attention_of, score_matrix_of
 from coocflow.storage import load_run
 from coocflow.storage.folders import RunFolder, ScalingFolder
-from coocflow.storage.run_folder import attention_of, pivot_metrics, score_matrix_of
+from coocflow.storage.run_folder import pivot_metrics
 from coocflow.sweep import SweepStore, aggregate, read_record
 from coocflow.sweep.aggregate import headline_column
 
