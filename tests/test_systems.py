@@ -132,6 +132,10 @@ def test_the_example_sweeps_compares_and_reports_through_the_commands(at_root, t
         page = (folder / "report.html").read_text()
         assert "Traceback" not in page and "plotly" in page.lower()
     assert "gamma_error" in (runs[0] / "report.html").read_text()
+    from coocflow.listing import describe_folder
+
+    entry = describe_folder(runs[0])
+    assert entry.kind == "run" and entry.config.startswith("InContextRegression n=60 L=10 d=5 gd")
 
 
 def test_the_built_in_systems_sweep_as_plain_runs():

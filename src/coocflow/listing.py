@@ -55,6 +55,9 @@ def config_line(config: dict) -> str:
         seeds = config.get("seeds") or [config.get("seed", 0)]
         how = (f"flow to t={train['t_end'] or train['lr'] * train['steps']:g}" if train["method"] == "flow"
                else f"{train['method']} lr={train['lr']:g} x{train['steps']}")
+        system = config.get("system", "eq1")
+        if system != "eq1":  # another system reads its own settings; name it instead of eq. (1)'s widths
+            return f"{system.rsplit(':', 1)[-1]} n={data['n']} L={data['L']} d={data['d']} {how} seeds={len(seeds)}"
         return (f"n={data['n']} L={data['L']} d={data['d']} m={model['m']} m1={model['m1']} {how} "
                 f"seeds={len(seeds)}")
     except (KeyError, TypeError):
