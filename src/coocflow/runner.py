@@ -24,8 +24,6 @@ from coocflow.config import Config
 from coocflow.data import Dataset
 from coocflow.flow import EnsembleTraining, integrate, observation_steps, observation_times
 from coocflow.model import Transformer
-from coocflow.model.gram import GramState
-from coocflow.model.gram_init import NEURON_ARRAY_KEYS
 from coocflow.model.state import State
 from coocflow.observables import Problem
 from coocflow.observables.ensemble import first_time_all_correct
@@ -36,6 +34,7 @@ from coocflow.storage.folders import RunFolder
 from coocflow.storage.paths import refuse_existing_out, write_folder_atomically
 from coocflow.storage.provenance import provenance
 from coocflow.systems.eq1 import Eq1System, build_model, build_problem, gram_source
+from coocflow.systems.eq1 import state_from_arrays as decode_state
 
 INIT_NOTES = {
     "kaiming": "kaiming: uniform(-c/sqrt(fan_in), c/sqrt(fan_in)), fan-in d for W_Q, W_K, W_V (c = c0) and m for W (c = c1); a uniform on {+1,-1}",
@@ -174,9 +173,6 @@ def begin_run_folder(out: Path, config: Config, force: bool = False, extra: dict
     return out
 
 
-GRAM_KEYS = ("A", "P", "K", "V", "G", "s")
-
-
 def state_arrays(model: State, data: Dataset) -> dict[str, np.ndarray]:
     """Weights and training set under the golden-file keys (Grams under the Gram keys, with N, Z,
     a when the neurons are resolved)."""
@@ -185,16 +181,12 @@ def state_arrays(model: State, data: Dataset) -> dict[str, np.ndarray]:
 
 
 def state_from_arrays(arrays: dict[str, np.ndarray]) -> tuple[State, Dataset]:
-    """The inverse of `state_arrays` for one seed: the model (weights or Grams) and its training
-    set, float64, from a run folder's state dict (`storage.run_folder.read_state`, one seed)."""
+    """The inverse of `state_arrays` for one seed: the model (weights or Grams, decoded by eq. (1)'s
+    system, `Eq1System.from_arrays`) and its training set, float64, from a run folder's state dict
+    (`storage.run_folder.read_state`, one seed)."""
     data = Dataset(jnp.asarray(arrays["tokens"]), jnp.asarray(arrays["labels"], dtype=jnp.float64),
                    jnp.asarray(arrays["groups"]))
-    if "A" in arrays:
-        keys = GRAM_KEYS + (NEURON_ARRAY_KEYS if "N" in arrays else ())
-        grams = {k: jnp.asarray(arrays[k], dtype=jnp.float64) for k in keys}
-        return GramState(**grams, m=int(np.ravel(arrays["m"])[0]), m1=int(np.ravel(arrays["m1"])[0])), data
-    weights = {k: jnp.asarray(arrays[k], dtype=jnp.float64) for k in ("W_Q", "W_K", "W_V", "W", "a")}
-    return Transformer(**weights), data
+    return decode_state(arrays), data
 
 
 FINAL_KEYS = ("t", "loss", "train_acc", "test_loss", "test_acc", "min_margin", "G_mu1", "G_mu2", "G_mu3",

@@ -20,7 +20,7 @@ from __future__ import annotations
 import datetime as dt
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Callable
+from typing import Any, Callable
 
 import numpy as np
 
@@ -34,7 +34,7 @@ from coocflow.storage.checkpoint import RunCheckpoint, run_lock
 from coocflow.storage.paths import write_folder_atomically
 from coocflow.storage.provenance import provenance
 from coocflow.storage.folders import RunFolder
-from coocflow.storage.run_folder import pivot_metrics, read_metrics
+from coocflow.storage.run_folder import pivot_metrics, read_metrics, read_state
 from coocflow.systems.base import AbstractSystem
 from coocflow.systems.registry import system_of
 
@@ -182,3 +182,12 @@ def train_and_write_system(config: Config, out: Path, progress: Callable[[float]
     if figures:
         draw_system_figures(out)
     return run
+
+
+def read_states(folder: Path) -> tuple[Any, Any]:
+    """The parameters at t = 0 and at the end of a system's run folder, decoded by the system's own
+    codec (`AbstractSystem.from_arrays`) into its parameter type, seed axis first."""
+    run = RunFolder.open(folder)
+    system = system_of(run.config())
+    return tuple(system.from_arrays(read_state(run.state_file(which), system=run.system()))
+                 for which in ("init", "final"))

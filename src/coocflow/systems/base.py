@@ -136,11 +136,27 @@ class AbstractSystem(eqx.Module):
         """The parameters as named arrays (pytree paths, e.g. `blocks.0.W_Q`), for run folders."""
         return named_arrays(params)
 
+    def from_arrays(self, arrays: dict[str, np.ndarray]) -> Any:
+        """The inverse of `arrays`: the system's own parameter type with the named arrays as its
+        leaves (a leading seed axis, if they have one, is kept), the one codec between a run folder
+        and the system. The structure is `init`'s, traced without computing anything."""
+        template = jax.eval_shape(self.init, jax.random.PRNGKey(0))
+        paths, treedef = jax.tree_util.tree_flatten_with_path(template)
+        names = [_name(path) for path, _ in paths]
+        missing = [name for name in names if name not in arrays]
+        if missing:
+            raise ValueError(f"the {self.name} system's parameters need arrays {missing} (found {sorted(arrays)})")
+        return jax.tree_util.tree_unflatten(treedef, [jnp.asarray(arrays[name]) for name in names])
+
 
 def named_arrays(tree: Any) -> dict[str, np.ndarray]:
     """Every array leaf of `tree` under its dotted pytree path."""
     leaves, _ = jax.tree_util.tree_flatten_with_path(tree)
-    return {".".join(_part(key) for key in path) or "value": np.asarray(leaf) for path, leaf in leaves}
+    return {_name(path): np.asarray(leaf) for path, leaf in leaves}
+
+
+def _name(path: tuple) -> str:
+    return ".".join(_part(key) for key in path) or "value"
 
 
 def _part(key: Any) -> str:

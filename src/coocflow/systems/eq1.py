@@ -15,14 +15,20 @@ from typing import Any, Callable, ClassVar
 import equinox as eqx
 import jax
 import jax.numpy as jnp
+import numpy as np
 import optax
 
 from coocflow.config import TRAIN_METHODS, Config, ObserveConfig, TrainConfig, VerifyConfig
 from coocflow.data import Dataset, make_test_set, make_train_set
 from coocflow.errors import ConfigError
-from coocflow.model import init_model
+from coocflow.model import Transformer, init_model
 from coocflow.model.gram import GramState, gram_gd_step, grams_from_weights
-from coocflow.model.gram_init import accumulate_kaiming_grams, check_kaiming_affordable, sample_wide_theory_grams
+from coocflow.model.gram_init import (
+    NEURON_ARRAY_KEYS,
+    accumulate_kaiming_grams,
+    check_kaiming_affordable,
+    sample_wide_theory_grams,
+)
 from coocflow.model.state import State
 from coocflow.observables import Problem, observe
 from coocflow.systems.base import AbstractSystem
@@ -80,6 +86,20 @@ def initial_state(config: Config, key: jax.Array) -> State:
                           "not resolve the neurons; use init.scheme=theory or init.gram_from=weights")
     check_kaiming_affordable(d, m, m1)
     return accumulate_kaiming_grams(key, d, m, m1, c0, c1, dtype)
+
+
+GRAM_KEYS = ("A", "P", "K", "V", "G", "s")
+WEIGHT_KEYS = ("W_Q", "W_K", "W_V", "W", "a")
+
+
+def state_from_arrays(arrays: dict[str, np.ndarray]) -> State:
+    """The state a run folder's arrays hold (`AbstractState.arrays`' inverse), float64: the weights,
+    or the Grams with the neurons' N, Z, a when the run resolved them."""
+    if "A" in arrays:
+        keys = GRAM_KEYS + (NEURON_ARRAY_KEYS if "N" in arrays else ())
+        grams = {k: jnp.asarray(arrays[k], dtype=jnp.float64) for k in keys}
+        return GramState(**grams, m=int(np.ravel(arrays["m"])[0]), m1=int(np.ravel(arrays["m1"])[0]))
+    return Transformer(**{k: jnp.asarray(arrays[k], dtype=jnp.float64) for k in WEIGHT_KEYS})
 
 
 def build_model(config: Config, seed: int | None = None) -> State:
@@ -152,3 +172,7 @@ class Eq1System(AbstractSystem):
 
     def arrays(self, params: State) -> dict[str, jax.Array]:
         return params.arrays()
+
+    def from_arrays(self, arrays: dict[str, np.ndarray]) -> State:
+        """The weights (golden keys) or the Grams (with N, Z, a when the run resolved the neurons), float64."""
+        return state_from_arrays(arrays)

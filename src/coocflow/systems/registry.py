@@ -11,10 +11,11 @@ from coocflow.config import Config
 from coocflow.errors import ConfigError
 from coocflow.systems.base import AbstractSystem
 from coocflow.systems.deep import DeepSystem
+from coocflow.systems.eq1 import Eq1System
 from coocflow.systems.markov import MarkovSystem
 
-BUILT_IN: dict[str, type[AbstractSystem]] = {"deep": DeepSystem, "markov": MarkovSystem}
-"""The systems coocflow ships besides eq. (1) (which runs through `coocflow.runner`)."""
+BUILT_IN: dict[str, type[AbstractSystem]] = {"eq1": Eq1System, "deep": DeepSystem, "markov": MarkovSystem}
+"""The systems coocflow ships: eq. (1) (whose runs `coocflow.runner` writes), deep and markov."""
 
 
 def _module_from_file(path: Path):
