@@ -2,8 +2,8 @@
 
 `integrate_discrete(system, optimizer, ...)` takes Optax steps (`steps_then_observe`, the loop
 eq. (1) uses too) and `integrate_flow(system, solver, ...)` solves d(params)/dt = velocity with
-Diffrax, observing at the grid's times; both vmap one seed's program over the seed ensemble and
-run under the chunked driver (`flow.trajectory.drive`), so a seed whose loss or weights turn
+Diffrax, observing at the grid's times; both vmap one seed's program over the seeds of each
+per-core group (`flow.trajectory.over_seed_groups`, the measured way) and run under the chunked driver (`flow.trajectory.drive`), so a seed whose loss or weights turn
 non-finite stops there and keeps what it had observed, and a checkpoint resumes bit for bit.
 The optimizer and the solver are typed modules whose numbers are traced (`Optimizer`, `Solver`):
 a new learning rate or tolerance reuses the compiled program. `integrate(system, config)` picks
@@ -32,6 +32,7 @@ from coocflow.flow.trajectory import (Checkpoint, SnapshotCarry, Snapshots, dive
                                      over_seed_groups, record_snapshot, slot_table, snapshot_carry, take_seeds)
 from coocflow.storage.checkpoint import DriveState
 from coocflow.systems.base import WEIGHTS_NORM2, AbstractSystem
+
 
 def weights_norm2(params: Any) -> jax.Array:
     """The `WEIGHTS_NORM2` observable of one seed's moving parameters."""
