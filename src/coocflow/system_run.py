@@ -55,6 +55,17 @@ def series_columns(training: EnsembleTraining, entry_prefix: str = "_") -> dict[
     return columns
 
 
+def long_columns(training: EnsembleTraining, entry_prefix: str = "_") -> dict[str, np.ndarray]:
+    """Every observation as a long table: `seed`, `step`, `t`, then `series_columns`, one row per
+    seed x observed time, NaN from a stopped seed's first non-finite observation on (what a study
+    keeps; `SystemRun.table` keeps the valid rows only)."""
+    n_obs, n_seeds = len(training.steps), len(training.seeds)
+    return {"seed": np.repeat(np.asarray(training.seeds, dtype=np.int64), n_obs),
+            "step": np.tile(training.steps.astype(np.int64), n_seeds),
+            "t": np.tile(np.asarray(training.t, dtype=np.float64), n_seeds),
+            **{name: values.reshape(-1) for name, values in series_columns(training, entry_prefix).items()}}
+
+
 @dataclass
 class SystemRun:
     """A trained system: its configuration, the system and the ensemble's training."""

@@ -26,6 +26,7 @@ from coocflow.experiments.studies import (
 from coocflow.experiments.study_folder import divergence_lines, train_variant
 from coocflow.flow.system import EnsembleTraining, integrate
 from coocflow.flow.trajectory import Checkpoint
+from coocflow.system_run import long_columns
 from coocflow.systems.deep import DeepSystem
 from coocflow.storage.folders import StudyFolder
 from coocflow.storage.run_folder import write_metrics
@@ -57,18 +58,7 @@ def deep_columns(training: "EnsembleTraining") -> dict[str, np.ndarray]:
     """The metrics as flat columns: `seed`, `step`, `t`, then one column per scalar observable
     and per layer of the per-layer ones, one row per seed x observed step (NaN from a diverged
     seed's first non-finite observation on)."""
-    n_obs = len(training.steps)
-    columns = {"seed": np.repeat(np.asarray(training.seeds, dtype=np.int64), n_obs),
-               "step": np.tile(training.steps.astype(np.int64), len(training.seeds)),
-               "t": np.tile(training.t, len(training.seeds))}
-    for name, values in training.series.items():
-        values = np.asarray(values, dtype=np.float64)
-        if values.ndim == 2:
-            columns[name] = values.reshape(-1)
-        else:
-            for layer in range(values.shape[2]):
-                columns[f"{name}_L{layer + 1}"] = values[:, :, layer].reshape(-1)
-    return columns
+    return long_columns(training, entry_prefix="_L")
 
 
 def run_deep(config: Config) -> dict[str, np.ndarray]:

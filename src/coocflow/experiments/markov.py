@@ -41,6 +41,7 @@ from coocflow.flow.system import EnsembleTraining, build_ensemble, integrate
 from coocflow.flow.trajectory import Checkpoint
 from coocflow.storage import write_metrics
 from coocflow.storage.folders import StudyFolder
+from coocflow.system_run import long_columns
 from coocflow.systems.markov import OBSERVABLES, MarkovSystem, MarkovTransformer
 
 
@@ -191,16 +192,6 @@ def _markov_figure(series: dict[str, np.ndarray], path: Path, xlabel: str = "t =
     return _save(fig, path)
 
 
-def _metrics_columns(config: Config, series: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
-    """One row per seed x observed step: seed, step, t, then every observable."""
-    n_seeds, n_obs = len(config.seed_list), len(series["t"])
-    columns = {"seed": np.repeat(np.asarray(config.seed_list, dtype=np.int64), n_obs),
-               "step": np.tile(series["step"].astype(np.int64), n_seeds),
-               "t": np.tile(series["t"].astype(np.float64), n_seeds)}
-    columns.update({name: series[name].reshape(-1) for name in OBSERVABLES})
-    return columns
-
-
 def _fmt(value: float | None, spec: str = ".3g") -> str:
     return "-" if value is None else format(value, spec)
 
@@ -217,7 +208,8 @@ def markov(base: Config, out: Path, progress: Progress | None = None) -> StudyRe
     training = train_variant(base, out, "markov", lambda checkpoint: train_markov(base, checkpoint, progress))
     series = {**training.series, "step": training.steps, "t": training.t}
     seconds = training.train_s
-    write_metrics(StudyFolder(out).metrics_file, _metrics_columns(base, series))
+    columns = long_columns(training)  # in OBSERVABLES' order (a compiled call returns its dict sorted)
+    write_metrics(StudyFolder(out).metrics_file, {name: columns[name] for name in ("seed", "step", "t", *OBSERVABLES)})
     if progress:
         progress("markov: drawing the figure")
     figure = _markov_figure(series, out / "markov.png", time_label(base))
