@@ -43,5 +43,5 @@ def golden(request):
 
 TINY = {
     "data.n": 12, "data.L": 4, "data.d": 16, "data.n_test": 24, "model.m": 8, "model.m1": 8,
-    "train.lr": 0.1, "train.steps": 200, "observe.points": 30, "observe.chunks": 3,
+    "optimizer.lr": 0.1, "train.steps": 200, "observe.points": 30, "observe.chunks": 3,
 }

@@ -6,16 +6,15 @@ from pathlib import Path
 
 import pyarrow.parquet as pq
 import pytest
+from conftest import TINY
+from test_deep import TINY_DEEP
+from test_markov import SMOKE as MARKOV_SMOKE
 from typer.testing import CliRunner
 
 import coocflow
 from coocflow.cli import app
 from coocflow.experiments import EXPERIMENTS
 from coocflow.notebook import Run, Study
-
-from conftest import TINY
-from test_deep import TINY_DEEP
-from test_markov import SMOKE as MARKOV_SMOKE
 
 SMALL = {**TINY, "train.steps": 40, "observe.points": 12, "seeds": [0]}
 """Every experiment at a size that takes a second or two."""
@@ -77,7 +76,7 @@ def test_ensure_run_reuses_resumes_or_trains(tmp_path):
     declared = config.replace({"verify.loss_exponent": 3.0})
     assert ensure_run(declared, tmp_path / "run").how == "reused"
     assert json.loads((tmp_path / "run" / "config.json").read_text())["verify"]["loss_exponent"] == 3.0
-    assert ensure_run(config.replace({"train.lr": 0.05}), tmp_path / "run").how == "trained"
+    assert ensure_run(config.replace({"optimizer.lr": 0.05}), tmp_path / "run").how == "trained"
     begin_run_folder(tmp_path / "begun", config)
     resumed = ensure_run(config, tmp_path / "begun")
     assert resumed.how == "resumed"

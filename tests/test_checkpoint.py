@@ -12,12 +12,11 @@ from pathlib import Path
 import numpy as np
 import pyarrow.parquet as pq
 import pytest
-
+from conftest import TINY
 from typer.testing import CliRunner
 
-from conftest import TINY
-from coocflow.cli import app
 from coocflow.api import resolve_config, resume_run, run_and_write
+from coocflow.cli import app
 from coocflow.errors import RunFolderError
 from coocflow.storage import load_run
 from coocflow.storage.checkpoint import CHECKPOINT_FILE, RunCheckpoint, read_checkpoint_meta, run_lock
@@ -38,8 +37,9 @@ m1 = 8
 [train]
 method = "momentum"
 batch_size = 6
-lr = 0.01
 steps = 20000
+[optimizer]
+lr = 0.01
 [observe]
 points = 60
 chunks = 40
@@ -147,7 +147,7 @@ def test_a_checkpoint_for_another_config_or_a_corrupted_one_is_refused(tmp_path,
     monkeypatch.undo()
     run = tmp_path / "run"
     edited = json.loads((run / "config.json").read_text())
-    edited["train"]["lr"] = 0.2
+    edited["optimizer"]["lr"] = 0.2
     original = (run / "config.json").read_text()
     (run / "config.json").write_text(json.dumps(edited))
     with pytest.raises(RunFolderError, match="another config"):
@@ -165,7 +165,7 @@ def test_an_ensemble_with_seeds_diverged_before_the_checkpoint_resumes_exactly(t
     """At lr = 1.6 four of eight seeds diverge at observations 25-28; a kill after the ninth
     chunk (27 observations) lands after some of them: their status, record, kept weights and
     NaN-padded series must come back as they were."""
-    settings = {**TINY, "train.lr": 1.6, "train.steps": 300, "observe.checkpoint_every_s": 0, "observe.chunks": 10,
+    settings = {**TINY, "optimizer.lr": 1.6, "train.steps": 300, "observe.checkpoint_every_s": 0, "observe.chunks": 10,
                 "seeds": list(range(8))}
     config = resolve_config("paper", [f"{k}={v}" for k, v in settings.items()])
     reference, expected = run_and_write(config, tmp_path / "reference", figures=False)

@@ -6,7 +6,6 @@ import sys
 from pathlib import Path
 
 import pytest
-
 from conftest import TINY
 
 BIN = Path(sys.executable).parent / "coocflow"
@@ -36,8 +35,8 @@ def test_run_and_show(tmp_path):
         (["run", "nosuch"], "unknown experiment 'nosuch'"),
         (["run", "papr"], "did you mean 'paper'?"),
         (["run", "runs/papr"], "runs/papr: does not exist"),
-        (["run", "paper", "--set", "lr=0.05"], "did you mean 'train.lr'"),
-        (["run", "paper", "--set", "train.lr", "0.05"], "--set train.lr=0.05"),
+        (["run", "paper", "--set", "lr=0.05"], "did you mean 'optimizer.lr'"),
+        (["run", "paper", "--set", "optimizer.lr", "0.05"], "--set optimizer.lr=0.05"),
         (["run", "paper", "--set", "name=x", "--set", "seeds=[0, 1]", "--seeds", "3"], "already lists seeds = [0, 1]"),
         (["run", "generalization", "--no-figures"], "--figures/--no-figures: not used with generalization"),
         (["run", "paper", "--no-figures", "--pdf"], "--pdf"),
@@ -46,8 +45,8 @@ def test_run_and_show(tmp_path):
         (["compare", "/nonexistent/a", "/nonexistent/b"], "does not exist"),
         (["ls", "/nonexistent/runs"], "does not exist"),
         (["run", "paper", "--set", "data.n=61"], "data.n: must be a positive multiple of 6"),
-        (["run", "paper", "--set", "trian.lr=1"], "did you mean 'train.lr'"),
-        (["run", "paper", "--set", "train.lr"], "expected key=value"),
+        (["run", "paper", "--set", "trian.lr=1"], "did you mean 'optimizer.lr'"),
+        (["run", "paper", "--set", "optimizer.lr"], "expected key=value"),
         (["run", "paper", "--set", "data.random_tokens=distinct"], "data.d: 'distinct'"),
         (["run", "paper", "--seed", "-4"], "seed: must be >= 0"),
         (["show", "/nonexistent/run"], "does not exist"),
@@ -71,7 +70,7 @@ def test_seed_flag_must_be_a_number():
 
 def test_lists():
     assert "paper-phenomena" in coocflow("experiments").stdout
-    assert "train.lr" in coocflow("keys").stdout
+    assert "optimizer.lr" in coocflow("keys").stdout
 
 
 def test_seed_ensemble_from_the_command_line(tmp_path):

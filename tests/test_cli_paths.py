@@ -8,7 +8,6 @@ import tomllib
 from pathlib import Path
 
 import pytest
-
 from conftest import TINY
 
 BIN = Path(sys.executable).parent / "coocflow"
@@ -53,15 +52,15 @@ def workspace(tmp_path_factory):
 
 
 def test_a_run_folder_is_a_starting_point(workspace):
-    variant = coocflow("run", "runs/first", "--set", "train.lr=0.05", "--out", "runs/variant", "--no-figures",
+    variant = coocflow("run", "runs/first", "--set", "optimizer.lr=0.05", "--out", "runs/variant", "--no-figures",
                        cwd=workspace)
     assert variant.returncode == 0, variant.stderr
     import json
 
     first = json.loads((workspace / "runs/first/config.json").read_text())
     second = json.loads((workspace / "runs/variant/config.json").read_text())
-    assert second["train"]["lr"] == 0.05 and second["name"] == f"{first['name']}-lr0.05"
-    assert {**second, "train": None, "name": None} == {**first, "train": None, "name": None}
+    assert second["optimizer"]["lr"] == 0.05 and second["name"] == f"{first['name']}-lr0.05"
+    assert {**second, "optimizer": None, "name": None} == {**first, "optimizer": None, "name": None}
     again = coocflow("run", "runs/first/config.json", "--out", "runs/again", "--no-figures", cwd=workspace)
     assert again.returncode == 0, again.stderr
     assert json.loads((workspace / "runs/again/config.json").read_text()) == first
@@ -84,7 +83,7 @@ def test_mistyped_run_folder_suggests_the_right_one(workspace):
 
 
 def test_verify_refuses_overrides_for_an_existing_run(workspace):
-    done = coocflow("verify", "runs/first", "--set", "train.lr=0.5", cwd=workspace)
+    done = coocflow("verify", "runs/first", "--set", "optimizer.lr=0.5", cwd=workspace)
     assert done.returncode == 2 and "--set: not used with runs/first, an existing run" in done.stderr
     assert not (workspace / "runs/first/verify.json").exists()
 

@@ -8,14 +8,13 @@ import shutil
 
 import numpy as np
 import pytest
+from conftest import TINY
 from rich.console import Console
 
 from coocflow.api import resolve_config, run_and_write
 from coocflow.compare import DEFAULT_COLUMNS, compare_runs, render_comparison
 from coocflow.errors import ConfigError, RunFolderError
 from coocflow.report import write_report
-
-from conftest import TINY
 
 HOSTILE = "<b>fast & 'slow'</b>"
 BASE = [f"{k}={v}" for k, v in TINY.items()]
@@ -26,7 +25,7 @@ def runs(tmp_path_factory):
     """Two tiny runs differing in the learning rate (the second with a name that needs escaping),
     a 2-seed ensemble of the first, and the comparison of the first two."""
     root = tmp_path_factory.mktemp("compare")
-    slow = resolve_config("tiny", BASE + ["train.lr=0.05"]).replace({"name": HOSTILE})
+    slow = resolve_config("tiny", BASE + ["optimizer.lr=0.05"]).replace({"name": HOSTILE})
     folders = {
         "a": run_and_write(resolve_config("tiny", BASE), root / "a", figures=False)[0],
         "b": run_and_write(slow, root / "b", figures=False)[0],
@@ -42,8 +41,8 @@ def _manifest(folder):
 
 def test_differences_are_exactly_the_changed_keys_with_the_name_last(runs):
     diff = runs["comparison"].differences
-    assert list(diff) == ["train.lr", "name"]
-    assert diff["train.lr"] == [TINY["train.lr"], 0.05] and diff["name"] == ["tiny", HOSTILE]
+    assert list(diff) == ["optimizer.lr", "name"]
+    assert diff["optimizer.lr"] == [TINY["optimizer.lr"], 0.05] and diff["name"] == ["tiny", HOSTILE]
 
 
 def test_results_side_by_side_come_from_each_manifest(runs):
@@ -65,7 +64,7 @@ def test_writes_compare_json_and_png(runs):
     record = json.loads((comparison.folder / "compare.json").read_text())
     assert record["folders"] == [str(runs["a"]), str(runs["b"])]
     assert record["resolved"] == [str(runs["a"].resolve()), str(runs["b"].resolve())]
-    assert record["columns"] == list(DEFAULT_COLUMNS) and list(record["differences"]) == ["train.lr", "name"]
+    assert record["columns"] == list(DEFAULT_COLUMNS) and list(record["differences"]) == ["optimizer.lr", "name"]
     assert [r["final_loss"] for r in record["results"]] == [r["final_loss"] for r in comparison.results]
     assert not list(comparison.folder.glob(".*.tmp"))
 
@@ -84,7 +83,7 @@ def test_render_prints_both_tables(runs):
     console = Console(record=True, width=200)
     render_comparison(runs["comparison"], console)
     text = console.export_text()
-    assert "configuration differences" in text and "train.lr" in text and HOSTILE in text
+    assert "configuration differences" in text and "optimizer.lr" in text and HOSTILE in text
     assert "final loss" in text and f"{runs['comparison'].results[1]['final_loss']:.4g}" in text
 
 
@@ -92,7 +91,7 @@ def test_comparison_page_escapes_names_and_has_one_figure_per_column(runs):
     page = write_report(runs["comparison"].folder).read_text()
     assert html.escape(HOSTILE) in page and "<b>fast" not in page
     assert len(re.findall(r'<div class="figure" id="cmp\d+">', page)) == len(DEFAULT_COLUMNS)
-    assert "Configuration differences" in page and "train.lr" in page and "https://" not in page.split("<script>")[0]
+    assert "Configuration differences" in page and "optimizer.lr" in page and "https://" not in page.split("<script>")[0]
 
 
 @pytest.mark.parametrize("columns, hint", [(["G_mu"], "did you mean G_mu1"), (["los"], "did you mean loss")])
@@ -119,7 +118,7 @@ def test_bad_folders_are_refused_in_one_line(runs, tmp_path):
 
 
 def test_a_variant_is_named_and_compared_at_common_times(tmp_path):
-    """`run RUN_DIR --set train.lr=...` names the variant and says how the time axis moves; compare
+    """`run RUN_DIR --set optimizer.lr=...` names the variant and says how the time axis moves; compare
     warns that the runs end at different times and reports the loss at the common time (issue 20)."""
     from typer.testing import CliRunner
 
@@ -130,7 +129,7 @@ def test_a_variant_is_named_and_compared_at_common_times(tmp_path):
     sets = [x for k, v in TINY.items() for x in ("--set", f"{k}={v}")]
     runner = CliRunner()
     assert runner.invoke(app, ["run", "paper", *sets, "--out", str(tmp_path / "base")]).exit_code == 0
-    done = runner.invoke(app, ["run", str(tmp_path / "base"), "--set", "train.lr=0.05", "--out", str(tmp_path / "half")])
+    done = runner.invoke(app, ["run", str(tmp_path / "base"), "--set", "optimizer.lr=0.05", "--out", str(tmp_path / "half")])
     assert done.exit_code == 0, done.output
     assert "named paper-lr0.05" in done.output and "t_end 20 -> 10" in " ".join(done.output.split())
     assert load_run(tmp_path / "half").manifest["name"] == "paper-lr0.05"

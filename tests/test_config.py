@@ -23,13 +23,13 @@ from coocflow.errors import ConfigError
         ({"init.scheme": "xavier"}, "init.scheme"),
         ({"init.c0": 0.0}, "init.c0"),
         ({"train.method": "lbfgs"}, "train.method"),
-        ({"train.lr": -0.1}, "train.lr"),
+        ({"optimizer.lr": -0.1}, "optimizer.lr"),
         ({"train.steps": 0}, "train.steps"),
         ({"observe.points": 1}, "observe.points"),
         ({"dtype": "float16"}, "dtype"),
         ({"seed": -1}, "seed"),
         ({"data.n": "sixty"}, "data.n"),
-        ({"train.lr": True}, "train.lr"),
+        ({"optimizer.lr": True}, "optimizer.lr"),
         ({"observe.checkpoint_every_s": -1.0}, "observe.checkpoint_every_s"),
         ({"name": "../../outside"}, "name"),
         ({"name": "/etc/passwd"}, "name"),
@@ -55,7 +55,7 @@ def test_distinct_error_says_how_large_d_must_be():
 
 
 def test_unknown_key_suggests_the_closest():
-    with pytest.raises(ConfigError, match="did you mean 'train.lr'"):
+    with pytest.raises(ConfigError, match="did you mean 'optimizer.lr'"):
         Config().replace({"train.lrr": 0.1})
     with pytest.raises(ConfigError, match="unknown config key 'foo'"):
         config_from_dict({"foo": 1})
@@ -64,18 +64,18 @@ def test_unknown_key_suggests_the_closest():
 
 
 def test_set_parses_toml_literals():
-    assert parse_override("train.lr=0.05") == ("train.lr", 0.05)
+    assert parse_override("optimizer.lr=0.05") == ("optimizer.lr", 0.05)
     assert parse_override("data.n = 120") == ("data.n", 120)
     assert parse_override("init.scheme=theory") == ("init.scheme", "theory")
     assert parse_override('init.scheme="theory"') == ("init.scheme", "theory")
     with pytest.raises(ConfigError, match="expected key=value"):
-        parse_override("train.lr")
+        parse_override("optimizer.lr")
 
 
 def test_whole_numbers_accepted_for_int_fields_and_ints_for_floats():
-    config = Config().replace({"train.steps": 1e3, "train.lr": 1})
+    config = Config().replace({"train.steps": 1e3, "optimizer.lr": 1})
     assert config.train.steps == 1000 and isinstance(config.train.steps, int)
-    assert config.train.lr == 1.0 and isinstance(config.train.lr, float)
+    assert config.optimizer.lr == 1.0 and isinstance(config.optimizer.lr, float)
 
 
 def test_toml_file_round_trip_and_syntax_error(tmp_path):
@@ -127,5 +127,5 @@ def test_choices_come_from_the_literal_types_and_a_near_miss_gets_a_suggestion()
     with pytest.raises(ConfigError, match=r"^train.method: must be one of gd, sgd, momentum, adam, adamw, flow "
                                           r"\(got 'adm'\); did you mean 'adam'\?$"):
         Config().replace({"train.method": "adm"})
-    with pytest.raises(ConfigError, match=r"^train.solver: must be one of tsit5, dopri5, dopri8, kvaerno5 \(got 7\)$"):
-        Config().replace({"train.solver": 7})
+    with pytest.raises(ConfigError, match=r"^solver.name: must be one of tsit5, dopri5, dopri8, kvaerno5 \(got 7\)$"):
+        Config().replace({"solver.name": 7})

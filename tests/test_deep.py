@@ -24,15 +24,15 @@ from coocflow.data import Dataset
 from coocflow.data.cooccurrence import make_test_set, make_train_set
 from coocflow.errors import ConfigError
 from coocflow.experiments.deep import deep, run_deep, train_deep
-from coocflow.systems.deep import observe_deep
 from coocflow.flow.discrete import hyperparameters, make_optimizer
 from coocflow.model.deep import deep_loss, forward, init_deep_transformer
+from coocflow.systems.deep import observe_deep
 
 BIN = Path(sys.executable).parent / "coocflow"
 
 TINY_DEEP = {
     "data.n": 12, "data.L": 4, "data.d": 16, "data.n_test": 24, "model.m": 8, "model.m1": 8,
-    "model.layers": 2, "model.heads": 2, "train.method": "adam", "train.lr": 0.01, "train.steps": 60,
+    "model.layers": 2, "model.heads": 2, "train.method": "adam", "optimizer.lr": 0.01, "train.steps": 60,
     "seeds": [0, 1], "observe.points": 20,
 }
 
@@ -144,7 +144,7 @@ def test_training_matches_a_step_by_step_loop():
     model = init_deep_transformer(config, jax.random.fold_in(jax.random.PRNGKey(seed), 3))
     train, test = (Dataset(d.tokens, d.labels.astype(jnp.float64), d.groups)
                    for d in (make_train_set(config.data, seed), make_test_set(config.data, seed)))
-    optimizer = make_optimizer("adam", hyperparameters(config.train, jnp.float64))
+    optimizer = make_optimizer("adam", hyperparameters(config.optimizer, jnp.float64))
     state = optimizer.init(model)
 
     @jax.jit
@@ -168,7 +168,7 @@ def test_a_diverging_seed_stops_and_keeps_its_finite_observations(tmp_path):
     """At lr 1e8 both seeds' loss overflows within a few steps: each stops at its first
     non-finite observation, the record says when and why, metrics after it are NaN and the
     seed's row comes from the observations before."""
-    config = tiny_config(**{"train.method": "gd", "train.lr": 1e8})
+    config = tiny_config(**{"train.method": "gd", "optimizer.lr": 1e8})
     result = deep(config, tmp_path / "deep")
     training = train_deep(config)
     assert training.status == ["diverged", "diverged"]

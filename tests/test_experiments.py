@@ -1,12 +1,11 @@
 """Every named experiment runs at tiny size and writes its figure."""
 
 import pytest
+from conftest import TINY
 
 from coocflow.api import resolve_config, run_and_write
 from coocflow.experiments import EXPERIMENTS
 from coocflow.storage import load_run
-
-from conftest import TINY
 
 
 @pytest.mark.parametrize("name", sorted(n for n, e in EXPERIMENTS.items() if not e.study))
@@ -24,7 +23,7 @@ def test_experiment_smoke(name, tmp_path):
 def test_paper_is_the_stated_configuration():
     c = EXPERIMENTS["paper"].config()
     assert (c.data.n, c.data.L, c.data.d, c.model.m, c.model.m1) == (60, 5, 64, 128, 256)
-    assert (c.train.method, c.train.lr, c.train.steps, c.init.scheme) == ("gd", 0.01, 30000, "kaiming")
+    assert (c.train.method, c.optimizer.lr, c.train.steps, c.init.scheme) == ("gd", 0.01, 30000, "kaiming")
     assert c.t_end == pytest.approx(300)
 
 
@@ -32,8 +31,8 @@ def test_paper_phenomena_differs_only_in_output_scale_and_step_size():
     paper = EXPERIMENTS["paper"].config()
     found = EXPERIMENTS["paper-phenomena"].config()
     assert (found.init.c1, paper.init.c1) == (0.01, 1.0)
-    assert found.t_end == pytest.approx(paper.t_end) and found.train.lr == 0.001
-    same = paper.replace({"init.c1": 0.01, "train.lr": 0.001, "train.steps": 300000}).to_dict()
+    assert found.t_end == pytest.approx(paper.t_end) and found.optimizer.lr == 0.001
+    same = paper.replace({"init.c1": 0.01, "optimizer.lr": 0.001, "train.steps": 300000}).to_dict()
     assert {**same, "name": "x"} == {**found.to_dict(), "name": "x"}
 
 

@@ -12,7 +12,15 @@ import pytest  # noqa: E402
 from coocflow.observables.ensemble import median_band  # noqa: E402
 from coocflow.plots import SeriesView, write_run_figures  # noqa: E402
 from coocflow.plots.figures import (  # noqa: E402
-    LOSS_CURVES, MAX_POINTS, OVERVIEW_PANELS, SCORE_CURVES, band, figure1, overview, phase1_rise, phase1_title,
+    LOSS_CURVES,
+    MAX_POINTS,
+    OVERVIEW_PANELS,
+    SCORE_CURVES,
+    band,
+    figure1,
+    overview,
+    phase1_rise,
+    phase1_title,
     scores_titles,
 )
 
@@ -226,7 +234,7 @@ def test_phase1_is_not_named_from_too_few_points():
 
 def test_the_gram_example_observes_phase1_at_m_1e6_with_no_flags():
     """The theory init observes the flow from 0.01 / U0 (`observe.start` = 0), so at m = m1 = 10^6
-    Phase 1 gets at least 20 observations before T1, while a kaiming run still starts at train.lr."""
+    Phase 1 gets at least 20 observations before T1, while a kaiming run still starts at optimizer.lr."""
     from coocflow.api import resolve_config
     from coocflow.runner import observation_grid, train
 
@@ -237,4 +245,4 @@ def test_the_gram_example_observes_phase1_at_m_1e6_with_no_flags():
     assert t1 is not None and int(np.count_nonzero(result.trajectory.t <= t1)) >= 20
     assert result.trajectory.t[1] == pytest.approx(0.01 / 10**6)
     kaiming = resolve_config("paper", {"train.method": "flow"})
-    assert observation_grid(kaiming)[0][1] == pytest.approx(kaiming.train.lr)
+    assert observation_grid(kaiming)[0][1] == pytest.approx(kaiming.optimizer.lr)

@@ -5,6 +5,7 @@ import diffrax
 import jax
 import jax.numpy as jnp
 import numpy as np
+from conftest import TINY
 
 from coocflow.api import resolve_config
 from coocflow.flow import discrete, vector_field
@@ -13,9 +14,7 @@ from coocflow.observables import OBSERVABLES
 from coocflow.observables.registry import loss_weights, margins
 from coocflow.runner import build_model, build_problem, train
 
-from conftest import TINY
-
-FLOW = {**TINY, "train.method": "flow", "train.t_end": 3.0, "train.lr": 0.1, "observe.points": 40}
+FLOW = {**TINY, "train.method": "flow", "train.t_end": 3.0, "optimizer.lr": 0.1, "observe.points": 40}
 
 
 def flow_config(seed=1, **extra):
@@ -24,11 +23,11 @@ def flow_config(seed=1, **extra):
 
 
 def test_gradient_descent_converges_to_the_flow_linearly_in_lr():
-    reference = train(flow_config(**{"train.rtol": 1e-11, "train.atol": 1e-13}))
+    reference = train(flow_config(**{"solver.rtol": 1e-11, "solver.atol": 1e-13}))
     t_ref, loss_ref = reference.series["t"], reference.series["loss"]
     errors = []
     for lr in (0.02, 0.01, 0.005):
-        gd = train(flow_config(**{"train.method": "gd", "train.t_end": 0.0, "train.lr": lr,
+        gd = train(flow_config(**{"train.method": "gd", "train.t_end": 0.0, "optimizer.lr": lr,
                                   "train.steps": int(round(3.0 / lr))}))
         at_end = np.interp(3.0, gd.series["t"], gd.series["loss"])
         errors.append(abs(at_end - loss_ref[-1]) / loss_ref[-1])
@@ -40,8 +39,8 @@ def test_gradient_descent_converges_to_the_flow_linearly_in_lr():
 
 
 def test_flow_matches_a_tighter_tolerance_solution():
-    loose = train(flow_config(**{"train.rtol": 1e-6, "train.atol": 1e-9}))
-    tight = train(flow_config(**{"train.rtol": 1e-11, "train.atol": 1e-13}))
+    loose = train(flow_config(**{"solver.rtol": 1e-6, "solver.atol": 1e-9}))
+    tight = train(flow_config(**{"solver.rtol": 1e-11, "solver.atol": 1e-13}))
     np.testing.assert_array_equal(loose.series["t"], tight.series["t"])
     relative = np.abs(loose.series["loss"] - tight.series["loss"]) / tight.series["loss"]
     assert relative.max() < 1e-5, relative.max()
@@ -75,7 +74,7 @@ def test_eq5_holds_along_the_computed_trajectory():
 
 def test_flow_is_exact_for_the_run_path_too():
     """The run's own saved u_norm2 agrees with the independently integrated Eq. (5)."""
-    result = train(flow_config(**{"train.rtol": 1e-10, "train.atol": 1e-12}))
+    result = train(flow_config(**{"solver.rtol": 1e-10, "solver.atol": 1e-12}))
     series = result.series
     assert np.all(np.diff(series["u_norm2"][series["t"] > 0.2]) > 0)
     assert result.trajectory.stats["num_steps"][0] > 0
@@ -85,16 +84,16 @@ def test_flow_is_exact_for_the_run_path_too():
 def test_tolerances_and_seeds_do_not_recompile():
     train(flow_config(seeds=[1, 2]))
     traced = discrete.TRACE_COUNTS["flow"]
-    train(flow_config(seeds=[1, 2], **{"train.rtol": 1e-8, "train.atol": 1e-11}))
+    train(flow_config(seeds=[1, 2], **{"solver.rtol": 1e-8, "solver.atol": 1e-11}))
     train(flow_config(seeds=[7, 8]))
     assert discrete.TRACE_COUNTS["flow"] == traced
 
 
 def test_max_steps_stops_early_and_says_why():
-    result = train(flow_config(**{"train.max_steps": 3, "observe.chunks": 1}))
+    result = train(flow_config(**{"solver.max_steps": 3, "observe.chunks": 1}))
     assert result.trajectory.status == ["stopped"]
     record = result.trajectory.divergence[0]
-    assert "max steps reached" in record["reason"] and "train.max_steps" in record["reason"]
+    assert "max steps reached" in record["reason"] and "solver.max_steps" in record["reason"]
     assert len(result.series["t"]) < len(result.trajectory.t) or len(result.trajectory.t) < 40
     assert np.all(np.isfinite(result.series["loss"]))
 

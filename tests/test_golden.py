@@ -12,17 +12,16 @@ from pathlib import Path
 import jax.numpy as jnp
 import numpy as np
 import pytest
+from conftest import GOLDEN_DIR, GOLDEN_NAMES, REPO
 
+from coocflow.config import Config, OptimizerConfig, TrainConfig
 from coocflow.data import Dataset
-from coocflow.config import Config, TrainConfig
 from coocflow.flow import integrate_discrete
 from coocflow.flow.discrete import Optimizer
-from coocflow.model import Transformer, loss, loss_grad, logits, sample_losses, score_matrix, token_mlp
+from coocflow.model import Transformer, logits, loss, loss_grad, sample_losses, score_matrix, token_mlp
 from coocflow.model import transformer as transformer_module
 from coocflow.runner import stack, unstack
 from coocflow.systems.eq1 import Eq1System
-
-from conftest import GOLDEN_DIR, GOLDEN_NAMES, REPO
 
 TOL = 1e-10
 
@@ -64,9 +63,10 @@ def test_golden_gradients(golden, formulation):
 def test_golden_gradient_descent(golden, formulation):
     data = golden_data(golden)
     steps = int(golden["gd_steps"])
-    train = TrainConfig(method="gd", lr=float(golden["gd_lr"]), steps=steps)
-    trajectory = integrate_discrete(Eq1System.from_config(Config(train=train)), Optimizer.of(train, jnp.float64),
-                                    np.array([0, steps]), train.lr, (0,), chunks=1,
+    optimizer = OptimizerConfig(lr=float(golden["gd_lr"]))
+    config = Config(train=TrainConfig(method="gd", steps=steps), optimizer=optimizer)
+    trajectory = integrate_discrete(Eq1System.from_config(config), Optimizer.of("gd", optimizer, jnp.float64),
+                                    np.array([0, steps]), optimizer.lr, (0,), chunks=1,
                                     ensemble=(stack([golden_model(golden)]), stack([data]), stack([data])))
     final = unstack(trajectory.final, 0)
     for name in ("W_Q", "W_K", "W_V", "W"):

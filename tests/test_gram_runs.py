@@ -5,13 +5,13 @@ import json
 
 import numpy as np
 import pytest
+from conftest import TINY
 
 from coocflow.api import resolve_config, run_and_write
 from coocflow.errors import ConfigError
 from coocflow.observables.registry import neuron_only
 from coocflow.runner import gram_source, train
 from coocflow.storage import load_run
-from conftest import TINY
 
 
 def _config(space, **extra):
@@ -41,7 +41,7 @@ def test_gradient_descent_in_gram_space_equals_weight_space(extra):
 
 
 def test_the_flow_in_gram_space_equals_weight_space():
-    extra = {"train.method": "flow", "train.t_end": 2.0, "train.rtol": 1e-13, "train.atol": 1e-15,
+    extra = {"train.method": "flow", "train.t_end": 2.0, "solver.rtol": 1e-13, "solver.atol": 1e-15,
              "observe.points": 12, "observe.chunks": 1}
     weights = train(_config("weights", **extra))
     grams = train(_config("gram", **extra))

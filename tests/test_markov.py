@@ -10,10 +10,11 @@ import jax.numpy as jnp
 import numpy as np
 import pyarrow.parquet as pq
 import pytest
+from test_deep import _flags, sigkill_then_resume
 from typer.testing import CliRunner
 
-import coocflow.flow.system as system_flow_module
 import coocflow.experiments.markov as markov_module
+import coocflow.flow.system as system_flow_module
 from coocflow.cli import app
 from coocflow.config import Config
 from coocflow.data.markov import (
@@ -25,15 +26,14 @@ from coocflow.data.markov import (
     sample_sequences,
     stationary_entropy,
 )
-from coocflow.errors import CoocflowError, ConfigError, RunFolderError
-from coocflow.experiments.study_folder import begin_study_folder
+from coocflow.errors import ConfigError, CoocflowError, RunFolderError
 from coocflow.experiments.markov import build_markov_ensemble, markov, train_markov_ensemble
+from coocflow.experiments.study_folder import begin_study_folder
 from coocflow.systems.markov import OBSERVABLES, MarkovSystem, encode, loss, next_token_logits
-from test_deep import _flags, sigkill_then_resume
 
 SMOKE = {
     "data.d": 8, "data.L": 4, "data.n": 24, "data.n_test": 24, "model.m": 8, "model.m1": 8,
-    "train.lr": 0.5, "train.steps": 60, "observe.points": 20,
+    "optimizer.lr": 0.5, "train.steps": 60, "observe.points": 20,
 }
 
 
@@ -165,7 +165,7 @@ LOOP_BEFORE_DRIVER = {
 
 @pytest.mark.parametrize("method", ["gd", "adam"])
 def test_training_matches_the_loop_it_replaced(method):
-    extra = {"train.method": "adam", "train.lr": 0.05} if method == "adam" else {}
+    extra = {"train.method": "adam", "optimizer.lr": 0.05} if method == "adam" else {}
     series = train_markov_ensemble(_config(**extra))
     for name, (last, total) in LOOP_BEFORE_DRIVER[method].items():
         np.testing.assert_allclose(series[name][:, -1], last, rtol=1e-12, err_msg=name)
@@ -176,7 +176,7 @@ def test_a_diverging_study_reports_its_seeds_and_keeps_their_observations(tmp_pa
     """At lr 1e6 every seed's loss overflows: the command writes the whole study, records when
     and why each seed stopped in the manifest and the summary, and ends with one error line."""
     out = tmp_path / "diverged"
-    done = CliRunner().invoke(app, ["run", "markov", *_flags({**SMOKE, "train.lr": 1e6}), "--seeds", "2",
+    done = CliRunner().invoke(app, ["run", "markov", *_flags({**SMOKE, "optimizer.lr": 1e6}), "--seeds", "2",
                                     "--out", str(out)])
     assert isinstance(done.exception, CoocflowError)
     assert "2 of 2 seeds diverged (markov seed 0: train_loss became non-finite" in str(done.exception)
@@ -220,7 +220,7 @@ def test_a_resumed_study_does_not_train_a_finished_variant_again(tmp_path, monke
     x, y = (pq.read_table(folder / "metrics.parquet") for folder in (out, tmp_path / "reference"))
     assert x.equals(y)
 
-    edited = config.replace({"train.lr": 0.25})
+    edited = config.replace({"optimizer.lr": 0.25})
     with pytest.raises(RunFolderError, match="another config"):
         markov(edited, out)
 

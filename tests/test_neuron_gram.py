@@ -7,6 +7,8 @@ import math
 import jax
 import numpy as np
 import pytest
+from conftest import TINY
+from test_gram_init import Z_TOLERANCE, assert_moments
 
 from coocflow.api import resolve_config, run_and_write
 from coocflow.errors import ConfigError
@@ -16,9 +18,6 @@ from coocflow.model.gram_init import sample_theory_grams, sample_theory_neuron_g
 from coocflow.observables.registry import neuron_only
 from coocflow.runner import build_model, build_problem, state_from_arrays, train, unstack
 from coocflow.storage import load_run
-
-from conftest import TINY
-from test_gram_init import Z_TOLERANCE, assert_moments
 
 FIELDS = ("A", "P", "K", "V", "G", "s", "N", "Z")
 THEORY_LIKE = {"data.n": 24, "data.L": 3, "data.d": 67, "data.n_test": 24, "model.m": 64, "model.m1": 4,
@@ -86,7 +85,7 @@ def test_flow_with_neurons_equals_flow_on_weights():
     """The flow (dopri8 at rtol 1e-13) in the neuron-resolved Gram space ends where the weight
     flow does: final Grams, N and Z included, to 1e-8 relative (measured 8e-15); the neuron columns of the
     metrics (now present) agree with weight space's to 1e-9."""
-    extra = {**TINY, "train.method": "flow", "train.t_end": 2.0, "train.rtol": 1e-13, "train.atol": 1e-15,
+    extra = {**TINY, "train.method": "flow", "train.t_end": 2.0, "solver.rtol": 1e-13, "solver.atol": 1e-15,
              "observe.points": 12, "observe.chunks": 1}
     weight_config, gram_config = _configs("paper", extra)
     weights, grams = train(weight_config), train(gram_config)

@@ -5,7 +5,6 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-
 from conftest import REPO
 
 
@@ -28,9 +27,9 @@ def test_example_notebook_executes(tmp_path):
 def test_run_load_verify_api(tmp_path):
     import coocflow
 
-    run = coocflow.run("tiny", out=tmp_path / "run", seeds=2, overrides={"train.lr": 0.2}, figures=False)
+    run = coocflow.run("tiny", out=tmp_path / "run", seeds=2, overrides={"optimizer.lr": 0.2}, figures=False)
     times = set(run.metrics["t"].to_pylist())
-    assert run.seeds == [0, 1] and run.metrics.num_rows == 2 * len(times) > 40 and run.config["train"]["lr"] == 0.2
+    assert run.seeds == [0, 1] and run.metrics.num_rows == 2 * len(times) > 40 and run.config["optimizer"]["lr"] == 0.2
     again = coocflow.load(tmp_path / "run")
     t, loss = again.series("loss", seed=1)
     assert t[0] == 0 and np.all(np.diff(t) > 0) and loss[-1] < loss[0]
@@ -61,7 +60,7 @@ def test_api_writes_under_runs_like_the_cli(tmp_path, monkeypatch):
     monkeypatch.chdir(tmp_path)
     run = coocflow.run("tiny", overrides=["train.steps=20"], figures=False)
     assert run.folder.parent == Path("runs") and run.folder.name.startswith("tiny-")
-    variant = coocflow.run(run.folder, overrides={"train.lr": 0.2}, out="runs/variant", figures=False)
-    assert variant.config["train"]["steps"] == 20 and variant.config["train"]["lr"] == 0.2
-    with pytest.raises(ConfigError, match="did you mean 'train.lr'"):
+    variant = coocflow.run(run.folder, overrides={"optimizer.lr": 0.2}, out="runs/variant", figures=False)
+    assert variant.config["train"]["steps"] == 20 and variant.config["optimizer"]["lr"] == 0.2
+    with pytest.raises(ConfigError, match="did you mean 'optimizer.lr'"):
         coocflow.run("tiny", overrides={"lr": 0.1})

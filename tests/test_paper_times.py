@@ -12,7 +12,7 @@ from coocflow.phases.scaling import QUANTITIES, t_star
 from coocflow.phases.verify import seed_data, verify_run
 from coocflow.storage import load_run
 
-SMALL = ["data.n=24", "data.d=40", "model.m=32768", "model.m1=64", "train.lr=3e-7", "train.t_end=1.7e6",
+SMALL = ["data.n=24", "data.d=40", "model.m=32768", "model.m1=64", "optimizer.lr=3e-7", "train.t_end=1.7e6",
          "observe.chunks=1"]
 """The theory experiment made small: 24 samples, m = 2^15 (P1 holds with m1 = 64), the flow to past T*."""
 

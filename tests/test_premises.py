@@ -25,7 +25,7 @@ from coocflow.storage.run_folder import load_run
 MEETS_ALL = {
     "data.n": 96, "data.L": 3, "data.d": 67, "data.n_test": 24, "data.random_tokens": "distinct",
     "model.m": 32768, "model.m1": 64, "init.scheme": "theory", "init.c0": 0.002, "init.c1": 1.0,
-    "train.method": "flow", "train.lr": 1e-6, "train.steps": 20, "observe.points": 5, "observe.chunks": 1,
+    "train.method": "flow", "optimizer.lr": 1e-6, "train.steps": 20, "observe.points": 5, "observe.chunks": 1,
 }
 """n/L^2 = 10.7, m/(m1 log^2(m1/delta)) = 10.0, m1 = 64 >= 8 log(4/delta) = 35, m1/m = 1/512,
 d - 3 = 64 = n(L - 7/3) slots, c0 c1 = 0.002 so Fmax0 ~ 0.004, flow to t = 2e-5."""
@@ -118,12 +118,14 @@ def test_a_run_built_for_the_theory_meets_every_premise(meets_all):
 
 
 def test_discrete_methods_and_large_steps_break_p8(meets_all):
-    def p8(**train):
+    def p8(method, lr=None):
         config = copy.deepcopy(meets_all.config)
-        config["train"].update(train)
+        config["train"]["method"] = method
+        if lr is not None:
+            config["optimizer"]["lr"] = lr
         return _by_id(evaluate_premises(dataclasses.replace(meets_all, config=config)))["P8"]
 
-    small, large, adam = p8(method="gd", lr=1e-5), p8(method="gd", lr=1e-4), p8(method="adam")
+    small, large, adam = p8("gd", lr=1e-5), p8("gd", lr=1e-4), p8("adam")
     assert small.met and "eta W0/6 = 0.0546" in small.value  # W0 = U0 + m1 v0 ~ U0 = c1^2 m = 32768 (c0 tiny)
     assert not large.met and large.note == "eta W0/6 = 0.546 > 0.1"
     assert not adam.met and "not a discretization" in adam.note

@@ -1,14 +1,13 @@
 """`coocflow run --check-reproduce`: same config and seed give the same bits; a change is named."""
 
 import numpy as np
+from conftest import TINY
 from typer.testing import CliRunner
 
 from coocflow.api import resolve_config, run_and_write
 from coocflow.cli import app
 from coocflow.errors import CoocflowError
 from coocflow.storage import read_metrics, write_metrics
-
-from conftest import TINY
 
 
 def test_check_reproduce_passes_then_names_a_tampered_column(tmp_path):
@@ -26,7 +25,7 @@ def test_check_reproduce_passes_then_names_a_tampered_column(tmp_path):
 def test_float32_too_coarse_for_the_score_changes_is_warned():
     from coocflow.runner import health_warnings, train
 
-    overrides = {**TINY, "dtype": "float32", "train.steps": 4, "train.lr": 1e-7, "observe.points": 4}
+    overrides = {**TINY, "dtype": "float32", "train.steps": 4, "optimizer.lr": 1e-7, "observe.points": 4}
     result = train(resolve_config("tiny", [f"{k}={v}" for k, v in overrides.items()]))
     assert any(w.startswith("float32: A_mu") for w in health_warnings(result))
     assert not health_warnings(train(resolve_config("tiny", [f"{k}={v}" for k, v in TINY.items()])))

@@ -5,14 +5,13 @@ import shutil
 
 import numpy as np
 import pytest
+from conftest import TINY, load_golden
+from reference_gd import forward_backward, replay
+from test_observables import REQUIRED
 
 from coocflow.api import resolve_config, run_and_write
 from coocflow.errors import RunFolderError
 from coocflow.storage import STATE_KEYS, load_run
-
-from conftest import TINY, load_golden
-from reference_gd import forward_backward, replay
-from test_observables import REQUIRED
 
 
 @pytest.fixture(scope="module")
@@ -39,7 +38,7 @@ def test_round_trip(run_dir):
     assert all(c in run.metrics for c in REQUIRED)
     n_obs = len(run.metrics["t"])
     assert n_obs >= 30 and run.manifest["observed_points"] == n_obs
-    np.testing.assert_allclose(run.metrics["t"], run.metrics["step"] * run.config["train"]["lr"])
+    np.testing.assert_allclose(run.metrics["t"], run.metrics["step"] * run.config["optimizer"]["lr"])
     for key in ("versions", "git", "device", "timings", "T1", "dtype", "status", "init", "format_version"):
         assert key in run.manifest, key
     assert run.manifest["versions"]["jax"] and run.manifest["status"] == "completed"
@@ -51,10 +50,10 @@ def test_round_trip(run_dir):
 
 def test_independent_replay_matches_every_observed_loss(run_dir):
     run = load_run(run_dir)
-    replayed = replay(run.state_init, run.config["train"]["lr"], run.metrics["step"])
+    replayed = replay(run.state_init, run.config["optimizer"]["lr"], run.metrics["step"])
     np.testing.assert_allclose(replayed, run.metrics["loss"], rtol=1e-8)
     _, final_grads = forward_backward(run.state_final)
-    np.testing.assert_allclose(replay(run.state_init, run.config["train"]["lr"], [run.metrics["step"][-1]])[0],
+    np.testing.assert_allclose(replay(run.state_init, run.config["optimizer"]["lr"], [run.metrics["step"][-1]])[0],
                                run.metrics["loss"][-1], rtol=1e-8)
     assert set(final_grads) == {"W_Q", "W_K", "W_V", "W"}
 
@@ -95,5 +94,5 @@ def test_ensemble_folder_has_seed_column_and_stacked_states(tmp_path):
     assert [p["seed"] for p in run.manifest["per_seed"]] == [4, 5, 6]
     seed5 = {k: v[run.metrics["seed"] == 5] for k, v in run.metrics.items()}
     one = {k: v[1] for k, v in run.state_init.items()}
-    replayed = replay(one, run.config["train"]["lr"], seed5["step"])
+    replayed = replay(one, run.config["optimizer"]["lr"], seed5["step"])
     np.testing.assert_allclose(replayed, seed5["loss"], rtol=1e-8)

@@ -82,10 +82,10 @@ def test_gd_tends_to_the_flow_as_the_step_shrinks(at_root):
     """The flow is the lr -> 0 limit of GD (first order): at t = 2 the loss of GD at lr 0.02 is
     within 2% of the flow's, and shrinking lr tenfold shrinks the gap at least fivefold."""
     flow = integrate(system_of(c := example_config(**{"train.method": "flow", "train.t_end": 2.0,
-                                                      "train.rtol": 1e-10, "train.atol": 1e-12})), c)
+                                                      "solver.rtol": 1e-10, "solver.atol": 1e-12})), c)
     gaps = []
     for lr in (0.02, 0.002):
-        config = example_config(**{"train.lr": lr, "train.steps": round(2.0 / lr)})
+        config = example_config(**{"optimizer.lr": lr, "train.steps": round(2.0 / lr)})
         gd = integrate(system_of(config), config)
         gaps.append(np.max(np.abs(gd.series["loss"][:, -1] - flow.series["loss"][:, -1]) / flow.series["loss"][:, -1]))
     assert gaps[0] < 0.02 and gaps[1] < gaps[0] / 5, gaps
@@ -150,7 +150,7 @@ def test_the_built_in_systems_sweep_as_plain_runs():
 def test_markov_runs_as_a_system_into_a_run_folder(tmp_path):
     config = Config(name="markov-system").replace({
         "system": "markov", "data.d": 8, "data.L": 4, "data.n": 24, "data.n_test": 24, "model.m": 8, "model.m1": 8,
-        "train.lr": 0.5, "train.steps": 40, "observe.points": 12, "seeds": [0, 1]})
+        "optimizer.lr": 0.5, "train.steps": 40, "observe.points": 12, "seeds": [0, 1]})
     folder, run = run_and_write(config, tmp_path / "markov")
     manifest = json.loads((folder / "manifest.json").read_text())
     assert manifest["loss_name"] == "train_loss" and (folder / "training.png").is_file()
@@ -182,7 +182,7 @@ def test_the_deep_system_is_vmapped_over_seeds_like_one_seed_at_a_time():
     """The generic loop batches seeds by vmap; each seed's series equals its own run alone."""
     config = Config(name="deep-system").replace({
         "system": "deep", "data.d": 8, "data.L": 4, "data.n": 12, "data.n_test": 12, "model.m": 8, "model.m1": 8,
-        "train.lr": 0.05, "train.steps": 20, "observe.points": 6, "seeds": [3, 4]})
+        "optimizer.lr": 0.05, "train.steps": 20, "observe.points": 6, "seeds": [3, 4]})
     both = integrate(system_of(config), config)
     alone = integrate(system_of(config.replace({"seeds": [4]})), config.replace({"seeds": [4]}))
     np.testing.assert_allclose(both.series["loss"][1], alone.series["loss"][0], rtol=1e-12)

@@ -6,21 +6,19 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 import pytest
-
-from coocflow.api import resolve_config
-from coocflow.config import Config, TrainConfig
-from coocflow.flow import discrete, integrate_discrete, observation_steps
-from coocflow.flow.discrete import Optimizer
-from coocflow.systems.eq1 import Eq1System
-from coocflow.model import loss_grad
-from coocflow.runner import build_model, build_problem, stack, train, unstack
-
+from conftest import TINY
 from typer.testing import CliRunner
 
+from coocflow.api import resolve_config
 from coocflow.cli import app
+from coocflow.config import Config, OptimizerConfig
 from coocflow.errors import CoocflowError
+from coocflow.flow import discrete, integrate_discrete, observation_steps
+from coocflow.flow.discrete import Optimizer
+from coocflow.model import loss_grad
+from coocflow.runner import build_model, build_problem, stack, train, unstack
 from coocflow.storage import load_run
-from conftest import TINY
+from coocflow.systems.eq1 import Eq1System
 
 
 def tiny_config(seed=1, **extra):
@@ -28,15 +26,13 @@ def tiny_config(seed=1, **extra):
                           seed=None if "seeds" in extra else seed)
 
 
-def run_single(model, problem, grid, lr, chunks=3, **train_keys):
-    """One seed of eq. (1) from `model` on `problem` through the system integrator; returns (final
-    weights, 1-D series, the training)."""
-    train = TrainConfig(lr=lr, **train_keys)
-    system = Eq1System.from_config(Config(train=train))
-    batch_size = 0 if train.method == "gd" else train.batch_size
-    training = integrate_discrete(system, Optimizer.of(train, model.dtype), grid, lr, (0,), chunks=chunks,
-                                  batch_size=batch_size, ensemble=(stack([model]), stack([problem.train]),
-                                                                   stack([problem.test])))
+def run_single(model, problem, grid, lr, chunks=3):
+    """One seed of eq. (1) by GD from `model` on `problem` through the system integrator; returns
+    (final weights, 1-D series, the training)."""
+    optimizer = OptimizerConfig(lr=lr)
+    system = Eq1System.from_config(Config(optimizer=optimizer))
+    training = integrate_discrete(system, Optimizer.of("gd", optimizer, model.dtype), grid, lr, (0,), chunks=chunks,
+                                  ensemble=(stack([model]), stack([problem.train]), stack([problem.test])))
     return unstack(training.final, 0), {k: v[0] for k, v in training.series.items()}, training
 
 
@@ -101,7 +97,7 @@ def test_float32_is_selectable():
 
 
 def test_divergence_stops_and_keeps_observations():
-    config = tiny_config(**{"train.lr": 1e6, "train.steps": 400, "observe.points": 40})
+    config = tiny_config(**{"optimizer.lr": 1e6, "train.steps": 400, "observe.points": 40})
     result = train(config)
     assert result.trajectory.status == ["diverged"]
     info = result.trajectory.divergence[0]
@@ -119,7 +115,7 @@ def test_float32_overflow_stops_the_run_and_float64_would_go_on(tmp_path):
     must stop at that first non-finite observation, keep the finite ones, keep its weights of
     step 3 (one chunk per observation here) and say to use float64; the same step taken from
     those weights in float64 stays finite, so float32's range, not the dynamics, stopped it."""
-    settings = {"train.lr": 20, "train.steps": 400, "observe.points": 40, "observe.chunks": 40}
+    settings = {"optimizer.lr": 20, "train.steps": 400, "observe.points": 40, "observe.chunks": 40}
     single = train(tiny_config(seed=0, dtype="float32", **settings))
     assert single.trajectory.status == ["diverged"]
     record = single.trajectory.divergence[0]
@@ -155,7 +151,7 @@ def test_changing_hyperparameters_or_seeds_does_not_recompile():
     config = tiny_config(seeds=[1, 2])
     train(config)
     traced = discrete.TRACE_COUNTS["advance"]
-    train(config.replace({"train.lr": 0.05}))
+    train(config.replace({"optimizer.lr": 0.05}))
     train(config.replace({"seeds": [5, 9]}))
     assert discrete.TRACE_COUNTS["advance"] == traced
 
@@ -166,7 +162,7 @@ def test_every_optimizer_trains(method):
     if method == "sgd":
         extra["train.batch_size"] = 4
     if method in ("adam", "adamw"):
-        extra["train.lr"] = 0.01
+        extra["optimizer.lr"] = 0.01
     result = train(tiny_config(**extra))
     assert result.trajectory.status == ["completed"]
     assert result.series["loss"][-1] < 0.5 * result.series["loss"][0]
@@ -205,7 +201,7 @@ def test_ensemble_equals_separate_runs():
 
 
 def test_only_diverged_seeds_are_marked():
-    config = tiny_config(**{"train.lr": 1.6, "train.steps": 300})
+    config = tiny_config(**{"optimizer.lr": 1.6, "train.steps": 300})
     result = train(config.replace({"seeds": list(range(8))}))
     statuses = result.trajectory.status
     if "diverged" not in statuses or "completed" not in statuses:
@@ -220,6 +216,5 @@ def test_only_diverged_seeds_are_marked():
             assert rows.sum() < len(result.trajectory.t)
 
 
-def test_train_config_dataclass_fields_are_hyperparameters():
-    fields = {f.name for f in dataclasses.fields(TrainConfig)}
-    assert set(discrete.HYPERPARAMETERS) <= fields
+def test_the_optimizer_section_holds_exactly_the_optimizers_hyperparameters():
+    assert {f.name for f in dataclasses.fields(OptimizerConfig)} == set(discrete.HYPERPARAMETERS)

@@ -6,15 +6,15 @@ import json
 
 import numpy as np
 import pytest
+from test_checks_phase1 import PHASE1_CHECKS
+from test_checks_phase2 import NAMES as PHASE2_CHECKS
+from test_series_checks import DIAGNOSTICS as SERIES_DIAGNOSTICS
+from test_series_checks import SERIES_CHECK_FAILURES
 
 from coocflow.api import resolve_config, run_and_write
 from coocflow.phases.checks import CHECKS, EVIDENCE, SeedData, late_phase2, run_checks
 from coocflow.phases.verify import seed_data, verify_run, write_verification
 from coocflow.storage import load_run
-from test_checks_phase1 import PHASE1_CHECKS
-from test_checks_phase2 import NAMES as PHASE2_CHECKS
-from test_series_checks import DIAGNOSTICS as SERIES_DIAGNOSTICS
-from test_series_checks import SERIES_CHECK_FAILURES
 
 EXPECTED_TO_PASS = {
     "thm3.1_alignment", "fig1b_rise_then_fall", "thm3.2_scores", "thm3.2_value_gram",
@@ -192,7 +192,7 @@ def test_score_pattern_fails_when_one_target_change_has_the_wrong_sign(passing):
 
 def test_frozen_labels_run_fails_the_classification_claims(tmp_path):
     """A constructed run that never separates the data: a vanishing learning rate."""
-    config = resolve_config("tiny", ["train.lr=1e-9"])
+    config = resolve_config("tiny", ["optimizer.lr=1e-9"])
     folder, _ = run_and_write(config, tmp_path / "stuck")
     results = {r.name: r for r in run_checks(seed_data(load_run(folder))[0][1])}
     assert results["thm3.1_alignment"].passed is False and "never ends" in results["thm3.1_alignment"].sentence
@@ -247,7 +247,7 @@ def test_scaling_flags_are_validated():
 
 def test_verify_an_ensemble_with_diverged_seeds(tmp_path):
     """A real run where the claims cannot all hold: a learning rate at which most seeds diverge."""
-    config = resolve_config("tiny", ["train.lr=1.6", "train.steps=300"], n_seeds=8)
+    config = resolve_config("tiny", ["optimizer.lr=1.6", "train.steps=300"], n_seeds=8)
     folder, result = run_and_write(config, tmp_path / "wild")
     assert "diverged" in result.trajectory.status and "completed" in result.trajectory.status
     run = load_run(folder)

@@ -39,8 +39,8 @@ def run(experiment_or_config: "str | Path | Config" = "paper", *, seeds: int | S
     seeds: N consecutive seeds from `seed`, or an explicit list; one vmapped ensemble.
     seed: the first (or only) seed.
     out: the run folder; default `runs/NAME-TIMESTAMP`, like the CLI.
-    overrides: dotted keys, as a mapping (`{"train.lr": 0.05}`) or `--set` strings
-        (`["train.lr=0.05"]`).
+    overrides: dotted keys, as a mapping (`{"optimizer.lr": 0.05}`) or `--set` strings
+        (`["optimizer.lr=0.05"]`).
     figures: also draw figure1.png and overview.png.
     force: replace `out` if it exists.
     """

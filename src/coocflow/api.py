@@ -14,7 +14,16 @@ from typing import TYPE_CHECKING, Any, Callable, Literal, Mapping, Sequence
 import pyarrow.parquet as pq
 
 from coocflow import interrupts
-from coocflow.config import Config, _unknown_key, all_keys, config_from_dict, flatten_dotted, load_toml, parse_override
+from coocflow.config import (
+    Config,
+    _unknown_key,
+    all_keys,
+    config_from_dict,
+    current_key,
+    flatten_dotted,
+    load_toml,
+    parse_override,
+)
 from coocflow.errors import ConfigError, RunFolderError
 from coocflow.experiments import EXPERIMENTS, get_experiment
 from coocflow.storage import atomic_write_json, atomic_write_text
@@ -68,7 +77,7 @@ def resolve_config(target: str | Path | Config, overrides: Sequence[str] | Mappi
     refused rather than one silently winning."""
     config = target if isinstance(target, Config) else config_of_target(target)
     if isinstance(overrides, Mapping):
-        parsed = dict(overrides)
+        parsed = {current_key(key): value for key, value in overrides.items()}
         for key in parsed:
             if key not in all_keys():
                 raise _unknown_key(key)
@@ -184,9 +193,9 @@ def _title(c: Config) -> str:
     seeds = c.seed_list
     seed_text = f"seed={seeds[0]}" if len(seeds) == 1 else f"{len(seeds)} seeds (median, 10-90% band)"
     if c.is_flow:
-        method = f"flow ({c.train.solver}, rtol={c.train.rtol:g}) to t={c.t_end:g}"
+        method = f"flow ({c.solver.name}, rtol={c.solver.rtol:g}) to t={c.t_end:g}"
     else:
-        method = f"{c.train.method} lr={c.train.lr:g}" + (f" batch={c.train.batch_size}" if c.train.batch_size else "")
+        method = f"{c.train.method} lr={c.optimizer.lr:g}" + (f" batch={c.train.batch_size}" if c.train.batch_size else "")
     return (f"{c.name}: n={c.data.n}, L={c.data.L}, d={c.data.d} ({c.data.random_tokens}), m={c.model.m}, "
             f"m1={c.model.m1}, init={c.init.scheme} (c0={c.init.c0:g}, c1={c.init.c1:g}), {method}, {seed_text}")
 
@@ -344,12 +353,11 @@ def ensure_run(config: Config, folder: Path) -> RunOutcome:
     Figures are not drawn (the jobs' callers draw their own)."""
     folder, run = Path(folder), RunFolder(folder)
     wanted = json.loads(json.dumps(config.to_dict()))
-    if run.complete:
-        found = run.config_record()
-        if training_part(found) == training_part(wanted):
-            if found.get("verify") != wanted.get("verify"):
-                atomic_write_json(run.config_file, {**found, "verify": wanted["verify"]})
-            return RunOutcome(folder, "reused", read_metrics(run.metrics_file))
+    found = _stored_record(run) if run.complete else None
+    if found is not None and training_part(found) == training_part(wanted):
+        if found.get("verify") != wanted.get("verify"):
+            atomic_write_json(run.config_file, {**found, "verify": wanted["verify"]})
+        return RunOutcome(folder, "reused", read_metrics(run.metrics_file))
     elif run.in_progress and resumable_config(folder) == config:
         try:
             _, result = resume_run(folder, figures=False)
@@ -358,6 +366,15 @@ def ensure_run(config: Config, folder: Path) -> RunOutcome:
             pass
     _, result = run_and_write(config, folder, force=True, figures=False)
     return RunOutcome(folder, "trained", result.table())
+
+
+def _stored_record(run: RunFolder) -> dict | None:
+    """A complete run's config.json in the current format (a format-1 one read through its
+    migration), or None when it is not a readable config."""
+    try:
+        return json.loads(json.dumps(run.config().to_dict()))
+    except (ConfigError, RunFolderError):
+        return None
 
 
 def resumable_config(folder: Path) -> Config | None:

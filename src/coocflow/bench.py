@@ -124,19 +124,19 @@ def case_ensemble(quick: bool) -> dict:
 def case_flow(quick: bool) -> dict:
     t_end = 1e4 if quick else 1e6
     overrides = ["train.method=flow", f"train.t_end={t_end}", "observe.chunks=1"]
-    config = resolve_config("paper", overrides + ["train.rtol=1e-6", "train.atol=1e-9"])
+    config = resolve_config("paper", overrides + ["solver.rtol=1e-6", "solver.atol=1e-9"])
     train(config)
     start = time.perf_counter()
     result = train(config)
     wall = time.perf_counter() - start
-    tight = train(resolve_config("paper", overrides + ["train.rtol=1e-10", "train.atol=1e-13"]))
+    tight = train(resolve_config("paper", overrides + ["solver.rtol=1e-10", "solver.atol=1e-13"]))
     error = float(np.max(np.abs(result.series["loss"] - tight.series["loss"]) / tight.series["loss"]))
     gd = case_gd(quick=True)["value"] * 1e-6
     gd_estimate = gd * t_end / 0.01
     evals = result.trajectory.stats["gradient_evaluations"][0]
     return {"value": wall, "baseline": gd_estimate, "baseline_name": "GD at lr 0.01 to the same t (estimated)",
             "ratio": gd_estimate / wall,
-            "detail": f"{config.train.solver} rtol 1e-6 to t={t_end:g}: {evals} gradient evaluations, "
+            "detail": f"{config.solver.name} rtol 1e-6 to t={t_end:g}: {evals} gradient evaluations, "
                       f"{result.trajectory.stats['num_steps'][0]} steps; max relative loss error vs "
                       f"rtol 1e-10: {error:.2e}; final loss {result.series['loss'][-1]:.3e}",
             "error": error}

@@ -93,7 +93,8 @@ class InitConfig:
 
 @dataclass(frozen=True)
 class TrainConfig:
-    """How the flow is followed.
+    """What is followed and for how long: `method` picks a discrete optimizer (its settings are
+    `[optimizer]`) or the flow (its ODE solver is `[solver]`).
 
     `flow` integrates d(theta)/dt = -grad L with an adaptive Runge-Kutta solver to `t_end`;
     the discrete methods take `steps` optimizer steps, and their flow time is t = lr * steps
@@ -101,21 +102,37 @@ class TrainConfig:
     """
 
     method: TrainMethod = "gd"
-    lr: float = 0.01
     steps: int = 30000
+    t_end: float = 0.0
+    """The flow's end time; 0 takes where the discrete schedule ends, optimizer.lr * train.steps, so
+    `train.method=flow` alone follows the flow its GD twin approximates."""
     batch_size: int = 0
+    trainable: TrainableSet = "all"
+    """`all` trains W_Q, W_K, W_V and W; `mlp-value` freezes attention (W_Q, W_K) at init."""
+
+
+@dataclass(frozen=True)
+class OptimizerConfig:
+    """The discrete methods' settings (Optax): the learning rate of every method, `momentum` of
+    `momentum`, `b1`, `b2`, `eps` of Adam and AdamW, and AdamW's `weight_decay`."""
+
+    lr: float = 0.01
     momentum: float = 0.9
     b1: float = 0.9
     b2: float = 0.999
     eps: float = 1e-8
     weight_decay: float = 1e-4
-    t_end: float = 0.0
+
+
+@dataclass(frozen=True)
+class SolverConfig:
+    """The flow's ODE solver (Diffrax): an adaptive Runge-Kutta method, its error tolerances and
+    its step budget."""
+
+    name: SolverName = "dopri8"
     rtol: float = 1e-6
     atol: float = 1e-9
-    solver: SolverName = "dopri8"
     max_steps: int = 1_000_000
-    trainable: TrainableSet = "all"
-    """`all` trains W_Q, W_K, W_V and W; `mlp-value` freezes attention (W_Q, W_K) at init."""
 
 
 @dataclass(frozen=True)
@@ -131,8 +148,9 @@ class ObserveConfig:
     start: float = 0.0
     """The flow's first observed time after t = 0 (the grid is geometric from it, `spacing`); 0
     takes the run's own time scale: 0.01 / U0 under the theory init (U0 = c1^2 m, T1 ~ C_T1 / U0, so
-    Phase 1 is observed at every width), else train.lr (the times GD at that rate observes, so the
-    two compare at shared times). Discrete methods observe at steps and ignore it."""
+    Phase 1 is observed at every width), else t_end / train.steps (the times a discrete method
+    observes over as many steps, so a flow run and its GD twin compare at shared times). Discrete
+    methods observe at steps and ignore it."""
     snapshots: tuple[float, ...] = ()
     """Flow times at which the run keeps the weights (state_snapshots.npz; they join the
     observation grid, discrete methods at the nearest step); the weights at T1 are always kept."""
@@ -173,15 +191,17 @@ class Config:
     model: ModelConfig = field(default_factory=ModelConfig)
     init: InitConfig = field(default_factory=InitConfig)
     train: TrainConfig = field(default_factory=TrainConfig)
+    optimizer: OptimizerConfig = field(default_factory=OptimizerConfig)
+    solver: SolverConfig = field(default_factory=SolverConfig)
     observe: ObserveConfig = field(default_factory=ObserveConfig)
     verify: VerifyConfig = field(default_factory=VerifyConfig)
 
     @property
     def t_end(self) -> float:
-        """Flow time reached at the end of training (`train.t_end`, or lr * steps)."""
+        """Flow time reached at the end of training (`train.t_end`, or optimizer.lr * train.steps)."""
         if self.train.method == "flow" and self.train.t_end > 0:
             return self.train.t_end
-        return self.train.lr * self.train.steps
+        return self.optimizer.lr * self.train.steps
 
     @property
     def seed_list(self) -> tuple[int, ...]:
@@ -195,12 +215,13 @@ class Config:
     @property
     def flow_start(self) -> float:
         """The flow's first observed time after 0: `observe.start`, or the run's own time scale
-        (`FLOW_START_PER_U0` / U0 under the theory init, train.lr otherwise)."""
+        (`FLOW_START_PER_U0` / U0 under the theory init, else t_end / train.steps: the grid of as
+        many steps as a discrete method takes)."""
         if self.observe.start > 0:
             return self.observe.start
         if self.init.scheme == "theory":
             return FLOW_START_PER_U0 / (self.init.c1**2 * self.model.m)
-        return self.train.lr
+        return self.t_end / self.train.steps
 
     @property
     def paper_t1(self) -> float | None:
@@ -211,7 +232,8 @@ class Config:
         return self.verify.c_t1 / (self.init.c1**2 * self.model.m)
 
     def to_dict(self) -> dict[str, Any]:
-        return dataclasses.asdict(self)
+        """The config as stored (config.json): every key, and the `format` it is written in."""
+        return {"format": CONFIG_FORMAT, **dataclasses.asdict(self)}
 
     def replace(self, overrides: dict[str, Any]) -> "Config":
         """A new validated config with dotted-key overrides applied."""
@@ -227,13 +249,100 @@ _SECTIONS = {
     "model": ModelConfig,
     "init": InitConfig,
     "train": TrainConfig,
+    "optimizer": OptimizerConfig,
+    "solver": SolverConfig,
     "observe": ObserveConfig,
     "verify": VerifyConfig,
 }
 
 
+CONFIG_FORMAT = 2
+"""The layout of a stored config (config.json's `format` key). Format 2 moved the optimizer's
+settings from [train] to [optimizer] and the ODE solver's to [solver]; format 1 (no `format` key)
+is read through `migrate_format1`, so folders written before still open, resume and are reused."""
+
+RENAMED_KEYS = {
+    "train.lr": "optimizer.lr", "train.momentum": "optimizer.momentum", "train.b1": "optimizer.b1",
+    "train.b2": "optimizer.b2", "train.eps": "optimizer.eps", "train.weight_decay": "optimizer.weight_decay",
+    "train.solver": "solver.name", "train.rtol": "solver.rtol", "train.atol": "solver.atol",
+    "train.max_steps": "solver.max_steps",
+}
+"""Format 1's keys that format 2 moved, to their new names. Wherever a key is given (a TOML file,
+`--set`, a sweep's axes) a format-1 name is read as its new one, so old files keep working."""
+
+
+def current_key(key: str) -> str:
+    """`key` under its format-2 name (`train.lr` -> `optimizer.lr`); other keys unchanged."""
+    return RENAMED_KEYS.get(key, key)
+
+
+def _split(key: str) -> tuple[str, str]:
+    section, name = key.split(".")
+    return section, name
+
+
+def uses_format1_keys(tree: dict[str, Any]) -> bool:
+    """Whether a config tree names a setting by its format-1 key (e.g. [train] lr)."""
+    return any(isinstance(tree.get(section), dict) and name in tree[section]
+               for section, name in map(_split, RENAMED_KEYS))
+
+
+def migrate_format1(tree: dict[str, Any]) -> dict[str, Any]:
+    """A format-1 config tree in format 2: the renamed keys moved, and the one default whose meaning
+    changed written out. Format 1 began a flow's observation grid (init other than theory,
+    observe.start = 0) at train.lr, that is on round(t_end / lr) grid steps; format 2 on
+    train.steps of them. Where the two differ, observe.start = lr keeps the stored run's times."""
+    out = {key: dict(value) if isinstance(value, dict) else value for key, value in tree.items()}
+    for old, new in RENAMED_KEYS.items():
+        (section, name), (new_section, new_name) = _split(old), _split(new)
+        if not isinstance(out.get(section), dict) or name not in out[section]:
+            continue
+        target = out.setdefault(new_section, {})
+        if not isinstance(target, dict):
+            continue
+        if new_name in target:
+            raise ConfigError(f"{old}, {new}: the same setting twice ({old} is its name in config format 1); keep {new}")
+        target[new_name] = out[section].pop(name)
+
+    def value(section: str, name: str, default: Any) -> Any:
+        table = out.get(section)
+        return table.get(name, default) if isinstance(table, dict) else default
+
+    method, scheme = value("train", "method", "gd"), value("init", "scheme", "kaiming")
+    lr, steps, t_end = value("optimizer", "lr", 0.01), value("train", "steps", 30000), value("train", "t_end", 0.0)
+    numbers = all(isinstance(v, (int, float)) and not isinstance(v, bool) for v in (lr, steps, t_end))
+    if method == "flow" and scheme != "theory" and value("observe", "start", 0.0) == 0 and numbers and lr > 0 and steps > 0:
+        end = t_end if t_end > 0 else lr * steps
+        if max(1, int(round(end / lr))) != steps and isinstance(out.setdefault("observe", {}), dict):
+            out["observe"]["start"] = float(lr)
+    return out
+
+
+def current_record(record: dict[str, Any]) -> dict[str, Any]:
+    """A stored config record in the current format, unvalidated: a format-1 one (no `format` key,
+    format-1 names) migrated, any other as it is. For readers of a folder's raw config.json."""
+    if "format" in record or not uses_format1_keys(record):
+        return record
+    return {"format": CONFIG_FORMAT, **migrate_format1(record)}
+
+
+def format1_records(config: Config) -> list[dict[str, Any]]:
+    """Every format-1 record (config.json as format 1 stored it) that reads as `config`: the records
+    whose hashes a checkpoint, study or sweep written before format 2 carries for this run."""
+    record = config.to_dict()
+    del record["format"]
+    for old, new in RENAMED_KEYS.items():
+        (section, name), (new_section, new_name) = _split(old), _split(new)
+        record[section][name] = record[new_section].pop(new_name)
+    del record["optimizer"], record["solver"]
+    candidates = [record]
+    if record["observe"]["start"] == record["train"]["lr"]:
+        candidates.append({**record, "observe": {**record["observe"], "start": 0.0}})
+    return [c for c in candidates if config_from_dict(c) == config]
+
+
 def all_keys() -> list[str]:
-    """Every public dotted key, e.g. `data.n`, `train.lr`."""
+    """Every public dotted key, e.g. `data.n`, `optimizer.lr`."""
     keys = [f.name for f in dataclasses.fields(Config) if f.name not in _SECTIONS]
     for section, cls in _SECTIONS.items():
         keys += [f"{section}.{f.name}" for f in dataclasses.fields(cls)]
@@ -241,15 +350,15 @@ def all_keys() -> list[str]:
 
 
 def suggest_key(key: str) -> str | None:
-    """The valid key a mistyped one most likely means: a bare name (`lr` -> `train.lr`), a
-    mistyped section (`training.lr` -> `train.lr`) or a close spelling."""
+    """The valid key a mistyped one most likely means: a bare name (`lr` -> `optimizer.lr`), a
+    mistyped section (`optimiser.lr` -> `optimizer.lr`) or a close spelling."""
     keys = all_keys()
     bare = [k for k in keys if k.rsplit(".", 1)[-1] == key.rsplit(".", 1)[-1]]
     if len(bare) == 1:
         return bare[0]
-    close = difflib.get_close_matches(key, keys, n=1, cutoff=0.6)
+    close = difflib.get_close_matches(key, keys + list(RENAMED_KEYS), n=1, cutoff=0.6)
     if close:
-        return close[0]
+        return current_key(close[0])
     if "." in key:
         section, name = key.split(".", 1)
         sections = difflib.get_close_matches(section, list(_SECTIONS), n=1, cutoff=0.5)
@@ -259,6 +368,9 @@ def suggest_key(key: str) -> str | None:
 
 
 def _unknown_key(key: str) -> ConfigError:
+    if key in RENAMED_KEYS:
+        return ConfigError(f"{key}: config format 1's name of {RENAMED_KEYS[key]}, which a format-{CONFIG_FORMAT} "
+                           f"config names; write {RENAMED_KEYS[key]}")
     close = suggest_key(key)
     hint = f"did you mean '{close}'?" if close else "see `coocflow keys` for the valid keys"
     return ConfigError(f"unknown config key '{key}': {hint}")
@@ -271,7 +383,9 @@ def _unknown_section(name: str) -> ConfigError:
 
 
 def set_dotted(tree: dict[str, Any], key: str, value: Any) -> None:
-    """Set `tree[a][b] = value` for key `a.b`, refusing keys the schema does not have."""
+    """Set `tree[a][b] = value` for key `a.b` (a format-1 name read as its new one), refusing keys
+    the schema does not have."""
+    key = current_key(key)
     if key not in all_keys():
         raise _unknown_key(key)
     parts = key.split(".")
@@ -336,6 +450,13 @@ def config_from_dict(tree: dict[str, Any]) -> Config:
     """Build and validate a `Config` from a nested dict (missing keys take defaults)."""
     if not isinstance(tree, dict):
         raise ConfigError(f"config: expected a table of keys, got {type(tree).__name__}")
+    tree = dict(tree)
+    version = tree.pop("format", None)
+    if version is not None and (type(version) is not int or version not in (1, CONFIG_FORMAT)):
+        raise ConfigError(f"format: {version!r} is not a config format this coocflow reads (1 or {CONFIG_FORMAT}); "
+                          "upgrade coocflow, or drop the key to read the file as the current format")
+    if version == 1 or (version is None and uses_format1_keys(tree)):
+        tree = migrate_format1(tree)
     top = get_type_hints(Config)
     kwargs: dict[str, Any] = {}
     for key, value in tree.items():
@@ -436,20 +557,20 @@ def validate(c: Config) -> None:
               "drop it or set model.space=gram")
     _need(c.init.c0 > 0, f"init.c0: must be > 0 (got {c.init.c0})")
     _need(c.init.c1 > 0, f"init.c1: must be > 0 (got {c.init.c1})")
-    t = c.train
-    _need(t.lr > 0, f"train.lr: must be > 0 (got {t.lr})")
+    t, o, solver = c.train, c.optimizer, c.solver
+    _need(o.lr > 0, f"optimizer.lr: must be > 0 (got {o.lr})")
     _need(t.steps > 0, f"train.steps: must be > 0 (got {t.steps})")
     _need(0 <= t.batch_size <= d.n,
           f"train.batch_size: must be between 1 and data.n={d.n}, or 0 for the full batch (got {t.batch_size})")
-    _need(0 <= t.momentum < 1, f"train.momentum: must be in [0, 1) (got {t.momentum})")
-    _need(0 <= t.b1 < 1 and 0 <= t.b2 < 1, f"train.b1, train.b2: must be in [0, 1) (got {t.b1}, {t.b2})")
-    _need(t.eps > 0, f"train.eps: must be > 0 (got {t.eps})")
-    _need(t.weight_decay >= 0, f"train.weight_decay: must be >= 0 (got {t.weight_decay})")
-    _need(t.t_end >= 0, f"train.t_end: must be >= 0, 0 meaning lr * steps (got {t.t_end})")
+    _need(0 <= o.momentum < 1, f"optimizer.momentum: must be in [0, 1) (got {o.momentum})")
+    _need(0 <= o.b1 < 1 and 0 <= o.b2 < 1, f"optimizer.b1, optimizer.b2: must be in [0, 1) (got {o.b1}, {o.b2})")
+    _need(o.eps > 0, f"optimizer.eps: must be > 0 (got {o.eps})")
+    _need(o.weight_decay >= 0, f"optimizer.weight_decay: must be >= 0 (got {o.weight_decay})")
+    _need(t.t_end >= 0, f"train.t_end: must be >= 0, 0 meaning optimizer.lr * train.steps (got {t.t_end})")
     _need(t.t_end == 0 or t.method == "flow",
-          f"train.t_end: applies to train.method=flow; {t.method} runs train.steps steps to t = lr * steps, so set train.steps={max(1, round(t.t_end / t.lr))} instead")
-    _need(t.rtol > 0 and t.atol > 0, f"train.rtol, train.atol: must be > 0 (got {t.rtol}, {t.atol})")
-    _need(t.max_steps > 0, f"train.max_steps: must be > 0 (got {t.max_steps})")
+          f"train.t_end: applies to train.method=flow; {t.method} runs train.steps steps to t = lr * steps, so set train.steps={max(1, round(t.t_end / o.lr))} instead")
+    _need(solver.rtol > 0 and solver.atol > 0, f"solver.rtol, solver.atol: must be > 0 (got {solver.rtol}, {solver.atol})")
+    _need(solver.max_steps > 0, f"solver.max_steps: must be > 0 (got {solver.max_steps})")
     _need(t.batch_size in (0, d.n) or t.method != "flow",
           "train.batch_size: the flow is full-batch; remove train.batch_size or pick a discrete method")
     _need(c.verify.c_t1 >= 0 and math.isfinite(c.verify.c_t1),
@@ -477,8 +598,9 @@ def validate(c: Config) -> None:
 def parse_override(text: str) -> tuple[str, Any]:
     """Parse one `--set key=value`; the value is read as a TOML literal, else as a string."""
     if "=" not in text:
-        raise ConfigError(f"--set {text!r}: expected key=value, e.g. --set train.lr=0.05")
+        raise ConfigError(f"--set {text!r}: expected key=value, e.g. --set optimizer.lr=0.05")
     key, raw = (part.strip() for part in text.split("=", 1))
+    key = current_key(key)
     if key not in all_keys():
         raise _unknown_key(key)
     try:
@@ -503,7 +625,7 @@ def load_toml(path: Path) -> dict[str, Any]:
 
 
 def flatten_dotted(tree: dict, prefix: str = "") -> dict[str, Any]:
-    """{"train": {"lr": 0.1}} -> {"train.lr": 0.1}: a config (or any nested dict) by dotted key."""
+    """{"optimizer": {"lr": 0.1}} -> {"optimizer.lr": 0.1}: a config (or any nested dict) by dotted key."""
     out: dict[str, Any] = {}
     for key, value in tree.items():
         if isinstance(value, dict):

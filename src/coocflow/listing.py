@@ -9,6 +9,7 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
+from coocflow.config import current_record
 from coocflow.errors import RunFolderError
 from coocflow.storage.folders import ComparisonFolder, RunFolder, ScalingFolder, StudyFolder, SweepFolder, kind_of
 from coocflow.storage.paths import DEFAULT_ROOT, does_not_exist
@@ -51,10 +52,10 @@ def _number(value) -> str:
 def config_line(config: dict) -> str:
     """n, L, d, widths, method and seeds of a config dict, in one short line."""
     try:
-        data, model, train = config["data"], config["model"], config["train"]
+        data, model, train, lr = config["data"], config["model"], config["train"], config["optimizer"]["lr"]
         seeds = config.get("seeds") or [config.get("seed", 0)]
-        how = (f"flow to t={train['t_end'] or train['lr'] * train['steps']:g}" if train["method"] == "flow"
-               else f"{train['method']} lr={train['lr']:g} x{train['steps']}")
+        how = (f"flow to t={train['t_end'] or lr * train['steps']:g}" if train["method"] == "flow"
+               else f"{train['method']} lr={lr:g} x{train['steps']}")
         system = config.get("system", "eq1")
         if system != "eq1":  # another system reads its own settings; name it instead of eq. (1)'s widths
             return f"{system.rsplit(':', 1)[-1]} n={data['n']} L={data['L']} d={data['d']} {how} seeds={len(seeds)}"
@@ -98,7 +99,7 @@ def describe_folder(folder: Path) -> Entry | None:
     run = RunFolder(folder)
     if not run.config_file.is_file():
         return None
-    config = _json(run.config_file)
+    config = current_record(_json(run.config_file))
     manifest_path = run.manifest_file
     if not manifest_path.is_file():
         mtime = max(p.stat().st_mtime for p in folder.iterdir())

@@ -20,7 +20,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from coocflow import interrupts
-from coocflow.config import Config
+from coocflow.config import Config, format1_records
 from coocflow.data import Dataset
 from coocflow.flow import EnsembleTraining, integrate, observation_steps, observation_times
 from coocflow.model import Transformer
@@ -120,15 +120,26 @@ def observation_grid(config: Config) -> tuple[np.ndarray, np.ndarray]:
                 grid[nearest] = time_
     else:
         grid = observation_steps(config.train.steps, o.points, o.spacing)
-        wanted = np.clip(np.rint(np.asarray((*o.snapshots, *declared), dtype=np.float64) / config.train.lr), 0,
+        wanted = np.clip(np.rint(np.asarray((*o.snapshots, *declared), dtype=np.float64) / config.optimizer.lr), 0,
                          config.train.steps).astype(np.int64)
     grid = np.union1d(grid, wanted)
     return grid, np.searchsorted(grid, np.unique(wanted))
 
 
+def record_hash(record: dict) -> str:
+    """SHA-256 of a stored config record's canonical JSON."""
+    return hashlib.sha256(json.dumps(record, sort_keys=True).encode()).hexdigest()
+
+
 def config_hash(config: Config) -> str:
     """SHA-256 of the resolved config's canonical JSON: equal hashes mean the same run."""
-    return hashlib.sha256(json.dumps(config.to_dict(), sort_keys=True).encode()).hexdigest()
+    return record_hash(config.to_dict())
+
+
+def config_hashes(config: Config) -> tuple[str, ...]:
+    """Every hash a checkpoint or a study's variant of this run may carry: `config_hash`, then
+    those of the format-1 records that read as `config` (written before config format 2)."""
+    return (config_hash(config), *(record_hash(record) for record in format1_records(config)))
 
 
 def train(config: Config, progress: Callable[[float], None] | None = None,
@@ -141,7 +152,7 @@ def train(config: Config, progress: Callable[[float], None] | None = None,
     from it; the result is bit for bit the uninterrupted run's.
     """
     model, problem = build_ensemble(config)
-    checkpoint = (RunCheckpoint(checkpoint_in, config_hash(config), config.observe.checkpoint_every_s)
+    checkpoint = (RunCheckpoint(checkpoint_in, config_hashes(config), config.observe.checkpoint_every_s)
                   if checkpoint_in is not None else None)
     grid, snapshot_obs = observation_grid(config)
     training = integrate(Eq1System.from_config(config), config, checkpoint, progress, grid, snapshot_obs,
@@ -227,7 +238,7 @@ def health_warnings(result: RunResult) -> list[str]:
     if first is not None and any(t1 is not None and t1 <= first for t1 in result.t1):
         config = result.config
         fix = (f"--set observe.start={first / 100:g} (the flow's first observed time)" if config.is_flow else
-               f"--set train.lr={config.train.lr / 100:g} --set train.steps={config.train.steps * 100}")
+               f"--set optimizer.lr={config.optimizer.lr / 100:g} --set train.steps={config.train.steps * 100}")
         warnings.append(f"resolution: T1 is the first observed time t = {first:g}, so Phase 1 ended before any "
                         f"observation; observe earlier: {fix}")
     stats = result.trajectory.stats
@@ -235,7 +246,7 @@ def health_warnings(result: RunResult) -> list[str]:
         for seed, steps, rejected in zip(result.seeds, stats["num_steps"], stats["num_rejected_steps"]):
             if steps and rejected / steps > REJECTED_SHARE_WARNING:
                 warnings.append(f"stiffness: seed {seed}: the {stats['solver']} solver rejected {rejected} of {steps} "
-                                "steps; try train.solver=kvaerno5 or a looser train.rtol")
+                                "steps; try solver.name=kvaerno5 or a looser solver.rtol")
     return warnings
 
 

@@ -28,12 +28,12 @@ from coocflow import interrupts
 from coocflow.config import Config
 from coocflow.flow.system import EnsembleTraining, integrate
 from coocflow.plots.system import system_figure
-from coocflow.runner import TIME_CONVENTIONS, config_hash
+from coocflow.runner import TIME_CONVENTIONS, config_hash, config_hashes
 from coocflow.storage import FORMAT_VERSION, atomic_write_json, write_arrays, write_metrics
 from coocflow.storage.checkpoint import RunCheckpoint, run_lock
+from coocflow.storage.folders import RunFolder
 from coocflow.storage.paths import write_folder_atomically
 from coocflow.storage.provenance import provenance
-from coocflow.storage.folders import RunFolder
 from coocflow.storage.run_folder import pivot_metrics, read_metrics, read_state
 from coocflow.systems.base import AbstractSystem
 from coocflow.systems.registry import system_of
@@ -102,7 +102,7 @@ def train_system_run(config: Config, progress: Callable[[float], None] | None = 
     """Train `config.system` as `config.train` says; with `checkpoint_in` (a folder begun by
     `runner.begin_run_folder`) it checkpoints there and continues from a checkpoint it finds."""
     system = system_of(config)
-    checkpoint = (RunCheckpoint(checkpoint_in, config_hash(config), config.observe.checkpoint_every_s)
+    checkpoint = (RunCheckpoint(checkpoint_in, config_hashes(config), config.observe.checkpoint_every_s)
                   if checkpoint_in is not None else None)
     return SystemRun(config, system, integrate(system, config, checkpoint, progress))
 
@@ -165,9 +165,9 @@ def title_of(config: Config) -> str:
     """One line saying what a system's run trains and how."""
     seeds = config.seed_list
     seed_text = f"seed={seeds[0]}" if len(seeds) == 1 else f"{len(seeds)} seeds (median, 10-90% band)"
-    train = config.train
-    method = (f"flow ({train.solver}, rtol={train.rtol:g}) to t={config.t_end:g}" if config.is_flow
-              else f"{train.method} lr={train.lr:g} for {train.steps} steps")
+    train, solver, optimizer = config.train, config.solver, config.optimizer
+    method = (f"flow ({solver.name}, rtol={solver.rtol:g}) to t={config.t_end:g}" if config.is_flow
+              else f"{train.method} lr={optimizer.lr:g} for {train.steps} steps")
     return f"{config.name}: system {config.system}, {method}, {seed_text}"
 
 

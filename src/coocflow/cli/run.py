@@ -25,7 +25,7 @@ def run(
     target: Optional[str] = typer.Argument(None, metavar="TARGET",
                                            help="an experiment name (coocflow experiments), a config .toml, "
                                                 "or a run folder / its config.json to start from its configuration"),
-    set_: list[str] = typer.Option([], "--set", metavar="KEY=VALUE", help="override a config key, e.g. --set train.lr=0.05"),
+    set_: list[str] = typer.Option([], "--set", metavar="KEY=VALUE", help="override a config key, e.g. --set optimizer.lr=0.05"),
     seed: Optional[int] = typer.Option(None, "--seed", metavar="N", help="random seed for data and initialization"),
     seeds: Optional[int] = typer.Option(None, "--seeds", metavar="N",
                                         help="run N seeds (seed, seed+1, ...) as one vmapped ensemble"),
@@ -41,7 +41,7 @@ def run(
 ) -> None:
     """Train as configured and write a run folder with metrics, states and figures.
 
-    Examples: coocflow run tiny | coocflow run paper --seeds 8 | coocflow run runs/paper --set train.lr=0.05
+    Examples: coocflow run tiny | coocflow run paper --seeds 8 | coocflow run runs/paper --set optimizer.lr=0.05
     """
     if resume is not None:
         given = [flag for flag, value in (("TARGET", target), ("--set", set_), ("--seed", seed), ("--seeds", seeds),
@@ -218,7 +218,7 @@ def _train_and_write(target: Optional[str], set_: list[str], seed: Optional[int]
     if failed:
         seed, status, div = failed[0]
         why = div.get("reason") or f"{div['quantity']} became non-finite"
-        fix = "" if div.get("reason") else "; lower train.lr" + (
+        fix = "" if div.get("reason") else "; lower optimizer.lr" + (
             " or use dtype=float64 (float32 overflows past 3.4e38)" if config.dtype == "float32" else "")
         raise CoocflowError(
             f"{len(failed)} of {len(result.seeds)} seeds {status} (seed {seed}: {why} at t={div['t']:g}, "
@@ -280,11 +280,11 @@ def _last(values):
 def _training_text(config) -> str:
     """How a run trains, in its own terms: the flow by its solver, end and tolerances and where
     its grid starts; a discrete method by its rate and steps (and the flow time they reach)."""
-    train = config.train
+    train, solver, optimizer = config.train, config.solver, config.optimizer
     if config.is_flow:
-        return (f"flow ({train.solver}, rtol={train.rtol:g}, atol={train.atol:g}) to t={config.t_end:g}, "
+        return (f"flow ({solver.name}, rtol={solver.rtol:g}, atol={solver.atol:g}) to t={config.t_end:g}, "
                 f"observed from t={config.flow_start:.3g}")
-    return f"{train.method} lr={train.lr:g} steps={train.steps} (t={config.t_end:g})"
+    return f"{train.method} lr={optimizer.lr:g} steps={train.steps} (t={config.t_end:g})"
 
 
 def _print_summary(run_dir: Path) -> None:

@@ -77,7 +77,7 @@ def noise(base: Config, out: Path, progress: Progress | None = None) -> StudyRes
     evaluated, rows, t1_steps = {}, [], {}
     for name, result in results.items():
         reached = [t for t in result.t1 if t is not None]
-        t1_steps[name] = math.ceil(max(reached) / base.train.lr) if reached and not base.is_flow else None
+        t1_steps[name] = math.ceil(max(reached) / base.optimizer.lr) if reached and not base.is_flow else None
         at_t1 = result.trajectory.final
         if t1_steps[name] is not None and t1_steps[name] < base.train.steps:
             if progress:

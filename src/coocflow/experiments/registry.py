@@ -38,7 +38,7 @@ class Experiment:
 PAPER = {
     "data.n": 60, "data.L": 5, "data.d": 64, "data.random_tokens": "uniform",
     "model.m": 128, "model.m1": 256, "init.scheme": "kaiming",
-    "train.method": "gd", "train.lr": 0.01, "train.steps": 30000,
+    "train.method": "gd", "optimizer.lr": 0.01, "train.steps": 30000,
 }
 
 THEORY_WIDTHS = (32768, 49667, 75281, 114105, 172951, 262144, 397336, 602249, 912838, 1383604, 2097152, 3178688,
@@ -49,7 +49,8 @@ THEORY = {
     "data.n": 96, "data.L": 3, "data.d": 67, "data.random_tokens": "distinct", "data.n_test": 96,
     "model.m": THEORY_WIDTHS[0], "model.m1": 64, "model.space": "gram", "model.neurons": True,
     "init.scheme": "theory", "init.c0": 0.02, "init.c1": 1.0,
-    "train.method": "flow", "train.solver": "tsit5", "train.lr": 0.01 / THEORY_WIDTHS[0], "train.t_end": 50.0 * THEORY_WIDTHS[0],
+    "train.method": "flow", "solver.name": "tsit5", "train.t_end": 50.0 * THEORY_WIDTHS[0],
+    "optimizer.lr": 0.01 / THEORY_WIDTHS[0],  # the flow reads no lr; kept so width sweeps stay reused
     "observe.points": 200, "observe.chunks": 2, "verify.c_t1": 20.0, "verify.loss_exponent": 2.0,
     "verify.sandwich_c": 0.1,
 }
@@ -74,7 +75,7 @@ EXPERIMENTS: dict[str, Experiment] = {
             "The paper's setting with W initialized 100x smaller (init.c1=0.01: the output starts near 0, "
             "loss log 2) and lr 0.001 for 300000 steps (same t = 300) so GD resolves the I2/I3 rise, "
             "which peaks near t = 0.01, one step of lr 0.01.",
-            {**PAPER, "init.c1": 0.01, "train.lr": 0.001, "train.steps": 300000},
+            {**PAPER, "init.c1": 0.01, "optimizer.lr": 0.001, "train.steps": 300000},
         ),
         Experiment(
             "theory",
@@ -111,7 +112,7 @@ EXPERIMENTS: dict[str, Experiment] = {
             "when the loss falls, and attention to the target words per layer.",
             {**PAPER, "system": "deep", "model.m": 64, "model.m1": 128, "model.layers": 2, "model.heads": 4,
              "train.method": "adam",
-             "train.lr": 0.0001, "train.steps": 600, "seeds": list(range(4)), "observe.points": 80},
+             "optimizer.lr": 0.0001, "train.steps": 600, "seeds": list(range(4)), "observe.points": 80},
             study="deep",
         ),
         Experiment(
@@ -124,7 +125,7 @@ EXPERIMENTS: dict[str, Experiment] = {
             "init-scale",
             "Kaiming with c1 = 1, 0.1, 0.01 and the theory's Condition 1 (c0 = 1, 0.3): the I2/I3 rise, T1, "
             "and how far the scores move (4 seeds, lr 0.001 to t = 5).",
-            {**PAPER, "train.lr": 0.001, "train.steps": 5000, "seeds": list(range(4))}, study="init-scale",
+            {**PAPER, "optimizer.lr": 0.001, "train.steps": 5000, "seeds": list(range(4))}, study="init-scale",
         ),
         Experiment(
             "noise",
@@ -139,14 +140,14 @@ EXPERIMENTS: dict[str, Experiment] = {
             "entropy rate, and which weights move first.",
             {"system": "markov", "data.d": 16, "data.L": 8, "data.n": 6000, "data.n_test": 3000, "model.m": 64,
              "model.m1": 128,
-             "init.scheme": "kaiming", "train.method": "gd", "train.lr": 2.0, "train.steps": 2000,
+             "init.scheme": "kaiming", "train.method": "gd", "optimizer.lr": 2.0, "train.steps": 2000,
              "seeds": [0, 1, 2, 3], "observe.points": 100}, study="markov",
         ),
         Experiment(
             "tiny",
             "A seconds-long smoke configuration: n=12, L=4, d=16, m=m1=8.",
             {"data.n": 12, "data.L": 4, "data.d": 16, "data.n_test": 24, "model.m": 8, "model.m1": 8,
-             "train.lr": 0.1, "train.steps": 200, "observe.points": 30, "observe.chunks": 3},
+             "optimizer.lr": 0.1, "train.steps": 200, "observe.points": 30, "observe.chunks": 3},
         ),
     )
 }

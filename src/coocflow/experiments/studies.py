@@ -42,10 +42,10 @@ def _plot(ax, result: RunResult, key: str, label: str, color: str, transform=lam
 
 def training_text(config: Config) -> str:
     """How a study's variant trains, in words: the flow with its solver, or the optimizer's steps."""
-    train = config.train
+    train, solver, optimizer = config.train, config.solver, config.optimizer
     if config.is_flow:
-        return f"the flow ({train.solver}, rtol {train.rtol:g}) to t = {config.t_end:g}"
-    return f"{train.method} with lr {train.lr:g} for {train.steps} steps (t = lr x steps = {config.t_end:g})"
+        return f"the flow ({solver.name}, rtol {solver.rtol:g}) to t = {config.t_end:g}"
+    return f"{train.method} with lr {optimizer.lr:g} for {train.steps} steps (t = lr x steps = {config.t_end:g})"
 
 
 def time_label(config: Config) -> str:
@@ -184,8 +184,8 @@ OPTIMIZERS = {
     "gd": {"train.method": "gd"},
     "sgd": {"train.method": "sgd", "train.batch_size": 10},
     "momentum": {"train.method": "momentum"},
-    "adam": {"train.method": "adam", "train.lr": 0.001},
-    "adamw": {"train.method": "adamw", "train.lr": 0.001},
+    "adam": {"train.method": "adam", "optimizer.lr": 0.001},
+    "adamw": {"train.method": "adamw", "optimizer.lr": 0.001},
 }
 
 
@@ -193,7 +193,7 @@ def optimizers(base: Config, out: Path, progress: Progress | None = None) -> Stu
     """GD, mini-batch SGD, momentum, Adam and AdamW from the same data and initialization: does
     the two-phase split survive, and what does Adam's normalization do to the scores?"""
     variants = {name: dict(overrides) for name, overrides in OPTIMIZERS.items()}
-    variants["momentum"]["train.lr"] = base.train.lr * (1 - base.train.momentum)
+    variants["momentum"]["optimizer.lr"] = base.optimizer.lr * (1 - base.optimizer.momentum)
     results = _run_variants(base, variants, out, progress)
     figure = _comparison_figure(results, [
         ("loss", lambda v: v, {"yscale": "log", "xlabel": "t = lr x steps", "ylabel": "training loss"}),
@@ -203,7 +203,7 @@ def optimizers(base: Config, out: Path, progress: Progress | None = None) -> Stu
     rows = []
     for name, result in results.items():
         s = result.trajectory.series
-        rows.append({"optimizer": name, "lr": result.config.train.lr, "T1": _t1_median(result),
+        rows.append({"optimizer": name, "lr": result.config.optimizer.lr, "T1": _t1_median(result),
                      "final_loss": float(np.nanmedian(s["loss"][:, -1])),
                      "dA_12": float(np.nanmedian(s["A_mu1_mu2"][:, -1] - s["A_mu1_mu2"][:, 0])),
                      "dA_31": float(np.nanmedian(s["A_mu3_mu1"][:, -1] - s["A_mu3_mu1"][:, 0])),

@@ -12,7 +12,7 @@ import io
 import json
 import zipfile
 from pathlib import Path
-from typing import Callable
+from typing import Callable, Sequence
 
 import numpy as np
 
@@ -20,7 +20,7 @@ from coocflow.config import Config
 from coocflow.errors import RunFolderError
 from coocflow.flow.system import EnsembleTraining
 from coocflow.flow.trajectory import Checkpoint
-from coocflow.runner import begin_run_folder, config_hash
+from coocflow.runner import begin_run_folder, config_hashes
 from coocflow.storage.atomic import atomic_write_bytes
 from coocflow.storage.checkpoint import RunCheckpoint
 from coocflow.storage.folders import StudyFolder, read_json_object
@@ -66,14 +66,14 @@ def train_variant(config: Config, out: Path, variant: str,
     folder = StudyFolder(out)
     if not folder.study_file.is_file():
         return _without_weights(train(None))
-    digest = config_hash(config)
+    digests = config_hashes(config)
     if folder.variant_file(variant).is_file():
-        return read_variant(out, variant, digest)
-    checkpoint = RunCheckpoint(out, digest, config.observe.checkpoint_every_s)
+        return read_variant(out, variant, digests)
+    checkpoint = RunCheckpoint(out, digests, config.observe.checkpoint_every_s)
     checkpoint.path = folder.checkpoint_file(variant)
     training = _without_weights(train(checkpoint))
     training.resumed = checkpoint.resumed_from
-    write_variant(out, variant, digest, training)
+    write_variant(out, variant, digests[0], training)
     checkpoint.path.unlink(missing_ok=True)
     return training
 
@@ -109,11 +109,12 @@ def _read_npz(path: Path, what: str) -> tuple[dict, dict[str, np.ndarray]]:
     return meta, arrays
 
 
-def read_variant(out: Path, variant: str, digest: str) -> EnsembleTraining:
-    """The finished variant `write_variant` kept, refused when written for another config."""
+def read_variant(out: Path, variant: str, digests: Sequence[str]) -> EnsembleTraining:
+    """The finished variant `write_variant` kept, refused when written for another config (its hash
+    not among `digests`, `runner.config_hashes`)."""
     path = StudyFolder(out).variant_file(variant)
     meta, arrays = _read_npz(path, "finished variant")
-    if meta.get("config_hash") != digest:
+    if meta.get("config_hash") not in digests:
         raise RunFolderError(f"{path}: was written for another config (config.json changed?); restore that "
                              "config.json or delete it to train the variant again")
     return EnsembleTraining(
@@ -162,7 +163,7 @@ def divergence_message(record: dict, out: Path) -> str | None:
     name, seed, div = failed[0]
     return (f"{len(failed)} of {total} seeds diverged ({name} seed {seed}: {div['quantity']} became non-finite at "
             f"t={div['t']:g}, last finite observation t={div['last_finite_t']}); observations before it are kept "
-            f"in {out}; lower train.lr")
+            f"in {out}; lower optimizer.lr")
 
 
 def clear_study_progress(out: Path) -> None:

@@ -21,7 +21,7 @@ import jax.numpy as jnp
 import numpy as np
 import optax
 
-from coocflow.config import TrainConfig
+from coocflow.config import OptimizerConfig
 
 TRACE_COUNTS: Counter = Counter()
 """How many times each compiled function was traced; tests assert it does not grow when only
@@ -30,8 +30,8 @@ array arguments (learning rate, tolerances, seeds) change."""
 HYPERPARAMETERS = ("lr", "momentum", "b1", "b2", "eps", "weight_decay")
 
 
-def hyperparameters(train: TrainConfig, dtype) -> dict[str, jax.Array]:
-    return {name: jnp.asarray(getattr(train, name), dtype=dtype) for name in HYPERPARAMETERS}
+def hyperparameters(optimizer: OptimizerConfig, dtype) -> dict[str, jax.Array]:
+    return {name: jnp.asarray(getattr(optimizer, name), dtype=dtype) for name in HYPERPARAMETERS}
 
 
 def make_optimizer(method: str, h: dict[str, jax.Array]) -> optax.GradientTransformation:
@@ -55,8 +55,8 @@ class Optimizer(eqx.Module):
     hyper: dict[str, jax.Array]
 
     @classmethod
-    def of(cls, train: TrainConfig, dtype) -> "Optimizer":
-        return cls(train.method, hyperparameters(train, dtype))
+    def of(cls, method: str, optimizer: OptimizerConfig, dtype) -> "Optimizer":
+        return cls(method, hyperparameters(optimizer, dtype))
 
     def transformation(self) -> optax.GradientTransformation:
         return make_optimizer(self.method, self.hyper)

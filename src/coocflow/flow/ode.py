@@ -21,7 +21,7 @@ import lineax
 import numpy as np
 import optimistix
 
-from coocflow.config import TrainConfig
+from coocflow.config import SolverConfig
 from coocflow.model import Transformer
 from coocflow.model.state import velocity
 from coocflow.observables import Problem
@@ -55,8 +55,8 @@ class Solver(eqx.Module):
     max_steps: int = eqx.field(static=True)
 
     @classmethod
-    def of(cls, train: TrainConfig, dtype) -> "Solver":
-        return cls(train.solver, jnp.asarray(train.rtol, dtype), jnp.asarray(train.atol, dtype), train.max_steps)
+    def of(cls, solver: SolverConfig, dtype) -> "Solver":
+        return cls(solver.name, jnp.asarray(solver.rtol, dtype), jnp.asarray(solver.atol, dtype), solver.max_steps)
 
     def diffrax_solver(self) -> diffrax.AbstractSolver:
         return make_solver(self.name, self.rtol, self.atol)
@@ -91,7 +91,7 @@ def total_stats(extras: list[dict[str, np.ndarray]], solver: str) -> dict:
 def result_message(code: int) -> str:
     """A one-line reason for a Diffrax result code, with the fix where there is one."""
     names = {int(item._value): name for name, item in diffrax.RESULTS._name_to_item.items()}
-    fixes = {"max_steps_reached": "raise train.max_steps or loosen train.rtol",
-             "dt_min_reached": "the flow is too stiff for this solver; try train.solver=kvaerno5"}
+    fixes = {"max_steps_reached": "raise solver.max_steps or loosen solver.rtol",
+             "dt_min_reached": "the flow is too stiff for this solver; try solver.name=kvaerno5"}
     name = names.get(code, f"code {code}")
     return f"{name.replace('_', ' ')}" + (f": {fixes[name]}" if name in fixes else "")

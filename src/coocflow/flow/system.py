@@ -28,8 +28,19 @@ from coocflow.config import Config
 from coocflow.flow.discrete import TRACE_COUNTS, Optimizer, chunk_length, minibatch, steps_then_observe
 from coocflow.flow.grid import observation_steps, observation_times
 from coocflow.flow.ode import Solver, result_message, total_stats
-from coocflow.flow.trajectory import (Checkpoint, SnapshotCarry, Snapshots, divergence_record, drive, map_seeds,
-                                     over_seed_groups, record_snapshot, slot_table, snapshot_carry, take_seeds)
+from coocflow.flow.trajectory import (
+    Checkpoint,
+    SnapshotCarry,
+    Snapshots,
+    divergence_record,
+    drive,
+    map_seeds,
+    over_seed_groups,
+    record_snapshot,
+    slot_table,
+    snapshot_carry,
+    take_seeds,
+)
 from coocflow.storage.checkpoint import DriveState
 from coocflow.systems.base import WEIGHTS_NORM2, AbstractSystem
 
@@ -327,9 +338,9 @@ def integrate(system: AbstractSystem, config: Config, checkpoint: Checkpoint | N
     dtype = jnp.dtype(config.dtype)
     grid = observation_grid(config) if grid is None else grid
     if config.is_flow:
-        return integrate_flow(system, Solver.of(config.train, dtype), grid, config.seed_list, config.observe.chunks,
+        return integrate_flow(system, Solver.of(config.solver, dtype), grid, config.seed_list, config.observe.chunks,
                               checkpoint, progress, snapshot_obs, ensemble)
     train = config.train
     batch_size = 0 if train.method == "gd" or train.batch_size in (0, config.data.n) else train.batch_size
-    return integrate_discrete(system, Optimizer.of(train, dtype), grid, train.lr, config.seed_list,
+    return integrate_discrete(system, Optimizer.of(train.method, config.optimizer, dtype), grid, config.optimizer.lr, config.seed_list,
                               config.observe.chunks, checkpoint, progress, batch_size, snapshot_obs, ensemble)

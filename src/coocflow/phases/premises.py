@@ -221,7 +221,7 @@ def _p7_small_output(state: dict, sc: Scales, delta: float) -> _SeedVerdict:
 
 def _p8_flow(config: dict, sc: Scales) -> Premise:
     """P8: gradient flow; GD counts when eta W0/6 << 1 (derived: `GD_STEP_LIMIT`)."""
-    method, lr = config["train"]["method"], config["train"]["lr"]
+    method, lr = config["train"]["method"], config["optimizer"]["lr"]
     statement = "gradient flow (GD only with eta W0/6 << 1)"
     threshold = f"train.method = flow, or gd with eta W0/6 <= {GD_STEP_LIMIT:g}"
     if method == "flow":

@@ -24,7 +24,7 @@ import time
 import zipfile
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Callable, Iterator
+from typing import Any, Callable, Iterator, Sequence
 
 import jax
 import jax.numpy as jnp
@@ -130,11 +130,14 @@ def _read(path: Path) -> tuple[dict, dict[str, np.ndarray]]:
 
 class RunCheckpoint:
     """Saves the driver's state into `folder` at most every `every_s` wall seconds (0: at every
-    chunk boundary) and restores it, refusing a checkpoint written for another config."""
+    chunk boundary) and restores it, refusing a checkpoint written for another config.
 
-    def __init__(self, folder: Path, config_hash: str, every_s: float):
+    `config_hashes` are the run's config hash, which a save records, then any other hash a
+    checkpoint of the same run may carry (one written before config format 2)."""
+
+    def __init__(self, folder: Path, config_hashes: Sequence[str], every_s: float):
         self.path = Path(folder) / CHECKPOINT_FILE
-        self.config_hash = config_hash
+        self.config_hash, *self.earlier_hashes = config_hashes
         self.every_s = every_s
         self.started = time.perf_counter()
         self.last_save = self.started
@@ -171,7 +174,7 @@ class RunCheckpoint:
         if not self.path.is_file():
             return initial
         meta, arrays = _read(self.path)
-        if meta.get("config_hash") != self.config_hash:
+        if meta.get("config_hash") not in (self.config_hash, *self.earlier_hashes):
             raise RunFolderError(f"{self.path}: checkpoint was written for another config (config.json changed?); "
                                  "restore that config.json or delete the checkpoint to restart from t = 0")
         series = {k[len("series_"):]: v for k, v in arrays.items() if k.startswith("series_")}

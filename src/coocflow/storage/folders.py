@@ -18,7 +18,7 @@ from typing import Any, ClassVar, Union
 
 import numpy as np
 
-from coocflow.config import Config, config_from_dict
+from coocflow.config import Config, config_from_dict, current_record
 from coocflow.errors import RunFolderError
 
 
@@ -64,8 +64,9 @@ class _Folder:
         return read_json_object(self.manifest_file)
 
     def config_record(self) -> dict[str, Any]:
-        """config.json as written (a dict: what `coocflow compare` and `show` print)."""
-        return read_json_object(self.config_file)
+        """config.json as a dict in the current config format (what `coocflow compare` and `show`
+        print); a format-1 record comes with its keys moved (`config.current_record`)."""
+        return current_record(read_json_object(self.config_file))
 
     def config(self) -> Config:
         """config.json, validated into a `Config`."""

@@ -35,6 +35,7 @@ from coocflow.config import (
     Config,
     all_keys,
     config_from_dict,
+    current_key,
     load_toml,
     unsafe_name_reason,
 )
@@ -86,7 +87,9 @@ def _where(path: Path | None) -> str:
 
 
 def _check_key(key: str, section: str, path: Path | None) -> None:
-    if key not in all_keys():
+    """Refuse what is not a config key; a format-1 name (`train.lr`) counts as its new one, and the
+    job keeps the name as written, so an old spec resumes its own sweep folder."""
+    if current_key(key) not in all_keys():
         close = difflib.get_close_matches(key, all_keys(), n=1)
         hint = f"did you mean '{close[0]}'?" if close else "see `coocflow keys`"
         raise ConfigError(f"{_where(path)}[{section}] '{key}' is not a config key: {hint}")
@@ -151,7 +154,8 @@ def spec_from_dict(tree: dict[str, Any], path: Path | None = None) -> SweepSpec:
     if len({len(v) for v in zipped.values()}) > 1:
         raise ConfigError(f"{_where(path)}[zip]: every list must have the same length (got "
                           + ", ".join(f"{k}: {len(v)}" for k, v in zipped.items()) + ")")
-    both = set(grid) & set(zipped) | (set(sections["set"]) & (set(grid) | set(zipped)))
+    named = {section: {current_key(key) for key in table} for section, table in sections.items()}
+    both = named["grid"] & named["zip"] | (named["set"] & (named["grid"] | named["zip"]))
     if both:
         raise ConfigError(f"{_where(path)}'{sorted(both)[0]}' appears in more than one of [set], [grid], [zip]")
     try:

@@ -21,7 +21,8 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from coocflow.errors import RunFolderError
+from coocflow.config import config_from_dict
+from coocflow.errors import ConfigError, RunFolderError
 from coocflow.storage import atomic_write_json
 from coocflow.storage.atomic import atomic_write_with
 from coocflow.storage.folders import SweepFolder, read_json_object
@@ -54,9 +55,11 @@ class SweepStore:
         the staging folders of jobs a killed sweep left half-written (nothing else writes there
         while the sweep is not running)."""
         record = SweepFolder(self.root).spec_file
+        current = record.is_file()
         if record.is_file():
             existing = read_record(self.root)
-            if existing.get("fingerprint") != spec.fingerprint:
+            current = existing.get("fingerprint") == spec.fingerprint
+            if not current and not same_jobs(existing, spec):
                 if not force:
                     raise RunFolderError(f"--out {self.root}: holds a different sweep ('{existing.get('name')}'); "
                                          "choose another --out, or pass --force to delete it and start over")
@@ -69,7 +72,7 @@ class SweepStore:
             (self.root / sub).mkdir(parents=True, exist_ok=True)
         for leftover in (self.root / "jobs").glob(".*"):
             shutil.rmtree(leftover, ignore_errors=True)
-        if not record.is_file():
+        if not current:
             atomic_write_json(record, {"format_version": SWEEP_FORMAT_VERSION, "fingerprint": spec.fingerprint,
                                        **spec.to_dict(), "axes": spec.axes,
                                        "jobs": [job.to_dict() for job in spec.jobs]})
@@ -88,6 +91,16 @@ class SweepStore:
         if not files:
             raise RunFolderError(f"{self.root}: no finished jobs yet (no table/{kind}/*.parquet)")
         return pa.concat_tables([pq.read_table(f) for f in files], promote_options="default")
+
+
+def same_jobs(record: dict, spec: SweepSpec) -> bool:
+    """Whether a stored sweep record holds exactly `spec`'s jobs, each job's config read through its
+    format: a sweep written before config format 2 resumes from its own spec file."""
+    try:
+        stored = [(job["id"], job["axes"], config_from_dict(job["config"])) for job in record.get("jobs", [])]
+    except (ConfigError, KeyError, TypeError):
+        return False
+    return stored == [(job.id, job.axes, job.config) for job in spec.jobs]
 
 
 def read_record(root: Path) -> dict:

@@ -14,8 +14,7 @@ from coocflow.api import ensure_run
 from coocflow.config import Config
 from coocflow.phases.exponents import fit_exponent
 from coocflow.phases.premises import DELTA, neurons_meeting_p1
-from coocflow.phases.scaling import (QUANTITIES, WEIGHT_SPACE_MAX_WIDTH, fitted_constants, judge_rates, m1_slope,
-                                     measure)
+from coocflow.phases.scaling import QUANTITIES, WEIGHT_SPACE_MAX_WIDTH, fitted_constants, judge_rates, m1_slope, measure
 from coocflow.phases.verify import seed_data, verify_run, width_summary
 from coocflow.storage import load_run
 from coocflow.storage.folders import ScalingFolder
@@ -41,7 +40,7 @@ def width_overrides(axis: str, value: int, base: Config) -> dict:
         widths = {"model.m": value, "model.m1": neurons_meeting_p1(value, DELTA, base.model.m1)}
         if base.is_flow:
             c1_squared = base.init.c1 ** 2
-            widths["train.lr"] = GRID_START_PER_U0 / (c1_squared * value)
+            widths["optimizer.lr"] = GRID_START_PER_U0 / (c1_squared * value)  # unread by the flow; keeps folders reused
             widths["train.t_end"] = T_END_PER_LOSS_SCALE * value ** (base.verify.loss_exponent - 1) / c1_squared
     else:
         ratio = base.model.m1 / base.model.m

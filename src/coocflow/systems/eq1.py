@@ -18,7 +18,15 @@ import jax.numpy as jnp
 import numpy as np
 import optax
 
-from coocflow.config import TRAIN_METHODS, Config, ObserveConfig, TrainConfig, VerifyConfig
+from coocflow.config import (
+    TRAIN_METHODS,
+    Config,
+    ObserveConfig,
+    OptimizerConfig,
+    SolverConfig,
+    TrainConfig,
+    VerifyConfig,
+)
 from coocflow.data import Dataset, make_test_set, make_train_set
 from coocflow.errors import ConfigError
 from coocflow.model import Transformer, init_model
@@ -123,6 +131,7 @@ class Eq1System(AbstractSystem):
     @classmethod
     def from_config(cls, config: Config) -> "Eq1System":
         section = dataclasses.replace(config, name="eq1", seed=0, seeds=(), train=TrainConfig(),
+                                      optimizer=OptimizerConfig(), solver=SolverConfig(),
                                       observe=ObserveConfig(), verify=VerifyConfig())
         return cls(section, config.train.trainable)
 
