@@ -12,6 +12,7 @@ import pytest
 from coocflow.api import resolve_config, run_and_write
 from coocflow.phases import checks_phase1
 from coocflow.phases.checks import CHECKS, EVIDENCE, SeedData
+from coocflow.phases.saved import SavedState
 from coocflow.phases.scales import eps_m
 from coocflow.phases.verify import seed_data
 from coocflow.storage import load_run
@@ -39,10 +40,15 @@ def weights(tmp_path_factory):
                        tmp_path_factory.mktemp("phase1") / "weights")
 
 
-def _as_grams(state):
-    """A weight-space state as the Gram-space run folder stores it (storage.run_folder.GRAM_STATE_KEYS)."""
-    if state is None:
+def _as_grams(saved):
+    """A weight-space state as the Gram-space run folder stores it (storage.run_folder.GRAM_STATE_KEYS),
+    decoded again."""
+    if saved is None:
         return None
+    return SavedState.of(_gram_arrays(saved.arrays()))
+
+
+def _gram_arrays(state):
     u = state["W"].T @ state["a"]
     kept = {k: v for k, v in state.items() if k in ("tokens", "labels", "groups", "t", "step")}
     return kept | {"A": state["W_K"].T @ state["W_Q"], "P": state["W_Q"].T @ state["W_Q"],
@@ -61,12 +67,12 @@ def grams(weights):
 def _edited(data: SeedData, edit_states=None, **scale_changes) -> SeedData:
     """A copy of `data` whose states `edit_states(states)` changes in place (the arrays are copied
     lazily: an edit assigns new arrays) and whose scales take `scale_changes`."""
-    states = {name: None if s is None else dict(s) for name, s in data.states.items()}
+    states = {name: None if s is None else s.arrays() for name, s in data.states.items()}
     if edit_states is not None:
         edit_states(states)
     scales = dataclasses.replace(data.scales, **scale_changes)
     return SeedData(data.series, data.m, A_init=data.A_init, A_final=data.A_final, n=data.n, L=data.L,
-                    states=states, scales=scales)
+                    states={name: None if s is None else SavedState.of(s) for name, s in states.items()}, scales=scales)
 
 
 def _exaggerate_t1(factor):
@@ -219,8 +225,9 @@ def _with_neurons(state):
     """A weight-space state as a Gram-space run with model.neurons stores it: the Grams and N, Z, a."""
     if state is None:
         return None
-    W = state["W"]
-    return _as_grams(state) | {"N": W @ W.T, "Z": W @ state["W_V"], "a": state["a"]}
+    arrays = state.arrays()
+    W = arrays["W"]
+    return SavedState.of(_gram_arrays(arrays) | {"N": W @ W.T, "Z": W @ arrays["W_V"], "a": arrays["a"]})
 
 
 @pytest.fixture(scope="module")

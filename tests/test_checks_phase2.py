@@ -10,6 +10,7 @@ import pytest
 from coocflow.api import resolve_config, run_and_write
 from coocflow.phases import checks_phase2 as phase2
 from coocflow.phases.checks import CHECKS, EVIDENCE, SeedData
+from coocflow.phases.saved import SavedState
 from coocflow.phases.verify import seed_data
 from coocflow.storage import load_run
 
@@ -32,13 +33,14 @@ def weights(tmp_path_factory):
     return seed_data(load_run(folder))[0][1]
 
 
-def _as_grams(state):
-    """The Gram-space state of a weight-space one (run-folder keys)."""
+def _as_grams(saved):
+    """The Gram-space state of a weight-space one (as a Gram-space run folder stores it, decoded)."""
+    state = saved.arrays()
     W_Q, W_K, W_V, W, a = (np.asarray(state[k]) for k in ("W_Q", "W_K", "W_V", "W", "a"))
     u = W.T @ a
     grams = {"A": W_K.T @ W_Q, "P": W_Q.T @ W_Q, "K": W_K.T @ W_K, "V": W_V.T @ W_V, "G": u @ W_V,
              "s": np.asarray(u @ u), "m": np.asarray(W_Q.shape[0]), "m1": np.asarray(W.shape[0])}
-    return {**{k: v for k, v in state.items() if k in ("tokens", "labels", "groups", "t")}, **grams}
+    return SavedState.of({**{k: v for k, v in state.items() if k in ("tokens", "labels", "groups", "t")}, **grams})
 
 
 @pytest.fixture(scope="module")
@@ -101,7 +103,7 @@ def _target_change_reversed(state_name, since, index, share):
 
 
 def _S2_over_S3(state):
-    g, groups = phase2.loss_weights(state), np.asarray(state["groups"])
+    g, groups = phase2.loss_weights(SavedState.of(state)), np.asarray(state["groups"])
     return float(np.sum(g[groups == 1]) / np.sum(g[groups == 2]))
 
 
@@ -134,10 +136,11 @@ def _one_margin_back(share):
     def edit(states, d):
         final = states["final"]
         token, i, label = _random_token_of(final, 3)
-        growth = phase2.sample_margins(final)[i] - phase2.sample_margins(states["T1"])[i]
+        margins = {name: phase2.sample_margins(SavedState.of(states[name]))[i] for name in ("final", "T1")}
+        growth = margins["final"] - margins["T1"]
         probe = {**final, "G": final["G"].copy()}
         probe["G"][token] += label
-        per_unit = phase2.sample_margins(probe)[i] - phase2.sample_margins(final)[i]
+        per_unit = phase2.sample_margins(SavedState.of(probe))[i] - margins["final"]
         final["G"][token] -= label * share * growth / per_unit
     return edit
 
@@ -168,9 +171,10 @@ DIAGNOSTICS = ("lemmaE.9_value_change", "lemmaE.23_score_change", "corE.24_atten
 
 
 def _edited(data: SeedData, edit, series=None) -> SeedData:
-    states = copy.deepcopy(data.states)
+    states = {name: None if s is None else copy.deepcopy(s.arrays()) for name, s in data.states.items()}
     edit(states, data)
-    return SeedData(series or data.series, data.m, n=data.n, L=data.L, states=states, scales=data.scales)
+    return SeedData(series or data.series, data.m, n=data.n, L=data.L, scales=data.scales,
+                    states={name: None if s is None else SavedState.of(s) for name, s in states.items()})
 
 
 def test_every_check_has_a_constructed_failure():

@@ -16,8 +16,9 @@ from coocflow.model import loss, loss_grad
 from coocflow.model.gram import GramState, gram_gd_step, grams_from_weights
 from coocflow.model.gram_init import sample_theory_grams, sample_theory_neuron_grams
 from coocflow.observables.registry import neuron_only
-from coocflow.runner import build_model, build_problem, state_from_arrays, train, unstack
+from coocflow.runner import build_model, build_problem, train, unstack
 from coocflow.storage import load_run
+from coocflow.systems.eq1 import state_from_arrays
 
 FIELDS = ("A", "P", "K", "V", "G", "s", "N", "Z")
 THEORY_LIKE = {"data.n": 24, "data.L": 3, "data.d": 67, "data.n_test": 24, "model.m": 64, "model.m1": 4,
@@ -157,23 +158,23 @@ def test_a_run_folder_with_neurons_saves_and_reloads(tmp_path):
     run = load_run(folder)
     manifest = json.loads((folder / "manifest.json").read_text())
     assert manifest["absent_columns"] == [] and set(neuron_only()) <= set(run.metrics)
-    final, _ = state_from_arrays(run.state_final)
+    final = state_from_arrays(run.state_final)
     want = unstack(result.trajectory.final, 0)
     assert final.has_neurons and final.N.shape == (8, 8) and final.Z.shape == (8, 24)
     for name in FIELDS + ("a",):
         np.testing.assert_array_equal(getattr(final, name), getattr(want, name), err_msg=name)
-    initial, _ = state_from_arrays(run.state_init)
+    initial = state_from_arrays(run.state_init)
     assert initial.has_neurons and not np.array_equal(initial.Z, final.Z)
     snapshots = run.state_snapshots
     assert snapshots["N"].shape == (2, 8, 8) and snapshots["Z"].shape == (2, 8, 24) and snapshots["a"].shape == (2, 8)
     np.testing.assert_array_equal(snapshots["a"][0], final.a)
     if run.state_t1 is not None:
-        assert state_from_arrays(run.state_t1)[0].has_neurons
+        assert state_from_arrays(run.state_t1).has_neurons
 
     plain_folder, _ = run_and_write(resolve_config("paper", {**overrides, "model.neurons": False}, seed=2),
                                     tmp_path / "plain", figures=False)
     plain = load_run(plain_folder)
-    assert "N" not in plain.state_final and not state_from_arrays(plain.state_final)[0].has_neurons
+    assert "N" not in plain.state_final and not state_from_arrays(plain.state_final).has_neurons
 
 
 def test_neurons_are_refused_where_they_do_not_apply():

@@ -40,8 +40,8 @@ def test_t1_is_the_declared_time_and_its_state_is_kept(sparse):
         assert data.bounds["T1"] == pytest.approx(20.0 / 32768, rel=1e-12)
         assert data.bounds["all_correct"] is not None and data.bounds["all_correct"] < data.bounds["T1"]
         state = data.states["T1"]
-        assert state is not None and float(state["t"]) == pytest.approx(20.0 / 32768, rel=1e-12)
-        assert "tokens" in state and state["A"].shape == (40, 40)
+        assert state is not None and state.t == pytest.approx(20.0 / 32768, rel=1e-12)
+        assert state.tokens.ndim == 2 and state.scores.shape == (40, 40)
         at = int(np.searchsorted(data.t, data.bounds["T1"]))
         assert data.t[at] == pytest.approx(data.bounds["T1"], rel=1e-12)
 

@@ -19,6 +19,7 @@ from coocflow.phases.premises import (
     premises_markdown,
     premises_summary,
 )
+from coocflow.phases.saved import SavedState, seed_arrays
 from coocflow.phases.scales import scales_of
 from coocflow.storage.run_folder import load_run
 
@@ -76,12 +77,12 @@ def test_paper_like_kaiming_ensemble_breaks_p1_p2_p3_p5(kaiming_ensemble):
     assert "m1 = 8 < 8 log(4/delta) = 35.1 (L. D.6 vacuous)" in premises["P1"].note
 
 
-def test_numpy_logits_at_init_equal_the_model_and_the_manifest_loss(kaiming_ensemble):
+def test_saved_state_logits_at_init_equal_the_model_and_the_manifest_loss(kaiming_ensemble):
     state = kaiming_ensemble.state_init
     fmax = []
     for seed in range(2):
-        weights = {k: state[k][seed] for k in ("W_Q", "W_K", "W_V", "W", "a", "tokens", "labels")}
-        ours = logits_at(weights)
+        weights = {k: state[k][seed] for k in ("W_Q", "W_K", "W_V", "W", "a", "tokens", "labels", "groups")}
+        ours = logits_at(SavedState.of(weights))
         model = Transformer(**{k: jnp.asarray(weights[k]) for k in ("W_Q", "W_K", "W_V", "W", "a")})
         np.testing.assert_allclose(ours, np.asarray(logits(model, jnp.asarray(weights["tokens"]))), rtol=0, atol=1e-10)
         loss0 = np.mean(np.logaddexp(0.0, -weights["labels"] * ours))
@@ -96,7 +97,7 @@ def test_p7_fails_when_the_initial_output_exceeds_lemma_d8s_bound(meets_all):
     state = {k: np.array(v, copy=True) for k, v in meets_all.state_init.items()}
     sc = scales_of(meets_all.config)
     bound = 2 * sc.c0 * sc.c1 * math.sqrt(2 * math.log(2 * sc.L * sc.n / 0.05))
-    fmax0 = float(np.max(np.abs(logits_at(state))))
+    fmax0 = float(np.max(np.abs(logits_at(SavedState.of(seed_arrays(state)[0])))))
     state["W"] = state["W"] * (2 * bound / fmax0)
     p7 = _by_id(evaluate_premises(dataclasses.replace(meets_all, state_init=state)))["P7"]
     assert not p7.met and p7.note.startswith(f"Fmax0 = {2 * bound:.3g} > L. D.8's bound")
@@ -110,7 +111,7 @@ def test_a_run_built_for_the_theory_meets_every_premise(meets_all):
     by_id = _by_id(premises)
     assert "64 distinct of 64 random slots" in by_id["P5"].value
     assert "sizes 48/16/16/16" in by_id["P4"].value
-    fmax0 = float(np.max(np.abs(logits_at(meets_all.state_init))))
+    fmax0 = float(np.max(np.abs(logits_at(SavedState.of(meets_all.state_init)))))
     assert fmax0 <= 0.01 and f"Fmax0 = {fmax0:.3g}" in by_id["P7"].value
     bound = 2 * 0.002 * 1.0 * math.sqrt(2 * math.log(2 * 3 * 96 / 0.05))
     assert f"bound {bound:.3g}" in by_id["P7"].value

@@ -6,7 +6,6 @@ import numpy as np
 import pytest
 
 from coocflow.api import resolve_config, run_and_write
-from coocflow.model.stored import attention_of, mlp_of
 from coocflow.phases.checks import CHECKS, ROUNDING_ULPS, SeedData
 from coocflow.phases.premises import logits_at
 from coocflow.phases.verify import seed_data
@@ -208,9 +207,9 @@ def test_checks_without_scales_or_states_are_not_applicable(theory):
 
 def _pressure(state, token):
     """P(mu) = (1/n) sum_{i: mu in X_i} g_i y_i sum_l p_{q<-l, k<-mu} (docs/claims.md)."""
-    tokens, labels = np.asarray(state["tokens"]), np.asarray(state["labels"])
+    tokens, labels = state.tokens, state.labels
     g = 1 / (1 + np.exp(labels * logits_at(state)))
-    received = np.sum(attention_of(state, tokens), axis=2)  # sum over queries l, per key position h
+    received = np.sum(state.attention(tokens), axis=2)  # sum over queries l, per key position h
     return float(np.sum((g * labels)[:, None] * received * (tokens == token)) / len(tokens))
 
 
@@ -218,10 +217,10 @@ def test_new_observables_match_their_definitions(theory):
     """min_margin_I2_I3 from the final state's margins; the diagonal value-Gram rates from L. F.11's
     identity dV_ab = G(b) P(a) + G(a) P(b), exact along the flow."""
     final = theory.states["final"]
-    margins = np.asarray(final["labels"]) * logits_at(final)
-    in_i2_i3 = np.isin(np.asarray(final["groups"]), (1, 2))
+    margins = final.labels * logits_at(final)
+    in_i2_i3 = np.isin(final.groups, (1, 2))
     assert theory.series["min_margin_I2_I3"][-1] == pytest.approx(np.min(margins[in_i2_i3]), rel=1e-10)
-    G = mlp_of(final)
+    G = final.mlp
     for k, token in enumerate((MU1, MU2, MU3), start=1):
         expected = 2 * G[token] * _pressure(final, token)
         assert theory.series[f"d_V_mu{k}_mu{k}_dt"][-1] == pytest.approx(expected, rel=1e-8)

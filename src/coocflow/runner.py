@@ -34,7 +34,6 @@ from coocflow.storage.folders import RunFolder
 from coocflow.storage.paths import refuse_existing_out, write_folder_atomically
 from coocflow.storage.provenance import provenance
 from coocflow.systems.eq1 import Eq1System, build_model, build_problem, gram_source
-from coocflow.systems.eq1 import state_from_arrays as decode_state
 
 INIT_NOTES = {
     "kaiming": "kaiming: uniform(-c/sqrt(fan_in), c/sqrt(fan_in)), fan-in d for W_Q, W_K, W_V (c = c0) and m for W (c = c1); a uniform on {+1,-1}",
@@ -189,15 +188,6 @@ def state_arrays(model: State, data: Dataset) -> dict[str, np.ndarray]:
     a when the neurons are resolved)."""
     return {"tokens": np.asarray(data.tokens), "labels": np.asarray(data.labels), "groups": np.asarray(data.groups),
             **{key: np.asarray(value) for key, value in model.arrays().items()}}
-
-
-def state_from_arrays(arrays: dict[str, np.ndarray]) -> tuple[State, Dataset]:
-    """The inverse of `state_arrays` for one seed: the model (weights or Grams, decoded by eq. (1)'s
-    system, `Eq1System.from_arrays`) and its training set, float64, from a run folder's state dict
-    (`storage.run_folder.read_state`, one seed)."""
-    data = Dataset(jnp.asarray(arrays["tokens"]), jnp.asarray(arrays["labels"], dtype=jnp.float64),
-                   jnp.asarray(arrays["groups"]))
-    return decode_state(arrays), data
 
 
 FINAL_KEYS = ("t", "loss", "train_acc", "test_loss", "test_acc", "min_margin", "G_mu1", "G_mu2", "G_mu3",

@@ -50,6 +50,14 @@ class AbstractState(eqx.Module):
         """V = W_V^T W_V (d x d)."""
 
     @abc.abstractmethod
+    def key_gram(self) -> jnp.ndarray:
+        """K = W_K^T W_K (d x d)."""
+
+    @abc.abstractmethod
+    def query_gram(self) -> jnp.ndarray:
+        """Q = W_Q^T W_Q (d x d), the Gram state's P."""
+
+    @abc.abstractmethod
     def u_norm2(self) -> jnp.ndarray:
         """s = ||u||^2, u = W^T a (eq. (5))."""
 
@@ -83,8 +91,33 @@ class AbstractState(eqx.Module):
         """w_j^T W_V token for every neuron j, (m1,): a column of Z = W W_V."""
 
     @abc.abstractmethod
+    def neuron_values(self) -> jnp.ndarray:
+        """Z = W W_V (m1 x d): Z[j, mu] = w_j^T W_V mu, the neurons' values."""
+
+    @abc.abstractmethod
+    def readout(self) -> jnp.ndarray | None:
+        """a (m1,), the fixed +-1 output weights (None where the neurons are not resolved)."""
+
+    @abc.abstractmethod
+    def mlp_rate(self, velocity: "AbstractState") -> jnp.ndarray:
+        """dG/dt over the vocabulary (d,) along `velocity`, the time derivative of this state's
+        moving part (`velocity`)."""
+
+    @abc.abstractmethod
+    def neuron_value_rates(self, velocity: "AbstractState") -> jnp.ndarray:
+        """dZ/dt (m1 x d) along `velocity`: the rates of the neurons' values w_j^T W_V mu."""
+
+    @abc.abstractmethod
     def neuron_count(self) -> int:
         """m1, the neurons of the MLP (a^T a)."""
+
+    @abc.abstractmethod
+    def width(self) -> int:
+        """m, the width of W_Q, W_K and W_V (host side: not under a trace)."""
+
+    @abc.abstractmethod
+    def vocabulary(self) -> int:
+        """d, the number of tokens."""
 
     @property
     @abc.abstractmethod

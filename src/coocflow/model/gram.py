@@ -97,6 +97,12 @@ class GramState(AbstractState):
     def value_gram(self) -> jnp.ndarray:
         return self.V
 
+    def key_gram(self) -> jnp.ndarray:
+        return self.K
+
+    def query_gram(self) -> jnp.ndarray:
+        return self.P
+
     def u_norm2(self) -> jnp.ndarray:
         return self.s
 
@@ -118,8 +124,27 @@ class GramState(AbstractState):
     def neuron_values_at(self, token: int) -> jnp.ndarray:
         return self.Z[:, token]
 
+    def neuron_values(self) -> jnp.ndarray:
+        return self.Z
+
+    def readout(self) -> jnp.ndarray | None:
+        return self.a
+
+    def mlp_rate(self, velocity: "GramState") -> jnp.ndarray:
+        """G is a Gram of the state: its rate is the velocity's."""
+        return velocity.G
+
+    def neuron_value_rates(self, velocity: "GramState") -> jnp.ndarray:
+        return velocity.Z
+
     def neuron_count(self) -> int:
         return self.m1
+
+    def width(self) -> int:
+        return int(np.ravel(np.asarray(self.m))[0])
+
+    def vocabulary(self) -> int:
+        return int(self.A.shape[-1])
 
     @property
     def dtype(self):

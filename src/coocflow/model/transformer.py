@@ -58,6 +58,12 @@ class Transformer(AbstractState):
     def value_gram(self) -> jnp.ndarray:
         return self.W_V.T @ self.W_V
 
+    def key_gram(self) -> jnp.ndarray:
+        return self.W_K.T @ self.W_K
+
+    def query_gram(self) -> jnp.ndarray:
+        return self.W_Q.T @ self.W_Q
+
     def u_norm2(self) -> jnp.ndarray:
         return self.u @ self.u
 
@@ -83,8 +89,28 @@ class Transformer(AbstractState):
     def neuron_values_at(self, token: int) -> jnp.ndarray:
         return self.W @ self.W_V[:, token]
 
+    def neuron_values(self) -> jnp.ndarray:
+        return self.W @ self.W_V
+
+    def readout(self) -> jnp.ndarray:
+        return self.a
+
+    def mlp_rate(self, velocity: "Transformer") -> jnp.ndarray:
+        """G = W_V^T u, u = W^T a with a fixed: dG = dW_V^T u + W_V^T (dW^T a)."""
+        return velocity.W_V.T @ self.u + self.W_V.T @ (velocity.W.T @ self.a)
+
+    def neuron_value_rates(self, velocity: "Transformer") -> jnp.ndarray:
+        """Z = W W_V: dZ = dW W_V + W dW_V."""
+        return velocity.W @ self.W_V + self.W @ velocity.W_V
+
     def neuron_count(self) -> int:
         return self.a.shape[-1]
+
+    def width(self) -> int:
+        return int(self.W_Q.shape[-2])
+
+    def vocabulary(self) -> int:
+        return int(self.W_Q.shape[-1])
 
     @property
     def dtype(self):

@@ -25,6 +25,7 @@ import numpy as np
 
 from coocflow.data import Dataset
 from coocflow.model import Transformer, attention, combine, logits, partition, token_mlp, trainable_loss
+from coocflow.phases.saved import SavedState, seed_arrays
 
 KINDS = ("neuron Gram <w_j1,w_j2>", "neuron values w_j^T W_V mu", "scores nu^T W_K^T W_Q mu",
          "value Gram nu^T W_V^T W_V mu", "key Gram nu^T W_K^T W_K mu", "query Gram nu^T W_Q^T W_Q mu")
@@ -101,21 +102,15 @@ def saved_state_agreement(run) -> list[dict]:
     at, so it returns no states."""
     moments = [("initial", run.state_init), ("T1", getattr(run, "state_t1", None)), ("final", run.state_final)]
     reports = []
-    for label, state in moments:
-        if state is None or "W_Q" not in state:
+    for label, arrays in moments:
+        if arrays is None:
             continue
-        first = {k: np.asarray(v)[0] if np.asarray(state["W_Q"]).ndim == 3 and np.ndim(v) else np.asarray(v)
-                 for k, v in state.items()}
-        if not np.all(np.isfinite(first["W_Q"])):
+        first = SavedState.of(seed_arrays(arrays)[0])
+        if not isinstance(first.params, Transformer) or not all(np.all(np.isfinite(leaf)) for leaf in jax.tree.leaves(first.params)):
             continue
-        dtype = first["W_Q"].dtype
-        model = Transformer(W_Q=jnp.asarray(first["W_Q"]), W_K=jnp.asarray(first["W_K"]), W_V=jnp.asarray(first["W_V"]),
-                            W=jnp.asarray(first["W"]), a=jnp.asarray(first["a"], dtype=dtype))
-        data = Dataset(jnp.asarray(first["tokens"]), jnp.asarray(first["labels"], dtype=dtype),
-                       jnp.asarray(first["groups"]))
-        reports.append({"state": label, "t": float(first["t"]) if "t" in first else None,
-                        "max_abs_p_minus_uniform": attention_spread(model, data),
-                        "relative_error": agreement(model, data)})
+        model = jax.tree.map(jnp.asarray, first.params)
+        reports.append({"state": label, "t": first.t, "max_abs_p_minus_uniform": attention_spread(model, first.dataset),
+                        "relative_error": agreement(model, first.dataset)})
     return reports
 
 

@@ -12,6 +12,7 @@ import numpy as np
 
 from coocflow.observables.registry import neuron_only
 from coocflow.phases.boundaries import phase_boundaries, sandwich_start
+from coocflow.phases.saved import SavedState
 from coocflow.phases.scales import Scales
 
 MONOTONE_FRACTION = 0.95
@@ -66,9 +67,9 @@ class SeedData:
     n: int = 60
     L: int = 5
     """Training samples and tokens per sample (Theorem 3.3's bound on the random-token changes)."""
-    states: dict[str, dict[str, np.ndarray] | None] = field(default_factory=dict)
-    """This seed's saved states, keyed "init", "T1" and "final" (run folder keys: the weights or
-    the Grams; "T1" is None when the seed never had every sample correct)."""
+    states: dict[str, SavedState | None] = field(default_factory=dict)
+    """This seed's saved states, keyed "init", "T1" and "final", in the system's own type (weights
+    or Grams, `phases.saved`); "T1" is None when the seed never had every sample correct."""
     scales: Scales | None = None
     """The configuration's init scales (v0, U0, W0, ...: docs/claims.md shorthand)."""
     loss_exponent: float = 2.0

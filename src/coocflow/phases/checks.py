@@ -12,12 +12,9 @@ from __future__ import annotations
 
 import numpy as np
 
-from coocflow.phases.premises import logits_at
-from coocflow.phases.state_values import grams_of, loss_weights
 from coocflow.phases.check_registry import (  # noqa: F401  (re-exported: the checks' registry)
     BALANCE_BOUND,
     CHECKS,
-    CheckResult,
     EQ5_TOLERANCE,
     EVIDENCE,
     EVIDENCE_CLASSES,
@@ -25,10 +22,14 @@ from coocflow.phases.check_registry import (  # noqa: F401  (re-exported: the ch
     LINEAR_R2,
     MONOTONE_FRACTION,
     SANDWICH_FRACTION,
+    CheckResult,
     SeedData,
     _t1,
     check,
 )
+from coocflow.phases.premises import logits_at
+from coocflow.phases.saved import SavedState
+from coocflow.phases.state_values import loss_weights
 
 
 @check("thm3.1_alignment",
@@ -85,14 +86,10 @@ def correct_by_declared_t1(d: SeedData) -> tuple:
             f"Every sample is correct {when}; T1 = C_T1/U0 = {t1:.3g}, where the smallest margin is {margin:.3g}.")
 
 
-def neuron_gram(state: dict | None) -> np.ndarray | None:
-    """N = W W^T, the neurons' inner products <w_j1, w_j2>: from the weights, or as a Gram-space
-    state that resolves the neurons saves it; None when the state has neither."""
-    if state is None:
-        return None
-    if "N" in state:
-        return np.asarray(state["N"])
-    return np.asarray(state["W"]) @ np.asarray(state["W"]).T if "W" in state else None
+def neuron_gram(state: SavedState | None) -> np.ndarray | None:
+    """N = W W^T, the neurons' inner products <w_j1, w_j2>; None when the state does not resolve
+    the neurons (a Gram-space run without model.neurons)."""
+    return None if state is None or state.neurons is None else state.neurons[0]
 
 
 @check("thm3.1_near_init",
@@ -109,7 +106,7 @@ def near_init(d: SeedData) -> tuple:
     start, at_t1 = d.states.get("init"), d.states.get("T1")
     if start is None or at_t1 is None:
         return (None, "", None, "needs the saved init and T1 states")
-    before, after = grams_of(start), grams_of(at_t1)
+    before, after = start.grams, at_t1.grams
     moved = {k: float(np.max(np.abs(after[k] - before[k]))) for k in ("V", "A", "K", "Q")}
     relative = {k: moved[k] / max(float(np.max(np.abs(before[k]))), 1e-300) for k in moved}
     N0, N1 = neuron_gram(start), neuron_gram(at_t1)
@@ -657,13 +654,13 @@ def g_order_one(d: SeedData) -> tuple:
             "Phase-2 minimum (value at T1): " + ", ".join(f"{k} {smallest[k]:.3g} ({at_t1[k]:.3g})" for k in signed) + ".")
 
 
-def r_star(state: dict[str, np.ndarray]) -> float:
+def r_star(state: SavedState) -> float:
     """Lemma 4.5's proof: the fixed point R* = -b/(2a) + sqrt(b^2/(4a^2) - c/a) of R, with
     a = H_1 + H_2, b = H_3 + H_4 - H_1, c = -(H_2 + H_3 + 2 H_1), H_k the sum over I_k of
     g'_i = -g_i (1 - g_i), g_i = sigmoid(-y_i F_i) at `state` (NaN where a = 0 or the root is complex)."""
     g = loss_weights(state)
     slope = -g * (1 - g)
-    groups = np.asarray(state["groups"])
+    groups = state.groups
     h1, h2, h3, h4 = (float(np.sum(slope[groups == k])) for k in range(4))
     a, b, c = h1 + h2, h3 + h4 - h1, -(h2 + h3 + 2 * h1)
     if a == 0:

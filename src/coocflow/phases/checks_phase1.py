@@ -13,7 +13,6 @@ import math
 
 import numpy as np
 
-from coocflow.model.stored import attention_of, mlp_of, score_matrix_of
 from coocflow.phases.check_registry import HIDDEN_CONSTANT, SeedData, check
 from coocflow.phases.premises import (
     FIRST_RANDOM,
@@ -23,16 +22,8 @@ from coocflow.phases.premises import (
     init_events,
     logits_at,
 )
-from coocflow.phases.state_values import (
-    grams_of,
-    has_neurons,
-    neuron_count,
-    neuron_grams,
-    state_time,
-    token_P,
-    velocity_at,
-    vocabulary_size,
-)
+from coocflow.phases.saved import SavedState
+from coocflow.phases.state_values import state_time, token_P, velocity_at
 
 DELTA = 0.05
 """The failure probability delta of the bounds' logarithms (as in the premises)."""
@@ -47,7 +38,7 @@ def _fmt(x: float) -> str:
     return f"{x:.3g}"
 
 
-def _available(d: SeedData, *names: str) -> list[dict] | None:
+def _available(d: SeedData, *names: str) -> list[SavedState] | None:
     """The named saved states of this seed, or None when any of them (or the scales) is missing."""
     states = [d.states.get(name) for name in names]
     return None if d.scales is None or any(s is None for s in states) else states
@@ -57,35 +48,30 @@ def _t1_time(d: SeedData) -> float:
     return state_time(d.states["T1"], d.bounds["T1"])
 
 
-def mlp_rate(state: dict, field: dict | None = None) -> np.ndarray:
-    """dG(mu)/dt over the vocabulary from the velocity: G = W_V^T u, u = W^T a, so
-    dG = dW_V^T u + W_V^T dW^T a (a fixed); a Gram state's velocity holds dG itself."""
+def mlp_rate(state: SavedState, field=None) -> np.ndarray:
+    """dG(mu)/dt over the vocabulary along the velocity `field` (default the flow's at `state`):
+    the state's own product rule (`AbstractState.mlp_rate`)."""
     field = velocity_at(state) if field is None else field
-    if "G" in field:
-        return field["G"]
-    u = state["W"].T @ state["a"]
-    return field["W_V"].T @ u + state["W_V"].T @ (field["W"].T @ state["a"])
+    return np.asarray(state.params.mlp_rate(field))
 
 
-def neuron_rates(state: dict, field: dict | None = None) -> np.ndarray:
+def neuron_rates(state: SavedState, field=None) -> np.ndarray:
     """r[j, mu] = d(a_j w_j^T W_V mu)/dt = a_j (dw_j^T W_V mu + w_j^T dW_V mu) = a_j dZ[j, mu]/dt,
-    shape (m1, d); a Gram state that resolves the neurons has dZ/dt in its velocity."""
+    shape (m1, d) (`AbstractState.neuron_value_rates`)."""
     field = velocity_at(state) if field is None else field
-    value_rates = field["Z"] if "Z" in field else field["W"] @ state["W_V"] + state["W"] @ field["W_V"]
-    return state["a"][:, None] * value_rates
+    return state.neurons[2][:, None] * np.asarray(state.params.neuron_value_rates(field))
 
 
-def neuron_sample_values(state: dict) -> np.ndarray:
+def neuron_sample_values(state: SavedState) -> np.ndarray:
     """w_j^T W_V X_i p_l for every neuron j, sample i and query position l, shape (m1, n, L)."""
-    tokens = np.asarray(state["tokens"])
-    return np.einsum("jnh,nhl->jnl", neuron_grams(state)[1][:, tokens], attention_of(state, tokens))
+    return np.einsum("jnh,nhl->jnl", state.neurons[1][:, state.tokens], state.training_attention)
 
 
-def eq_e18_rhs(state: dict) -> np.ndarray:
+def eq_e18_rhs(state: SavedState) -> np.ndarray:
     """u2 P(mu) + (m1/n) sum_i g_i y_i sum_l sum_h p_l[h] V[x_h, mu] over the vocabulary; the
     second term is m1 (V^T P)(mu), P collecting the same per-key sums by token."""
     drive = token_P(state)
-    return grams_of(state)["s"] * drive + neuron_count(state) * (grams_of(state)["V"].T @ drive)
+    return state.grams["s"] * drive + state.neuron_count * (state.grams["V"].T @ drive)
 
 
 
@@ -119,7 +105,7 @@ def uniform_attention(d: SeedData) -> tuple:
     if found is None:
         return NEEDS_STATES
     state, sc = found[0], d.scales
-    deviation = float(np.max(np.abs(attention_of(state, state["tokens"]) - 1 / sc.L)))
+    deviation = float(np.max(np.abs(state.training_attention - 1 / sc.L)))
     log_factor = math.sqrt(math.log(2 * sc.d / DELTA))
     fitted = deviation * sc.L * sc.m
     measured = {"max_abs_p_minus_uniform": deviation, "fitted_constant_log_free": fitted,
@@ -142,7 +128,7 @@ def init_outputs(d: SeedData) -> tuple:
         return NEEDS_STATES
     state, sc = found[0], d.scales
     events = init_events(state, sc, DELTA)
-    fitted = float(np.max(np.abs(mlp_of(state)))) / sc.G0
+    fitted = float(np.max(np.abs(state.mlp))) / sc.G0
     measured = {"max_abs_G_over_G0": fitted, "value_norm_ratio": float(events["D4 ||W_V X p||^2"])}
     if events["D4 w_j^T W_V X p"] is not None:
         measured["neuron_value_ratio"] = float(events["D4 w_j^T W_V X p"])
@@ -170,7 +156,7 @@ def neuron_alignment_rate(d: SeedData) -> tuple:
     summed = mlp_rate(state, field)[[MU1, MU2]] / sc.W0
     measured = {"dG_mu1_dt_over_W0": float(summed[0]), "dG_mu2_dt_over_W0": float(summed[1])}
     summary = f"dG(mu_1)/dt(0) = {_fmt(summed[0])} W0, dG(mu_2)/dt(0) = {_fmt(summed[1])} W0 (derived ~ 1/6)"
-    if not has_neurons(state):
+    if not state.has_neurons:
         return (measured, "", None, f"{summary}; the per-neuron rates need the neurons of W (weight space or "
                 "model.neurons).")
     rates = neuron_rates(state, field)[:, [MU1, MU2]] / (sc.W0 / sc.m1)
@@ -191,7 +177,7 @@ def other_neuron_rates(d: SeedData) -> tuple:
     if found is None:
         return NEEDS_STATES
     state, sc = found[0], d.scales
-    if not has_neurons(state):
+    if not state.has_neurons:
         return NEEDS_NEURONS
     rates = np.abs(neuron_rates(state))
     random_bound = sc.W0 / (sc.m1 * sc.n) + sc.v0 * math.sqrt(sc.L / sc.m)
@@ -216,7 +202,7 @@ def neuron_value_change(d: SeedData) -> tuple:
     if found is None:
         return NEEDS_STATES
     start, at_t1 = found
-    if not has_neurons(start):
+    if not start.has_neurons:
         return NEEDS_NEURONS
     sc = d.scales
     bound = sc.s0 * sc.s1 * math.sqrt(sc.m / sc.L)
@@ -241,10 +227,10 @@ def neuron_gram_change(d: SeedData) -> tuple:
     if found is None:
         return NEEDS_STATES
     start, at_t1 = found
-    if not has_neurons(start):
+    if not start.has_neurons:
         return NEEDS_NEURONS
     sc, t1 = d.scales, _t1_time(d)
-    change = neuron_grams(at_t1)[0] - neuron_grams(start)[0]
+    change = at_t1.neurons[0] - start.neurons[0]
     off = ~np.eye(sc.m1, dtype=bool)
     rate_bound = 2 * sc.L * (sc.s0 * sc.s1 * math.sqrt(sc.m / sc.L * math.log(sc.m1 * sc.n * sc.L / DELTA))
                              + 4 / (sc.m1 * sc.L))
@@ -268,7 +254,7 @@ def neuron_rate_vs_p(d: SeedData) -> tuple:
     found = _available(d, "init")
     if found is None:
         return NEEDS_STATES
-    if not has_neurons(found[0]):
+    if not found[0].has_neurons:
         return NEEDS_NEURONS
     sc = d.scales
     times = {"0": found[0]} | ({"T1": d.states["T1"]} if d.states.get("T1") is not None else {})
@@ -276,7 +262,7 @@ def neuron_rate_vs_p(d: SeedData) -> tuple:
     for state in times.values():
         drive = token_P(state)
         rates = neuron_rates(state)
-        counts = np.bincount(np.asarray(state["tokens"]).ravel(), minlength=vocabulary_size(state))
+        counts = np.bincount(state.tokens.ravel(), minlength=state.vocabulary)
         for mu in (MU1, MU2):
             scale = drive[mu] * sc.W0 / sc.m1
             error = sc.L * sc.v0 / math.sqrt(sc.m) + counts[mu] / sc.n * sc.s1**2 * math.sqrt(sc.m * sc.m1)
@@ -341,10 +327,10 @@ def key_value_products(d: SeedData) -> tuple:
     if found is None:
         return NEEDS_STATES
     state, sc = found[0], d.scales
-    G, tokens = mlp_of(state), np.asarray(state["tokens"])
+    G, tokens = state.mlp, state.tokens
     nu, other = tokens[:, :, None], tokens[:, None, :]
     diagonal, cross = 0.0, 0.0
-    for gram in (grams_of(state)[k] for k in ("K", "Q")):
+    for gram in (state.grams[k] for k in ("K", "Q")):
         diagonal = max(diagonal, float(np.max(np.abs(np.diag(gram)))) * float(np.max(np.abs(G))))
         cross = max(cross, float(np.max(np.abs(gram[nu, other] * G[nu])[nu != other], initial=0.0)))
     log_factor = math.sqrt(math.log(2 * sc.d / DELTA))
@@ -375,18 +361,18 @@ def t1_box(d: SeedData) -> tuple:
         return NEEDS_STATES
     start, at_t1 = found
     sc, t1 = d.scales, _t1_time(d)
-    key_change = max(float(np.max(np.abs(grams_of(at_t1)[k] - grams_of(start)[k]))) for k in ("K", "Q"))
+    key_change = max(float(np.max(np.abs(at_t1.grams[k] - start.grams[k]))) for k in ("K", "Q"))
     measured = {"C_T1": t1 * sc.U0,
-                "fitted_constant_scores": float(np.max(np.abs(score_matrix_of(at_t1) - score_matrix_of(start)))) * sc.m**1.5,
+                "fitted_constant_scores": float(np.max(np.abs(at_t1.scores - start.scores))) * sc.m**1.5,
                 "fitted_constant_key_query": key_change / (sc.v0 / math.sqrt(sc.m))}
-    if has_neurons(start):
-        change = np.abs(neuron_grams(at_t1)[1] - neuron_grams(start)[1])
+    if start.has_neurons:
+        change = np.abs(at_t1.neurons[1] - start.neurons[1])
         radius = 1 / sc.m1
         measured["fitted_constant_targets"] = float(change[:, :FIRST_RANDOM].max()) / radius
         measured["fitted_constant_random"] = float(change[:, FIRST_RANDOM:].max()) / (radius / sc.n + radius / math.sqrt(sc.m))
     neurons = (f"neuron values moved {_fmt(measured['fitted_constant_targets'])} x R (mu_1..mu_3) and "
                f"{_fmt(measured['fitted_constant_random'])} x (R/n + R/sqrt m) (random tokens); "
-               if has_neurons(start) else "the neuron values need the neurons of W (weight space or model.neurons); ")
+               if start.has_neurons else "the neuron values need the neurons of W (weight space or model.neurons); ")
     return (measured, "C_T1 = T1 U0 and the fitted constants reported", None,
             f"T1 = {_fmt(t1)}, C_T1 = T1 U0 = {_fmt(measured['C_T1'])}; {neurons}max|D0 A| = "
             f"{_fmt(measured['fitted_constant_scores'])} x m^-1.5, max|D0 K|, |D0 Q| = "

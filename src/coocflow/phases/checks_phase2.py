@@ -14,12 +14,11 @@ import math
 
 import numpy as np
 
-from coocflow.model.stored import attention_of as attention_at
 from coocflow.phases.check_registry import SeedData, check
 from coocflow.phases.premises import FIRST_RANDOM, MU1, MU2, MU3
+from coocflow.phases.saved import SavedState
 from coocflow.phases.state_values import (
     RESOLUTION_ULPS,
-    grams_of,
     log_loss_weights,
     loss_weights,
     pair_counts,
@@ -41,27 +40,26 @@ S2_S3_BAND = (0.5, 2.0)
 
 # ---- shared helpers: one seed's saved state -> the claims' quantities -------------------------
 
-def random_token_output(state: dict[str, np.ndarray]) -> np.ndarray:
+def random_token_output(state: SavedState) -> np.ndarray:
     """The random-token part of F_i, sum_l sum_{h: x_h random} G(x_h) p[i, h, l], per sample."""
-    tokens = np.asarray(state["tokens"])
-    G = grams_of(state)["G"]
-    values = np.where(tokens >= FIRST_RANDOM, G[tokens], 0.0)
-    return np.einsum("nh,nhl->n", values, attention_at(state, tokens))
+    tokens = state.tokens
+    values = np.where(tokens >= FIRST_RANDOM, state.mlp[tokens], 0.0)
+    return np.einsum("nh,nhl->n", values, state.training_attention)
 
 
-def invariants_at(state: dict[str, np.ndarray], init: dict[str, np.ndarray], sc) -> dict[str, float]:
+def invariants_at(state: SavedState, init: SavedState, sc) -> dict[str, float]:
     """Def. F.1 (a), (b), (d), (e), (i) at one saved state (rates from the velocity there).
 
     (a) max |D0 K|, |D0 Q| / (v0/sqrt m); (b) max |D0 p| L^2; (d) max_mu |dG(mu) - u2 P(mu)| / u2
     over (1/L) Sg/n; (e) max_i |sum_{h,l} G(x_h) dp_{h,l}| / u2 over Sg/n; (i) max |random part
     of F_i|. Also the two rate ratios against Sg/n alone (Lemma F.3's forms of (d), (e))."""
-    now, start = grams_of(state), grams_of(init)
-    tokens = np.asarray(state["tokens"])
+    now, start = state.grams, init.grams
+    tokens = state.tokens
     rates = rates_at(state)
     G, u2 = now["G"], now["s"]
     mean_g = float(np.mean(loss_weights(state)))
     moved_kq = max(np.max(np.abs(now["K"] - start["K"])), np.max(np.abs(now["Q"] - start["Q"])))
-    moved_p = np.max(np.abs(attention_at(state, tokens) - attention_at(init, tokens)))
+    moved_p = np.max(np.abs(state.attention(tokens) - init.attention(tokens)))
     value_path = _ratio(np.max(np.abs(rates["dG"] - u2 * token_P(state))), u2 * mean_g)
     attention_path = _ratio(np.max(np.abs(np.einsum("nh,nhl->n", G[tokens], rates["dp"]))), u2 * mean_g)
     return {"a_KQ_change_over_v0_sqrt_m": float(moved_kq / (sc.v0 / math.sqrt(sc.m))),
@@ -130,7 +128,7 @@ def value_change(d: SeedData) -> tuple:
         return missing
     sc, init, t1_state = d.scales, d.states["init"], d.states["T1"]
     t1 = state_time(t1_state, d.bounds["T1"])
-    V0, V1 = grams_of(init)["V"], grams_of(t1_state)["V"]
+    V0, V1 = init.grams["V"], t1_state.grams["V"]
     counts = pair_counts(token_counts(init, V0.shape[0]))
     off = ~np.eye(V0.shape[0], dtype=bool)
     rate_scale = t1 * counts / sc.n
@@ -157,7 +155,7 @@ def score_change(d: SeedData) -> tuple:
         return missing
     sc, init, t1_state = d.scales, d.states["init"], d.states["T1"]
     t1 = state_time(t1_state, d.bounds["T1"])
-    A0, A1 = grams_of(init)["A"], grams_of(t1_state)["A"]
+    A0, A1 = init.grams["A"], t1_state.grams["A"]
     counts = pair_counts(token_counts(init, A0.shape[0]))
     moved = np.abs(A1 - A0)
     bound = t1 / math.sqrt(sc.m) * (counts / sc.n) * (1 / sc.L + 1 / math.sqrt(sc.m))
@@ -183,8 +181,8 @@ def attention_change(d: SeedData) -> tuple:
     if (missing := _unavailable(d, "init", "T1")) is not None:
         return missing
     sc, init, t1_state = d.scales, d.states["init"], d.states["T1"]
-    tokens = np.asarray(init["tokens"])
-    moved = resolved_changes(attention_at(init, tokens), attention_at(t1_state, tokens))
+    tokens = init.tokens
+    moved = resolved_changes(init.attention(tokens), t1_state.attention(tokens))
     random = tokens >= FIRST_RANDOM
     both_random = random[:, :, None] & random[:, None, :]
     other_bound = (1 / (sc.L * sc.m**2)) * (1 / sc.L + 1 / math.sqrt(sc.m))
@@ -213,7 +211,7 @@ def key_query_change(d: SeedData) -> tuple:
         return missing
     sc, init, t1_state = d.scales, d.states["init"], d.states["T1"]
     t1 = state_time(t1_state, d.bounds["T1"])
-    start, now = grams_of(init), grams_of(t1_state)
+    start, now = init.grams, t1_state.grams
     counts = pair_counts(token_counts(init, start["K"].shape[0]))
     bound = np.where(counts > 0, t1 * (counts / sc.n) / sc.m, 1.0)
     constants = {k: _max_over(np.abs(now[k] - start[k]) / bound, counts > 0) for k in ("K", "Q")}
@@ -237,7 +235,7 @@ def state_at_t1(d: SeedData) -> tuple:
     if (missing := _unavailable(d, "T1")) is not None:
         return missing
     sc, t1_state = d.scales, d.states["T1"]
-    now = grams_of(t1_state)
+    now = t1_state.grams
     G = now["G"]
     t1 = state_time(t1_state, d.bounds["T1"])
     later = min(2 * t1, d.bounds["end"])
@@ -281,7 +279,7 @@ def within_group_balance(d: SeedData) -> tuple:
     I1..I4 (computed from log g, exact at large margins), reported."""
     if (missing := _unavailable(d, "T1", "final")) is not None:
         return missing
-    groups = np.asarray(d.states["final"]["groups"])
+    groups = d.states["final"].groups
     measured = {}
     for name in ("T1", "final"):
         log_g = log_loss_weights(d.states[name])
@@ -303,7 +301,7 @@ def invariants_strict_at_t1(d: SeedData) -> tuple:
         return missing
     sc, t1_state = d.scales, d.states["T1"]
     values = invariants_at(t1_state, d.states["init"], sc)
-    g, groups = loss_weights(t1_state), np.asarray(t1_state["groups"])
+    g, groups = loss_weights(t1_state), t1_state.groups
     S = [np.sum(g[groups == k]) for k in range(4)]
     measured = {"d_constant": values["d_over_Sg_n"] / (sc.s0**2 / sc.s1**2), "e_constant": values["e_ratio"] / sc.m**-1.5,
                 "S2_over_S3": _ratio(S[1], S[2]), "Sg_over_n": float(sum(S)) / sc.n}
@@ -331,14 +329,14 @@ def value_gram_identity(d: SeedData) -> tuple:
         state = d.states.get(name)
         if state is None:
             continue
-        G, P = grams_of(state)["G"], token_P(state)
+        G, P = state.grams["G"], token_P(state)
         closed = np.outer(P, G) + np.outer(G, P)
         errors[name] = float(np.max(np.abs(rates_at(state)["dV"] - closed)) / max(np.max(np.abs(closed)), 1e-300))
     worst = max(errors.values())
     measured = {"relative_error": errors}
     sentence = f"dV/dt and G P^T + P G^T agree to {worst:.2g} (relative) at the {', '.join(errors)} states"
     if d.states.get("T1") is not None:
-        moved = float(np.max(np.abs(grams_of(d.states["final"])["V"] - grams_of(d.states["T1"])["V"])))
+        moved = float(np.max(np.abs(d.states["final"].grams["V"] - d.states["T1"].grams["V"])))
         bound = math.log(sc.m) * max(math.log(d.bounds["end"]), 1.0) / sc.U0
         integral = loss_integral_after_t1(d)
         measured.update(D1_V_constant=moved / bound, U0_loss_integral=integral)
@@ -358,7 +356,7 @@ def random_token_outputs(d: SeedData) -> tuple:
     if (missing := _unavailable(d, "T1", "final")) is not None:
         return missing
     sc = d.scales
-    moved = np.abs(grams_of(d.states["final"])["G"] - grams_of(d.states["T1"])["G"])[FIRST_RANDOM:]
+    moved = np.abs(d.states["final"].grams["G"] - d.states["T1"].grams["G"])[FIRST_RANDOM:]
     bound = 1 / sc.n + sc.m1 * (sc.L * (sc.v0 / math.sqrt(sc.m) + 1 / sc.m) + sc.v0) / sc.U0
     constant = float(moved.max()) / bound
     integral = loss_integral_after_t1(d)
@@ -398,7 +396,7 @@ def random_score_change(d: SeedData) -> tuple:
     if (missing := _unavailable(d, "T1", "final")) is not None:
         return missing
     sc = d.scales
-    change = grams_of(d.states["final"])["A"] - grams_of(d.states["T1"])["A"]
+    change = d.states["final"].grams["A"] - d.states["T1"].grams["A"]
     targets, signs = _target_changes(change)
     target_constant = float(np.max(np.abs(change[:FIRST_RANDOM, :FIRST_RANDOM]))) / sc.Cs
     random_constant = float(np.max(np.abs(change[_random_entries(change.shape[0])]))) / sc.Cr
@@ -422,7 +420,7 @@ def key_query_after_t1(d: SeedData) -> tuple:
     if (missing := _unavailable(d, "T1", "final")) is not None:
         return missing
     sc = d.scales
-    start, end = grams_of(d.states["T1"]), grams_of(d.states["final"])
+    start, end = d.states["T1"].grams, d.states["final"].grams
     moved = max(np.max(np.abs(end["K"] - start["K"])), np.max(np.abs(end["Q"] - start["Q"])))
     change_constant = float(moved) / (sc.s0**2 / sc.U0)
     score_constant = float(np.max(np.abs(end["A"]))) / (sc.v0 / math.sqrt(sc.m))
@@ -462,7 +460,7 @@ def target_change_vs_cs(d: SeedData) -> tuple:
     if (missing := _unavailable(d, "init", "final")) is not None:
         return missing
     sc = d.scales
-    change = grams_of(d.states["final"])["A"] - grams_of(d.states["init"])["A"]
+    change = d.states["final"].grams["A"] - d.states["init"].grams["A"]
     targets, signs = _target_changes(change)
     sizes = np.abs(list(targets.values())) / sc.Cs
     random_constant = float(np.max(np.abs(change[_random_entries(change.shape[0])]))) / sc.Cr

@@ -17,8 +17,8 @@ from dataclasses import asdict, dataclass, field
 import numpy as np
 
 from coocflow.config import random_slots
-from coocflow.model.stored import attention_of, mlp_of, neuron_grams, score_matrix_of
-from coocflow.phases.scales import Scales, eps_m, scales_of, seed_states
+from coocflow.phases.saved import SavedState, seed_states
+from coocflow.phases.scales import Scales, eps_m, scales_of
 from coocflow.storage.run_folder import LoadedRun
 
 MU1, MU2, MU3, FIRST_RANDOM = 0, 1, 2, 3
@@ -79,14 +79,9 @@ def _seed_ids(run: LoadedRun, count: int) -> list[int]:
     return seeds if len(seeds) == count else list(range(count))
 
 
-def has_weights(state: dict[str, np.ndarray]) -> bool:
-    return "W_Q" in state
-
-
-def logits_at(state: dict[str, np.ndarray]) -> np.ndarray:
+def logits_at(state: SavedState) -> np.ndarray:
     """F_i = sum_l sum_h G(x_h) p_l[h] (eq. (1)) on the training tokens of one seed's state."""
-    tokens = np.asarray(state["tokens"])
-    return np.einsum("nh,nhl->n", mlp_of(state)[tokens], attention_of(state, tokens))
+    return np.einsum("nh,nhl->n", state.mlp[state.tokens], state.training_attention)
 
 
 def _p1_widths(sc: Scales, delta: float) -> Premise:
@@ -129,27 +124,22 @@ def neurons_meeting_p1(m: int, delta: float, cap: int) -> int:
     return m1
 
 
-def _measured_c(state: dict[str, np.ndarray], sc: Scales) -> tuple[float, float]:
-    """c0, c1 read off the initial weights (or Grams): s0^2 = mean square entry of W_Q, W_K,
-    W_V; s1^2 = ||W^T a||^2 / (m m1)."""
-    if has_weights(state):
-        s0_sq = np.mean([np.mean(state[k] ** 2) for k in ("W_Q", "W_K", "W_V")])
-        u = state["W"].T @ state["a"]
-        s1_sq = u @ u / (sc.m * sc.m1)
-    else:
-        diagonals = [np.diag(np.asarray(state[k])) for k in ("P", "K", "V")]
-        s0_sq = np.mean(diagonals) / sc.m
-        s1_sq = float(np.ravel(state["s"])[0]) / (sc.m * sc.m1)
+def _measured_c(state: SavedState, sc: Scales) -> tuple[float, float]:
+    """c0, c1 read off the initial state: s0^2 = mean square entry of W_Q, W_K, W_V (the mean
+    diagonal of their Grams over m); s1^2 = ||W^T a||^2 / (m m1)."""
+    grams = state.grams
+    s0_sq = np.mean([np.diag(grams[k]) for k in ("Q", "K", "V")]) / sc.m
+    s1_sq = grams["s"] / (sc.m * sc.m1)
     return math.sqrt(s0_sq * sc.L * sc.m), math.sqrt(s1_sq * sc.m1)
 
 
-def _p2_init(config: dict, states: list[dict], sc: Scales) -> Premise:
+def _p2_init(config: dict, states: list[SavedState], sc: Scales) -> Premise:
     """P2, Cond. 1: Gaussian init with s0 = c0/sqrt(Lm), s1 = c1/sqrt(m1)."""
     scheme = config["init"]["scheme"]
     measured = np.array([_measured_c(s, sc) for s in states])
     value = (f"{scheme}; c0 = {_fmt(sc.c0)}, c1 = {_fmt(sc.c1)} (measured c0 = {_fmt(measured[:, 0].mean())}, "
              f"c1 = {_fmt(measured[:, 1].mean())})")
-    readouts = [np.asarray(s["a"]) for s in states if "a" in s]
+    readouts = [np.asarray(s.params.readout()) for s in states if s.params.readout() is not None]
     failures = [] if scheme == "theory" else [f"{scheme} init is not Gaussian"]
     if not all(np.all(np.abs(a) == 1) for a in readouts):
         failures.append("a_j not all +-1")
@@ -166,19 +156,19 @@ def _p3_data_size(sc: Scales) -> Premise:
                    f"n/L^2 >= {MUCH_GREATER:g}; L >= 3", not failures, "; ".join(failures))
 
 
-def _p4_groups(state: dict, sc: Scales) -> _SeedVerdict:
+def _p4_groups(state: SavedState, sc: Scales) -> _SeedVerdict:
     """P4, Assump. 2.3(i): group sizes n/2, n/6, n/6, n/6."""
-    counts = np.bincount(np.asarray(state["groups"]).ravel(), minlength=4)[:4]
-    n = len(np.asarray(state["groups"]))
+    counts = np.bincount(state.groups.ravel(), minlength=4)[:4]
+    n = len(state.groups)
     expected = np.array([n / 2, n / 6, n / 6, n / 6])
     off = float(np.abs(counts - expected).sum())
     value = "sizes " + "/".join(str(int(c)) for c in counts)
     return _SeedVerdict(off == 0, value, [] if off == 0 else [f"{value} != {n / 2:g}/{n / 6:g}/{n / 6:g}/{n / 6:g}"], off)
 
 
-def _p5_distinct(state: dict, sc: Scales) -> _SeedVerdict:
+def _p5_distinct(state: SavedState, sc: Scales) -> _SeedVerdict:
     """P5, Assump. 2.3(ii): every random-token occurrence is a different token (c_mu = 1)."""
-    tokens = np.asarray(state["tokens"])
+    tokens = state.tokens
     random_tokens = tokens[tokens >= FIRST_RANDOM]
     occurrences, distinct = random_tokens.size, np.unique(random_tokens).size
     largest_count = int(np.bincount(random_tokens).max()) if occurrences else 0
@@ -189,12 +179,12 @@ def _p5_distinct(state: dict, sc: Scales) -> _SeedVerdict:
                         float(occurrences - distinct))
 
 
-def _p6_one_hot(state: dict, sc: Scales) -> _SeedVerdict:
+def _p6_one_hot(state: SavedState, sc: Scales) -> _SeedVerdict:
     """P6, Def. 2.1: mu3 in every sample; mu1, mu2, mu3 at most once; y = +1 iff mu1 and mu2 co-occur."""
-    tokens = np.asarray(state["tokens"])
+    tokens = state.tokens
     counts = np.stack([(tokens == mu).sum(axis=1) for mu in (MU1, MU2, MU3)], axis=1)
     both = (counts[:, 0] > 0) & (counts[:, 1] > 0)
-    labels = np.asarray(state["labels"])
+    labels = state.labels
     bad = (counts[:, 2] != 1) | (counts[:, :2] > 1).any(axis=1) | ((labels > 0) != both)
     value = (f"{int((counts[:, 2] == 1).sum())}/{len(tokens)} samples hold mu3 once; "
              f"max count mu1, mu2, mu3 = {', '.join(str(int(c)) for c in counts.max(axis=0))}; "
@@ -203,12 +193,12 @@ def _p6_one_hot(state: dict, sc: Scales) -> _SeedVerdict:
                         float(bad.sum()))
 
 
-def _p7_small_output(state: dict, sc: Scales, delta: float) -> _SeedVerdict:
+def _p7_small_output(state: SavedState, sc: Scales, delta: float) -> _SeedVerdict:
     """P7, L. D.8 as Condition 1 implies it: Fmax0 = max_i |F_i(0)| <= 2 c0 c1 sqrt(2 log(2Ln/delta)), the
     lemma's bound for Condition 1's scales. Its last step, that this is <= 0.01, does not follow from
     Condition 1 (it forces c0 c1 ~ 1e-3, docs/claims.md P7): Fmax0 <= 0.01 is reported, not required."""
     F = logits_at(state)
-    labels = np.asarray(state["labels"])
+    labels = state.labels
     fmax0 = float(np.max(np.abs(F)))
     loss0 = float(np.mean(np.logaddexp(0.0, -labels * F)))
     bound = 2 * sc.c0 * sc.c1 * math.sqrt(2 * math.log(2 * sc.L * sc.n / delta))
@@ -234,22 +224,16 @@ def _p8_flow(config: dict, sc: Scales) -> Premise:
     return Premise("P8", statement, value, threshold, met, "" if met else f"eta W0/6 = {_fmt(step)} > {GD_STEP_LIMIT:g}")
 
 
-def init_events(state: dict, sc: Scales, delta: float) -> dict[str, float | None]:
+def init_events(state: SavedState, sc: Scales, delta: float) -> dict[str, float | None]:
     """Measured/allowed for the init events of L. D.1-D.7 at t = 0 (<= 1 holds; None: needs the
     neurons, which a Gram state has only with model.neurons). Uses v0 = s0^2 m and eps_m of L. D.1; the Gaussian bounds of
     D4 (|G(mu)| and L. D.7's |w_j^T W_V X_i p_l|) take the union-bound constant sqrt(2 log(2N/delta))
     over N events, which L. D.7's sqrt(log(m1 nL/delta)) omits."""
     d, n, L, m, m1, v0 = sc.d, sc.n, sc.L, sc.m, sc.m1, sc.v0
-    tokens = np.asarray(state["tokens"])
-    if has_weights(state):
-        W_Q, W_K, W_V, W, a = (state[k] for k in ("W_Q", "W_K", "W_V", "W", "a"))
-        grams = {"K": W_K.T @ W_K, "Q": W_Q.T @ W_Q, "V": W_V.T @ W_V}
-        u = W.T @ a
-        u_norm2 = float(u @ u)
-    else:
-        grams = {"K": np.asarray(state["K"]), "Q": np.asarray(state["P"]), "V": np.asarray(state["V"])}
-        u_norm2 = float(np.ravel(state["s"])[0])
-    A, G = score_matrix_of(state), mlp_of(state)
+    tokens = state.tokens
+    grams = {k: state.grams[k] for k in ("K", "Q", "V")}
+    u_norm2 = state.grams["s"]
+    A, G = state.scores, state.mlp
     eps_d = eps_m(2 * d / delta, m)
     off = ~np.eye(d, dtype=bool)
     events: dict[str, float | None] = {
@@ -257,14 +241,14 @@ def init_events(state: dict, sc: Scales, delta: float) -> dict[str, float | None
         "D1 A, off-diag K,Q,V": max(np.max(np.abs(A)), *(np.max(np.abs(X[off])) for X in grams.values()))
         / (v0 * eps_d),
     }
-    p = attention_of(state, tokens)
+    p = state.training_attention
     score_bound = v0 * eps_d / math.sqrt(m)
     events["D2 |p - 1/L|"] = float(np.max(np.abs(p - 1 / L))) / (math.expm1(2 * score_bound) / L)
     events["D4 |G(mu)|"] = float(np.max(np.abs(G))) / (sc.s0 * math.sqrt(u_norm2) * math.sqrt(2 * math.log(2 * d / delta)))
     V_pairs = grams["V"][tokens[:, :, None], tokens[:, None, :]]  # (n, h, h')
     value_norms = np.einsum("nhl,nhk,nkl->nl", p, V_pairs, p)  # ||W_V X_i p_l||^2
     events["D4 ||W_V X p||^2"] = float(np.max(np.abs(value_norms - v0 / L))) / ((v0 / L) * eps_m(2 * n * L / delta, m))
-    neurons = neuron_grams(state)
+    neurons = state.neurons
     if neurons is not None:
         inner, values, a = neurons
         neuron_off = ~np.eye(m1, dtype=bool)
@@ -282,7 +266,7 @@ def init_events(state: dict, sc: Scales, delta: float) -> dict[str, float | None
     return events
 
 
-def _p9_init_events(state: dict, sc: Scales, delta: float) -> _SeedVerdict:
+def _p9_init_events(state: SavedState, sc: Scales, delta: float) -> _SeedVerdict:
     """P9: the init events D1, D2, D4 (and L. D.6) at t = 0; each ratio measured/allowed <= 1."""
     events = init_events(state, sc, delta)
     measured = {k: v for k, v in events.items() if v is not None}
@@ -293,7 +277,7 @@ def _p9_init_events(state: dict, sc: Scales, delta: float) -> _SeedVerdict:
     return _SeedVerdict(met, value, failures, max(measured.values()), unavailable)
 
 
-def _per_seed(states: list[dict], seeds: list[int], evaluate) -> tuple[bool | None, str, str]:
+def _per_seed(states: list[SavedState], seeds: list[int], evaluate) -> tuple[bool | None, str, str]:
     """Verdict over seeds: met only if every seed meets it; value and note from the worst seed."""
     verdicts = [evaluate(s) for s in states]
     met = _kleene_and(v.met for v in verdicts)

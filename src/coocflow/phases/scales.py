@@ -7,8 +7,6 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
-import numpy as np
-
 
 @dataclass(frozen=True)
 class Scales:
@@ -72,14 +70,3 @@ def eps_m(x: float, m: int) -> float:
     """eps_m(x) = sqrt(4 log(x)/m) + 4 log(x)/m (L. D.1)."""
     r = 4 * math.log(x) / m
     return math.sqrt(r) + r
-
-
-def seed_states(state: dict[str, np.ndarray]) -> list[dict[str, np.ndarray]]:
-    """One dict per seed: an ensemble's arrays carry a leading seed axis (tokens are (S, n, L));
-    the widths m, m1 of a Gram state are shared scalars."""
-    tokens = np.asarray(state["tokens"])
-    if tokens.ndim == 2:
-        return [state]
-    count = tokens.shape[0]
-    return [{k: (np.asarray(v)[s] if np.ndim(v) > 0 and np.shape(v)[0] == count and k not in ("m", "m1")
-                 else np.asarray(v)) for k, v in state.items()} for s in range(count)]

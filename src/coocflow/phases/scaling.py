@@ -27,7 +27,6 @@ from typing import Callable
 
 import numpy as np
 
-from coocflow.model.stored import attention_of, grams_of, neuron_grams
 from coocflow.phases.checks import EVIDENCE, SeedData
 from coocflow.phases.claims import CLAIMS, Rate, judge
 from coocflow.phases.rate_test import BOUND_TOLERANCE, judge_rate
@@ -79,7 +78,7 @@ def _resolved_change(before: np.ndarray, after: np.ndarray) -> float | None:
 
 def _grams(d: SeedData, moment: str) -> dict | None:
     state = d.states.get(moment)
-    return None if state is None else grams_of(state)
+    return None if state is None else state.grams
 
 
 def _gram_change(d: SeedData, key: str, start: str, stop: str) -> float | None:
@@ -95,13 +94,13 @@ def _gram_change(d: SeedData, key: str, start: str, stop: str) -> float | None:
 
 def _attention(d: SeedData, moment: str) -> np.ndarray | None:
     state = d.states.get(moment)
-    return None if state is None else attention_of(state, state["tokens"])
+    return None if state is None else state.training_attention
 
 
 def _neurons(d: SeedData, moment: str) -> dict | None:
     """W W^T and W W_V at `moment`, from weights or a Gram state that resolves the neurons."""
     state = d.states.get(moment)
-    neurons = None if state is None else neuron_grams(state)
+    neurons = None if state is None else state.neurons
     if neurons is None:
         return None
     return {"WWt": neurons[0], "WWV": neurons[1]}

@@ -12,7 +12,6 @@ from pathlib import Path
 import numpy as np
 import pyarrow as pa
 
-from coocflow.model.stored import score_matrix_of
 from coocflow.phases.appendix_c import KINDS, max_error, saved_state_agreement
 from coocflow.phases.checks import CHECKS, EVIDENCE, CheckResult, SeedData, late_phase2, run_checks
 from coocflow.phases.claims import (
@@ -26,7 +25,8 @@ from coocflow.phases.claims import (
     summary_line,
 )
 from coocflow.phases.premises import Premise, evaluate_premises, premises_markdown, premises_summary
-from coocflow.phases.scales import scales_of, seed_states
+from coocflow.phases.saved import SavedState, seed_arrays, seed_states
+from coocflow.phases.scales import scales_of
 from coocflow.storage import LoadedRun, atomic_write_json, atomic_write_text
 from coocflow.storage.folders import RunFolder
 
@@ -133,7 +133,7 @@ def declared_t1(config: dict) -> float | None:
     return c_t1 / (config["init"]["c1"] ** 2 * config["model"]["m"])
 
 
-def _snapshot_at(snapshots: dict | None, index: int, time: float, initial: dict) -> dict | None:
+def _snapshot_at(snapshots: dict | None, index: int, time: float, initial: dict) -> SavedState | None:
     """One seed's saved state at flow time `time` from state_snapshots.npz, with the data and the
     fixed arrays (tokens, labels, a, widths) of its initial state (None if it was not kept)."""
     if snapshots is None:
@@ -149,7 +149,7 @@ def _snapshot_at(snapshots: dict | None, index: int, time: float, initial: dict)
              if k not in ("t", "step", "valid") and np.ndim(v) >= 1 and np.shape(v)[0] == times.size}
     if "valid" in snapshots and not bool(pick(np.asarray(snapshots["valid"]))):
         return None
-    return {**initial, **state, "t": np.asarray(times[at])}
+    return SavedState.of({**initial, **state, "t": np.asarray(times[at])})
 
 
 def seed_data(run: LoadedRun) -> list[tuple[int, SeedData]]:
@@ -162,7 +162,8 @@ def seed_data(run: LoadedRun) -> list[tuple[int, SeedData]]:
     seeds = [int(s) for s in run.manifest.get("seeds", [run.manifest["seed"]])]
     scales = scales_of(run.config)
     paper_t1 = declared_t1(run.config)
-    per_seed = {"init": seed_states(run.state_init), "final": seed_states(run.state_final),
+    initial_arrays = seed_arrays(run.state_init)
+    per_seed = {"init": [SavedState.of(arrays) for arrays in initial_arrays], "final": seed_states(run.state_final),
                 "T1": seed_states(run.state_t1) if run.state_t1 is not None else None}
     out = []
     for index, seed in enumerate(seeds):
@@ -173,12 +174,12 @@ def seed_data(run: LoadedRun) -> list[tuple[int, SeedData]]:
         order = np.argsort(series["t"], kind="stable")
         series = {k: v[order] for k, v in series.items()}
         states = {name: (None if stack is None else stack[index]) for name, stack in per_seed.items()}
-        if states["T1"] is not None and not np.isfinite(np.ravel(states["T1"].get("t", [0.0]))[0]):
+        if states["T1"] is not None and states["T1"].t is not None and not np.isfinite(states["T1"].t):
             states["T1"] = None
         if paper_t1 is not None:
-            states["T1"] = _snapshot_at(run.state_snapshots, index, paper_t1, states["init"])
+            states["T1"] = _snapshot_at(run.state_snapshots, index, paper_t1, initial_arrays[index])
         out.append((seed, SeedData(series, scales.m, n=scales.n, L=scales.L,
-                                   A_init=score_matrix_of(states["init"]), A_final=score_matrix_of(states["final"]),
+                                   A_init=states["init"].scores, A_final=states["final"].scores,
                                    states=states, scales=scales, t1_declared=paper_t1,
                                    loss_exponent=run.config.get("verify", {}).get("loss_exponent", 1.0),
                                    sandwich_c=run.config.get("verify", {}).get("sandwich_c", 0.0))))

@@ -16,7 +16,7 @@ from plotly.offline import get_plotlyjs
 
 from coocflow.config import flatten_dotted
 from coocflow.errors import RunFolderError
-from coocflow.model.stored import attention_of, score_matrix_of
+from coocflow.phases.saved import SavedState, seed_arrays
 from coocflow.storage import load_run
 from coocflow.storage.folders import RunFolder, ScalingFolder
 from coocflow.storage.run_folder import pivot_metrics
@@ -170,15 +170,9 @@ ATTENTION_GROUPS = (0, 1, 3)
 (mu_1 only) and I4 (neither)."""
 
 
-def _first_seed(state: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
-    """The arrays of a state file for the first seed (ensembles have a leading seed axis)."""
-    ensemble = score_matrix_of(state).ndim == 3
-    return {k: np.asarray(v)[0] if ensemble and np.ndim(v) else np.asarray(v) for k, v in state.items()}
-
-
-def score_matrix(state: dict[str, np.ndarray]) -> np.ndarray:
-    """A = W_K^T W_Q (d x d): A[nu, mu] is the score of key token nu for query token mu."""
-    return score_matrix_of(state)
+def _first_seed(state: dict[str, np.ndarray]) -> SavedState:
+    """The first seed's state of a state file (ensembles have a leading seed axis)."""
+    return SavedState.of(seed_arrays(state)[0])
 
 
 def _rounded(z: np.ndarray) -> list:
@@ -217,15 +211,15 @@ def _colorbar(title: str, y: float, length: float, **scale) -> dict:
     return {**scale, "colorbar": {"title": {"text": title}, "y": y, "len": length, "thickness": 14}}
 
 
-def _weights_at(run) -> list[tuple[str, dict[str, np.ndarray]]]:
+def _weights_at(run) -> list[tuple[str, SavedState]]:
     """(label, first-seed weights) at t = 0, at T1 (state_t1.npz) and at the end."""
     man = run.manifest
     first = (man.get("per_seed") or [{}])[0]
     moments = [("t = 0", _first_seed(run.state_init))]
     if run.state_t1 is not None:
         t1 = _first_seed(run.state_t1)
-        if np.isfinite(t1["t"]):
-            moments.append((f"T1 = {float(t1['t']):.4g}", t1))
+        if t1.t is not None and np.isfinite(t1.t):
+            moments.append((f"T1 = {t1.t:.4g}", t1))
     divergence = first.get("divergence") or {}
     end = divergence.get("weights_t")
     if end is None:
@@ -240,14 +234,14 @@ def snapshot_figures(run) -> tuple[list[dict], str]:
     its change A(t) - A(0) beneath, and the attention of three training samples. Also a caption."""
     moments = _weights_at(run)
     init = moments[0][1]
-    d = score_matrix(init).shape[-1]
+    d = init.scores.shape[-1]
     shown = min(d, HEATMAP_TOKENS)
     names = [TOKEN_NAMES.get(v, f"r{v}") for v in range(shown)]
-    base = score_matrix(init)[:shown, :shown]
+    base = init.scores[:shown, :shown]
     hover = "key %{y}, query %{x}: %{z}"
-    raw = [{"z": score_matrix(state)[:shown, :shown], "x": names, "y": names, "title": f"A at {label}",
+    raw = [{"z": state.scores[:shown, :shown], "x": names, "y": names, "title": f"A at {label}",
             "coloraxis": "coloraxis", "hover": hover} for label, state in moments]
-    change = [None] + [{"z": score_matrix(state)[:shown, :shown] - base, "x": names, "y": names,
+    change = [None] + [{"z": state.scores[:shown, :shown] - base, "x": names, "y": names,
                         "title": f"A - A(0) at {label}", "coloraxis": "coloraxis2", "hover": hover}
                        for label, state in moments[1:]]
     scores = _heatmap_grid([raw, change], "Score matrix A = W_K^T W_Q (first seed): raw, and its change beneath",
@@ -257,12 +251,12 @@ def snapshot_figures(run) -> tuple[list[dict], str]:
         "text": "below each A(t):<br>its change since t = 0<br>(the initial scores<br>hide the learned part)",
         "x": 1 / (2 * len(raw)), "y": 0.25, "xref": "paper", "yref": "paper", "showarrow": False,
         "font": {"size": 12, "color": "#555"}})
-    tokens, groups, labels = init["tokens"], init["groups"], init["labels"]
+    tokens, groups, labels = init.tokens, init.groups, init.labels
     samples = [int(np.flatnonzero(groups == g)[0]) for g in ATTENTION_GROUPS if (groups == g).any()]
     rows = []
     for i in samples:
         positions = [f"{pos}:{TOKEN_NAMES.get(int(v), f'r{int(v)}')}" for pos, v in enumerate(tokens[i])]
-        rows.append([{"z": attention_of(state, tokens[i]), "x": positions, "y": positions,
+        rows.append([{"z": state.attention(tokens[i]), "x": positions, "y": positions,
                       "title": f"sample {i} (I{int(groups[i]) + 1}, y = {labels[i]:+.0f}), {label}",
                       "coloraxis": "coloraxis", "hover": "query %{x} gives key %{y}: %{z}",
                       "extra": {"texttemplate": "%{z:.3f}", "textfont": {"size": 10}} if len(positions) <= 10 else {}}

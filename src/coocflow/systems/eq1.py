@@ -10,7 +10,7 @@ takes the exact image of a gradient step on the weights (`gram_gd_step`) instead
 from __future__ import annotations
 
 import dataclasses
-from typing import Any, Callable, ClassVar
+from typing import Any, Callable, ClassVar, Literal
 
 import equinox as eqx
 import jax
@@ -100,14 +100,20 @@ GRAM_KEYS = ("A", "P", "K", "V", "G", "s")
 WEIGHT_KEYS = ("W_Q", "W_K", "W_V", "W", "a")
 
 
-def state_from_arrays(arrays: dict[str, np.ndarray]) -> State:
+def state_from_arrays(arrays: dict[str, np.ndarray], leaves: Literal["jax", "numpy"] = "jax") -> State:
     """The state a run folder's arrays hold (`AbstractState.arrays`' inverse), float64: the weights,
-    or the Grams with the neurons' N, Z, a when the run resolved them."""
+    or the Grams with the neurons' N, Z, a when the run resolved them.
+
+    `leaves="numpy"` keeps NumPy arrays as the leaves, for readers of a finished run: the state's
+    matrix products (its Grams, MLP outputs, neurons) then run in NumPy, as they always have there,
+    while what the model writes with JAX functions (attention, logits) still runs in JAX."""
+    convert = (lambda x: np.asarray(x, dtype=np.float64)) if leaves == "numpy" else (
+        lambda x: jnp.asarray(x, dtype=jnp.float64))
     if "A" in arrays:
         keys = GRAM_KEYS + (NEURON_ARRAY_KEYS if "N" in arrays else ())
-        grams = {k: jnp.asarray(arrays[k], dtype=jnp.float64) for k in keys}
+        grams = {k: convert(arrays[k]) for k in keys}
         return GramState(**grams, m=int(np.ravel(arrays["m"])[0]), m1=int(np.ravel(arrays["m1"])[0]))
-    return Transformer(**{k: jnp.asarray(arrays[k], dtype=jnp.float64) for k in WEIGHT_KEYS})
+    return Transformer(**{k: convert(arrays[k]) for k in WEIGHT_KEYS})
 
 
 def build_model(config: Config, seed: int | None = None) -> State:
