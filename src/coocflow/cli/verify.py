@@ -89,8 +89,8 @@ def _print_verification(folder: Path, verification) -> None:
     from coocflow.phases.claims import claims_table  # lazy: defers JAX, 1-3.6 s
     from coocflow.phases.verify import (  # lazy: defers JAX, 1-3.6 s
         APPENDIX_C_CHECK,
-        APPENDIX_C_TOLERANCE,
         IDENTITIES,
+        IDENTITY_TOLERANCE,
         width_summary,
     )
 
@@ -107,7 +107,7 @@ def _print_verification(folder: Path, verification) -> None:
     states = ", ".join(r["state"] for r in verification.appendix_c)
     identities.add_row(APPENDIX_C_CHECK,
                        _verdict_text(appendix),
-                       f"relative error <= {APPENDIX_C_TOLERANCE:g}",
+                       f"relative error <= {IDENTITY_TOLERANCE:g}",
                        f"The closed-form rates of all six kinds of variables match the JVP to "
                        f"{verification.appendix_c_error:.1e} at the run's {states} states (first seed)."
                        if verification.appendix_c else "not evaluated: no weights saved (Gram space)")

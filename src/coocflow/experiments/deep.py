@@ -21,15 +21,25 @@ import numpy as np
 
 from coocflow.config import Config
 from coocflow.experiments.studies import (
-    COLORS, Progress, StudyResult, _band, _figure, _median_or_none, _save, _table, time_label, training_text,
+    COLORS,
+    Progress,
+    StudyResult,
+    _band,
+    _figure,
+    _median_or_none,
+    _save,
+    _table,
+    time_label,
+    training_text,
 )
 from coocflow.experiments.study_folder import divergence_lines, train_variant
 from coocflow.flow.system import EnsembleTraining, integrate
 from coocflow.flow.trajectory import Checkpoint
-from coocflow.system_run import long_columns
-from coocflow.systems.deep import DeepSystem
+from coocflow.observables.ensemble import first_time
 from coocflow.storage.folders import StudyFolder
 from coocflow.storage.run_folder import write_metrics
+from coocflow.system_run import long_columns
+from coocflow.systems.deep import DeepSystem
 
 LOSS_DROP = 0.1
 """T_loss is the first observed time the training loss is at most this fraction of its initial value."""
@@ -64,12 +74,6 @@ def deep_columns(training: "EnsembleTraining") -> dict[str, np.ndarray]:
 def run_deep(config: Config) -> dict[str, np.ndarray]:
     """Train every seed of `config.seed_list` and return the metrics columns (`deep_columns`)."""
     return deep_columns(train_deep(config))
-
-
-def first_time(t: np.ndarray, condition: np.ndarray) -> float | None:
-    """The first observed time where `condition` holds, or None if it never does."""
-    hits = np.flatnonzero(condition)
-    return float(t[hits[0]]) if hits.size else None
 
 
 def half_change_time(t: np.ndarray, values: np.ndarray) -> float | None:

@@ -19,10 +19,15 @@ def median_band(values: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]
     return low, mid, high
 
 
+def first_time(t: np.ndarray, condition: np.ndarray) -> float | None:
+    """The first observed time at which `condition` holds, or None if it never does."""
+    hits = np.flatnonzero(np.asarray(condition))
+    return float(np.asarray(t)[hits[0]]) if hits.size else None
+
+
 def first_time_all_correct(t: np.ndarray, min_margin: np.ndarray) -> float | None:
     """T1: the first observed time at which every training sample has y_i F_i > 0 (Theorem 3.1).
 
     None when no observed time has all samples correct.
     """
-    hits = np.flatnonzero(np.asarray(min_margin) > 0)
-    return float(np.asarray(t)[hits[0]]) if hits.size else None
+    return first_time(t, np.asarray(min_margin) > 0)

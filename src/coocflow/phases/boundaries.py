@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from coocflow.observables.ensemble import first_time_all_correct
+from coocflow.observables.ensemble import first_time, first_time_all_correct
 
 SCORE_RATES = ("d_A_mu1_mu2_dt", "d_A_mu2_mu1_dt", "d_A_mu3_mu1_dt", "d_A_mu3_mu2_dt")
 
@@ -13,8 +13,7 @@ def common_token_catch_up(series: dict[str, np.ndarray]) -> float | None:
     """T0.5 (Lemma 4.3): the first observed time at which the common token's alignment moves at
     least as fast as either target's, -dG(mu_3)/dt >= max(dG(mu_1)/dt, dG(mu_2)/dt)."""
     fast = -series["d_G_mu3_dt"] >= np.maximum(series["d_G_mu1_dt"], series["d_G_mu2_dt"])
-    hits = np.flatnonzero(fast & (series["t"] > 0))
-    return float(series["t"][hits[0]]) if hits.size else None
+    return first_time(series["t"], fast & (series["t"] > 0))
 
 
 def sandwich_start(series: dict[str, np.ndarray], c: float, t1: float | None) -> float | None:

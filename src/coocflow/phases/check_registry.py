@@ -10,6 +10,7 @@ from typing import Any, Callable
 
 import numpy as np
 
+from coocflow.observables.ensemble import first_time_all_correct
 from coocflow.observables.registry import neuron_only
 from coocflow.phases.boundaries import phase_boundaries, sandwich_start
 from coocflow.phases.saved import SavedState
@@ -28,8 +29,10 @@ HIDDEN_CONSTANT = 10.0
 """The band [1/HIDDEN_CONSTANT, HIDDEN_CONSTANT] that a fitted constant of a Theta(1) would lie in;
 no verdict rests on it (a constant the paper hides makes a check a diagnostic), it only says in
 the reports whether a fitted constant looks like one."""
-EQ5_TOLERANCE = 1e-8
-"""Eq. (5) is exact: the JVP rate and the closed form agree to 1e-8 relative."""
+IDENTITY_TOLERANCE = 1e-8
+"""An exact identity holds when its two sides agree to 1e-8 relative: eq. (5), Def. E.18, Lemma
+F.11 and Appendix C's closed forms, each a JVP or autodiff rate against its closed form (float64
+rounding is about 1e-15; a wrong factor or term is far above 1e-8)."""
 EVIDENCE_CLASSES = ("statement", "refinement", "identity", "diagnostic")
 """What a check's verdict is evidence of. `statement`: the paper's claim with its quantifiers, as
 stated (signs, orderings, explicit inequalities); its verdict is the claim's. `refinement`: a
@@ -104,8 +107,7 @@ class SeedData:
 
 
 def _t1(series):
-    hits = np.flatnonzero(series["min_margin"] > 0)
-    return float(series["t"][hits[0]]) if hits.size else None
+    return first_time_all_correct(series["t"], series["min_margin"])
 
 
 CHECKS: dict[str, Callable[[SeedData], CheckResult]] = {}

@@ -15,10 +15,10 @@ import numpy as np
 from coocflow.phases.check_registry import (  # noqa: F401  (re-exported: the checks' registry)
     BALANCE_BOUND,
     CHECKS,
-    EQ5_TOLERANCE,
     EVIDENCE,
     EVIDENCE_CLASSES,
     HIDDEN_CONSTANT,
+    IDENTITY_TOLERANCE,
     LINEAR_R2,
     MONOTONE_FRACTION,
     SANDWICH_FRACTION,
@@ -347,7 +347,7 @@ def _declared_sandwich(d: SeedData, t1: float, t_half: float | None) -> tuple:
 def eq5(d: SeedData) -> tuple:
     lhs, rhs = d.series["d_u_norm2_dt"], d.series["eq5_rhs"]
     error = float(np.max(np.abs(lhs - rhs)) / max(np.max(np.abs(rhs)), 1e-300))
-    return (error, f"relative difference <= {EQ5_TOLERANCE:g}", error <= EQ5_TOLERANCE,
+    return (error, f"relative difference <= {IDENTITY_TOLERANCE:g}", error <= IDENTITY_TOLERANCE,
             f"The JVP rate of ||u||^2 and Eq. (5)'s right-hand side agree to {error:.2g} at every observed time.")
 
 

@@ -13,7 +13,7 @@ import math
 
 import numpy as np
 
-from coocflow.phases.check_registry import HIDDEN_CONSTANT, SeedData, check
+from coocflow.phases.check_registry import HIDDEN_CONSTANT, IDENTITY_TOLERANCE, SeedData, check
 from coocflow.phases.premises import (
     FIRST_RANDOM,
     MU1,
@@ -27,8 +27,6 @@ from coocflow.phases.state_values import state_time, token_P, velocity_at
 
 DELTA = 0.05
 """The failure probability delta of the bounds' logarithms (as in the premises)."""
-IDENTITY_TOLERANCE = 1e-8
-"""Def. E.18 is exact: the velocity's dG/dt and its closed form agree to 1e-8 relative."""
 NEEDS_NEURONS = (None, "", None, "needs the neurons of W, which this Gram-space run does not resolve; set "
                  "model.neurons=true or check it in weight space")
 NEEDS_STATES = (None, "", None, "needs the run's saved states and scales (a run folder read by `seed_data`)")

@@ -14,7 +14,7 @@ import math
 
 import numpy as np
 
-from coocflow.phases.check_registry import SeedData, check
+from coocflow.phases.check_registry import IDENTITY_TOLERANCE, SeedData, check
 from coocflow.phases.premises import FIRST_RANDOM, MU1, MU2, MU3
 from coocflow.phases.saved import SavedState
 from coocflow.phases.state_values import (
@@ -30,8 +30,6 @@ from coocflow.phases.state_values import (
     token_P,
 )
 
-IDENTITY_TOLERANCE = 1e-8
-"""Lemma F.11's dV_ab/dt = G(b) P(a) + G(a) P(b) is exact: JVP and closed form agree to 1e-8 relative."""
 ROUNDING_TOLERANCE = 1e-9
 """Score entries no training sample touches never move: |D0 A| there is at most this times max |A(0)|."""
 S2_S3_BAND = (0.5, 2.0)

@@ -27,6 +27,7 @@ from typing import Callable
 
 import numpy as np
 
+from coocflow.observables.ensemble import first_time
 from coocflow.phases.checks import EVIDENCE, SeedData
 from coocflow.phases.claims import CLAIMS, Rate, judge
 from coocflow.phases.rate_test import BOUND_TOLERANCE, judge_rate
@@ -62,11 +63,6 @@ def quantity(name: str, label: str):
 
 def _index(d: SeedData, time: float | None) -> int | None:
     return None if time is None else int(np.searchsorted(d.t, time))
-
-
-def _first_time(d: SeedData, mask: np.ndarray) -> float | None:
-    hits = np.flatnonzero(mask)
-    return float(d.t[hits[0]]) if hits.size else None
 
 
 def _resolved_change(before: np.ndarray, after: np.ndarray) -> float | None:
@@ -109,7 +105,7 @@ def _neurons(d: SeedData, moment: str) -> dict | None:
 def t_star(d: SeedData) -> float | None:
     """T* of Theorem F.20: the first observed time with loss <= m^-k, k declared by the run's
     configuration (`verify.loss_exponent`, at least 2 so that Theta(poly(m)) is testable)."""
-    return _first_time(d, d.series["loss"] <= float(d.m) ** -d.loss_exponent)
+    return first_time(d.t, d.series["loss"] <= float(d.m) ** -d.loss_exponent)
 
 
 # t = 0 ---------------------------------------------------------------------------------------
@@ -157,7 +153,7 @@ def t_half(d):
 
 @quantity("T_prime", "T' (I2 and I3 all correct)")
 def t_prime(d):
-    return _first_time(d, d.series["min_margin_I2_I3"] > 0) if "min_margin_I2_I3" in d.series else None
+    return first_time(d.t, d.series["min_margin_I2_I3"] > 0) if "min_margin_I2_I3" in d.series else None
 
 
 @quantity("I2_I3_gap_phase1", "max |S2 - S3|/n on [0, T1]")

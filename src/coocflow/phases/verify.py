@@ -13,7 +13,7 @@ import numpy as np
 import pyarrow as pa
 
 from coocflow.phases.appendix_c import KINDS, max_error, saved_state_agreement
-from coocflow.phases.checks import CHECKS, EVIDENCE, CheckResult, SeedData, late_phase2, run_checks
+from coocflow.phases.checks import CHECKS, EVIDENCE, IDENTITY_TOLERANCE, CheckResult, SeedData, late_phase2, run_checks
 from coocflow.phases.claims import (
     CLAIMS,
     NO_VERDICT,
@@ -30,7 +30,6 @@ from coocflow.phases.scales import scales_of
 from coocflow.storage import LoadedRun, atomic_write_json, atomic_write_text
 from coocflow.storage.folders import RunFolder
 
-APPENDIX_C_TOLERANCE = 1e-8
 APPENDIX_C_CHECK = "appendix_c_closed_forms"
 IDENTITIES = tuple(name for claim in CLAIMS for name in claim.identities)
 """Checks that are identities of the implementation (they hold for any weights), not claims of
@@ -81,7 +80,7 @@ class Verification:
         class (a diagnostic counts its seeds under `no_verdict`)."""
         rates = {}
         results = {name: [per[i].passed for per in self.per_seed] for i, name in enumerate(CHECKS)}
-        results[APPENDIX_C_CHECK] = [None if not self.appendix_c else bool(self.appendix_c_error <= APPENDIX_C_TOLERANCE)]
+        results[APPENDIX_C_CHECK] = [None if not self.appendix_c else bool(self.appendix_c_error <= IDENTITY_TOLERANCE)]
         for name, passed in results.items():
             verdicts = [self.verdict(name, p) for p in passed]
             rates[name] = {"passed": verdicts.count("pass"), "failed": verdicts.count("fail"),
@@ -117,9 +116,9 @@ class Verification:
             "per_seed": [{"seed": seed, "boundaries": bounds, "checks": [r.to_dict() for r in results]}
                          for seed, bounds, results in zip(self.seeds, self.boundaries, self.per_seed)],
             "identities": list(IDENTITIES) + [APPENDIX_C_CHECK],
-            "appendix_c": {"tolerance": APPENDIX_C_TOLERANCE,
+            "appendix_c": {"tolerance": IDENTITY_TOLERANCE,
                            "max_relative_error": self.appendix_c_error if self.appendix_c else None,
-                           "passed": (self.appendix_c_error <= APPENDIX_C_TOLERANCE) if self.appendix_c else None,
+                           "passed": (self.appendix_c_error <= IDENTITY_TOLERANCE) if self.appendix_c else None,
                            "states": self.appendix_c},
         }
 
@@ -250,7 +249,7 @@ def markdown(v: Verification, title: str) -> str:
                   "| --- |" + " --- |" * len(v.appendix_c)]
         for kind in KINDS:
             lines.append(f"| {kind} | " + " | ".join(f"{r['relative_error'][kind]:.1e}" for r in v.appendix_c) + " |")
-        lines += ["", f"Largest relative disagreement: {v.appendix_c_error:.1e} (tolerance {APPENDIX_C_TOLERANCE:g}). "
+        lines += ["", f"Largest relative disagreement: {v.appendix_c_error:.1e} (tolerance {IDENTITY_TOLERANCE:g}). "
                       "The score equation is the one printed in the authors' answer to reviewers."]
     else:
         lines += ["Not evaluated: this run saved no weights (the Gram space keeps the Grams, and the neuron-level "

@@ -23,7 +23,7 @@ import matplotlib.pyplot as plt  # noqa: E402
 import numpy as np  # noqa: E402
 from matplotlib.ticker import FuncFormatter, LogLocator  # noqa: E402
 
-from coocflow.observables.ensemble import BAND, median_band  # noqa: E402
+from coocflow.observables.ensemble import BAND, first_time_all_correct, median_band  # noqa: E402
 
 SCORE_CURVES = (
     ("A_mu2_mu1", r"$A[\mu_2,\mu_1]$", "tab:blue"),
@@ -90,10 +90,7 @@ class SeriesView:
         if t1s is None and "min_margin" not in series:  # another system's run: no T1
             t1s = [None] * len(next(iter(series.values())))
         if t1s is None:
-            t1s = []
-            for i in range(len(series["min_margin"])):
-                hits = np.flatnonzero(series["min_margin"][i] > 0)
-                t1s.append(float(t[hits[0]]) if hits.size else None)
+            t1s = [first_time_all_correct(t, margins) for margins in series["min_margin"]]
         return cls(t=t, series=series, t1s=list(t1s))
 
 
