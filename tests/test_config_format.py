@@ -180,3 +180,14 @@ def test_ls_lists_a_format_1_run_by_its_rate(tmp_path):
     shutil.copytree(FORMAT1 / "run-gd", tmp_path / "runs" / "old")
     listed = CliRunner().invoke(app, ["ls", str(tmp_path / "runs")])
     assert listed.exit_code == 0 and "gd lr=0.1 x200" in listed.output
+
+
+def test_a_run_differing_only_in_settings_its_method_does_not_read_is_reused(tmp_path):
+    """GD reads no [solver]; the flow with its own end time reads no [optimizer]."""
+    folder = tmp_path / "gd"
+    shutil.copytree(FORMAT1 / "run-gd", folder)
+    assert ensure_run(resolve_config("tiny", {**TINY_TWO_SEEDS, "solver.rtol": 1e-3}), folder).how == "reused"
+    flow = tmp_path / "flow"
+    shutil.copytree(FORMAT1 / "run-flow-uninterrupted", flow)
+    assert ensure_run(resolve_config("tiny", {**STORED_FLOW, "optimizer.momentum": 0.5}), flow).how == "reused"
+    assert ensure_run(resolve_config("tiny", {**TINY_TWO_SEEDS, "optimizer.lr": 0.05}), folder).how == "trained"

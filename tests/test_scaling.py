@@ -51,8 +51,7 @@ def test_width_overrides_keep_p1_and_the_runs_own_time_scale():
     """theory's m1 is the most neurons (up to 64) that keep P1 at each m; its flow observes from
     0.01/U0 to 50 m; without resolved neurons a Gram base runs in weight space where affordable."""
     base = resolve_config("theory")
-    assert width_overrides("both", 1024, base) == {"model.m": 1024, "model.m1": 4, "optimizer.lr": 0.01 / 1024,
-                                                   "train.t_end": 50.0 * 1024}
+    assert width_overrides("both", 1024, base) == {"model.m": 1024, "model.m1": 4, "train.t_end": 50.0 * 1024}
     assert width_overrides("both", 65536, base)["model.m1"] == 64
     assert width_overrides("both", 2**24, base)["model.m1"] == 64
     unresolved = resolve_config("theory", ["model.neurons=false"])

@@ -337,12 +337,17 @@ class RunOutcome:
 
 
 def training_part(config: dict) -> dict:
-    """A configuration less its `verify` section: the declared times (C_T1, k, Lemma 4.3's C) read a
-    finished run and do not change its training, so a run that differs only there is reused. A
-    folder written before configurations named their `system` trained eq. (1), so `system = "eq1"`
-    counts as absent."""
+    """What of a configuration (its stored dict) the training reads, so two runs that agree here
+    are the same run: less its `verify` section (the declared times C_T1, k and Lemma 4.3's C read
+    a finished run), less `solver` for a discrete method, and less `optimizer` for the flow with
+    its own end time (`train.t_end` > 0; at 0 it ends at optimizer.lr x train.steps). A folder
+    written before configurations named their `system` trained eq. (1), so `system = "eq1"` counts
+    as absent."""
+    train = config.get("train", {})
+    flow = train.get("method") == "flow"
+    unread = {"verify", "optimizer" if flow and train.get("t_end", 0) > 0 else None, None if flow else "solver"}
     return {key: value for key, value in config.items()
-            if key != "verify" and not (key == "system" and value == "eq1")}
+            if key not in unread and not (key == "system" and value == "eq1")}
 
 
 def ensure_run(config: Config, folder: Path) -> RunOutcome:
@@ -353,19 +358,27 @@ def ensure_run(config: Config, folder: Path) -> RunOutcome:
     Figures are not drawn (the jobs' callers draw their own)."""
     folder, run = Path(folder), RunFolder(folder)
     wanted = json.loads(json.dumps(config.to_dict()))
-    found = _stored_record(run) if run.complete else None
+    found = _stored_record(run) if run.complete or run.in_progress else None
     if found is not None and training_part(found) == training_part(wanted):
-        if found.get("verify") != wanted.get("verify"):
-            atomic_write_json(run.config_file, {**found, "verify": wanted["verify"]})
-        return RunOutcome(folder, "reused", read_metrics(run.metrics_file))
-    elif run.in_progress and resumable_config(folder) == config:
+        if run.complete:
+            _declare(run, wanted)
+            return RunOutcome(folder, "reused", read_metrics(run.metrics_file))
         try:
             _, result = resume_run(folder, figures=False)
+            _declare(run, wanted)
             return RunOutcome(folder, "resumed", result.table())
         except RunFolderError:
             pass
     _, result = run_and_write(config, folder, force=True, figures=False)
     return RunOutcome(folder, "trained", result.table())
+
+
+def _declare(run: RunFolder, wanted: dict) -> None:
+    """Write the wanted `verify` declarations into a reused or resumed run's config.json (only when
+    they differ, so a folder that already says them is left alone)."""
+    found = _stored_record(run)
+    if found is not None and found.get("verify") != wanted.get("verify"):
+        atomic_write_json(run.config_file, {**found, "verify": wanted["verify"]})
 
 
 def _stored_record(run: RunFolder) -> dict | None:

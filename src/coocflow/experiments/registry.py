@@ -50,7 +50,6 @@ THEORY = {
     "model.m": THEORY_WIDTHS[0], "model.m1": 64, "model.space": "gram", "model.neurons": True,
     "init.scheme": "theory", "init.c0": 0.02, "init.c1": 1.0,
     "train.method": "flow", "solver.name": "tsit5", "train.t_end": 50.0 * THEORY_WIDTHS[0],
-    "optimizer.lr": 0.01 / THEORY_WIDTHS[0],  # the flow reads no lr; kept so width sweeps stay reused
     "observe.points": 200, "observe.chunks": 2, "verify.c_t1": 20.0, "verify.loss_exponent": 2.0,
     "verify.sandwich_c": 0.1,
 }

@@ -19,8 +19,6 @@ from coocflow.phases.verify import seed_data, verify_run, width_summary
 from coocflow.storage import load_run
 from coocflow.storage.folders import ScalingFolder
 
-GRID_START_PER_U0 = 0.01
-"""A theory sweep observes from t = 0.01 / U0, well before T1 ~ C_T1 / U0 at every width."""
 T_END_PER_LOSS_SCALE = 50.0
 """... and runs to t = 50 m^(k-1) / c1^2: F8's 1/loss ~ kappa U0 t (kappa ~ 0.07) reaches m^k by about
 14 m^(k-1) / c1^2, so T* = first loss <= m^-k is inside the run with room to spare."""
@@ -30,7 +28,7 @@ def width_overrides(axis: str, value: int, base: Config) -> dict:
     """`m` or `m1` moves one width alone. `both` moves m and, under the theory init, gives m1 the
     most neurons (a power of two, at most the base m1) that keep P1 at that m
     (`premises.neurons_meeting_p1`), with the flow's grid and end in the run's own time scale
-    (from `GRID_START_PER_U0` / U0 to past T*); otherwise it keeps the base ratio m1 / m. A Gram-space
+    (from `Config.flow_start` = 0.01 / U0, well before T1 ~ C_T1 / U0, to past T*); otherwise it keeps the base ratio m1 / m. A Gram-space
     base runs in weight space up to `WEIGHT_SPACE_MAX_WIDTH` unless it resolves the neurons."""
     if axis == "m":
         widths = {"model.m": value}
@@ -40,7 +38,6 @@ def width_overrides(axis: str, value: int, base: Config) -> dict:
         widths = {"model.m": value, "model.m1": neurons_meeting_p1(value, DELTA, base.model.m1)}
         if base.is_flow:
             c1_squared = base.init.c1 ** 2
-            widths["optimizer.lr"] = GRID_START_PER_U0 / (c1_squared * value)  # unread by the flow; keeps folders reused
             widths["train.t_end"] = T_END_PER_LOSS_SCALE * value ** (base.verify.loss_exponent - 1) / c1_squared
     else:
         ratio = base.model.m1 / base.model.m
