@@ -14,6 +14,7 @@ Parquet datasets that DuckDB and Polars read directly, e.g.
 
 from __future__ import annotations
 
+import json
 import shutil
 from pathlib import Path
 
@@ -21,7 +22,8 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from coocflow.config import config_from_dict
+from coocflow.api import training_part
+from coocflow.config import Config, config_from_dict
 from coocflow.errors import ConfigError, RunFolderError
 from coocflow.storage import atomic_write_json
 from coocflow.storage.atomic import atomic_write_with
@@ -94,13 +96,18 @@ class SweepStore:
 
 
 def same_jobs(record: dict, spec: SweepSpec) -> bool:
-    """Whether a stored sweep record holds exactly `spec`'s jobs, each job's config read through its
-    format: a sweep written before config format 2 resumes from its own spec file."""
+    """Whether a stored sweep record holds `spec`'s jobs: the same ids and axes, and configs that
+    train the same and declare the same (`api.training_part` and `verify`), each read through its
+    format. So a sweep written before config format 2 resumes from its own spec file."""
+    def identity(config: Config) -> dict:
+        stored = json.loads(json.dumps(config.to_dict()))
+        return {**training_part(stored), "verify": stored["verify"]}
+
     try:
-        stored = [(job["id"], job["axes"], config_from_dict(job["config"])) for job in record.get("jobs", [])]
+        stored = [(job["id"], job["axes"], identity(config_from_dict(job["config"]))) for job in record.get("jobs", [])]
     except (ConfigError, KeyError, TypeError):
         return False
-    return stored == [(job.id, job.axes, job.config) for job in spec.jobs]
+    return stored == [(job.id, job.axes, identity(job.config)) for job in spec.jobs]
 
 
 def read_record(root: Path) -> dict:
