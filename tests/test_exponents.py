@@ -160,3 +160,51 @@ def test_invalid_input_is_rejected():
         fit_exponent([64, 64], [[1.0], [2.0]])
     with pytest.raises(ValueError):
         fit_exponent([64, 128], [[1.0], [2.0]], confidence=1.5)
+
+
+def seed_offset_sweep(rng, exponent, offset, noise, seeds=SEEDS):
+    """A paired sweep: each seed's values share an offset at every width (the seed's data)."""
+    offsets = offset * rng.standard_normal((1, seeds))
+    return WIDTHS[:, None] ** exponent * np.exp(offsets + noise * rng.normal(0.0, 1.0, (WIDTHS.size, seeds)))
+
+
+def test_paired_seeds_cancel_their_offsets_and_keep_coverage():
+    """With per-seed offsets of sd 1 (log) and residual noise 0.1, the unpaired interval is about
+    ten times wider than the paired one, and the paired one still covers the true exponent."""
+    rng = np.random.default_rng(7)
+    covered, paired_width, unpaired_width = 0, [], []
+    for trial in range(100):
+        values = seed_offset_sweep(rng, -1.0, 1.0, 0.1)
+        paired = fit_exponent(WIDTHS, values, predicted=-1.0, paired=True, seed=trial, resamples=1000)
+        unpaired = fit_exponent(WIDTHS, values, predicted=-1.0, seed=trial, resamples=1000)
+        covered += paired.contains_prediction
+        paired_width.append(paired.high - paired.low)
+        unpaired_width.append(unpaired.high - unpaired.low)
+        assert paired.exponent == pytest.approx(unpaired.exponent, abs=1e-12)  # every seed at every width
+    assert 0.88 <= covered / 100 <= 1.0
+    assert np.median(unpaired_width) > 5 * np.median(paired_width)
+    assert paired.paired and paired.seed_offset_spread == pytest.approx(1.0, rel=0.6)
+    assert "seeds paired across widths" in paired.sentence()
+
+
+def test_paired_fit_with_missing_seeds_fits_within_seeds():
+    """A seed missing at the largest widths must not pull the slope by its offset: the within-seed
+    (fixed-effects) slope stays on the true exponent where a fit of per-width means does not."""
+    rng = np.random.default_rng(3)
+    values = seed_offset_sweep(rng, -1.0, 0.0, 0.0)
+    values *= np.exp(np.array([3.0, 0, 0, 0, 0, 0, 0, 0]))[None, :]  # seed 0 sits e^3 above the others
+    values[-3:, 0] = np.nan  # ... and is missing at the three largest widths
+    paired = fit_exponent(WIDTHS, values, paired=True)
+    unpaired = fit_exponent(WIDTHS, values)
+    assert paired.exponent == pytest.approx(-1.0, abs=1e-12)
+    assert abs(unpaired.exponent + 1.0) > 0.05
+
+
+def test_paired_values_need_one_column_per_seed():
+    with pytest.raises(ValueError, match="one column per seed"):
+        fit_exponent([1e3, 1e4, 1e5], [[1.0, 2.0], [1.0], [1.0, 2.0]], paired=True)
+    lonely = np.full((WIDTHS.size, 3), np.nan)
+    for i in range(WIDTHS.size):
+        lonely[i, i % 3] = WIDTHS[i] ** -1.0 if i < 3 else np.nan
+    fit = fit_exponent(WIDTHS[:3], lonely[:3], paired=True)
+    assert not fit.paired and any("fitted unpaired" in note for note in fit.notes)

@@ -92,3 +92,20 @@ def test_power_writes_its_page(tmp_path):
     text = out.read_text()
     assert "coocflow power --trials 4" in text and "| exponent error |" in text
     assert text.count("\n| 0.") >= 5 and "noise 0.5" in text
+
+
+def test_a_seed_column_pairs_seeds_across_widths(tmp_path):
+    """Each seed's values share an offset of sd 1 (log) at every width: paired (the default when a
+    seed id repeats across widths) the interval is narrow and the true exponent passes; --unpaired
+    treats every row as its own draw and cannot decide."""
+    rng = np.random.default_rng(4)
+    offsets = rng.standard_normal(8)
+    rows = ["m,seed,value"] + [f"{m:g},{s},{m ** -1.0 * math.exp(offsets[s] + 0.05 * rng.standard_normal()):.12g}"
+                               for m in (1e3, 3e3, 1e4, 3e4, 1e5, 3e5) for s in range(8)]
+    table = tmp_path / "paired.csv"
+    table.write_text("\n".join(rows) + "\n")
+    paired = json.loads(coocflow("fit-rate", str(table), "--exponent", "-1", "--json").stdout)
+    unpaired = json.loads(coocflow("fit-rate", str(table), "--exponent", "-1", "--json", "--unpaired").stdout)
+    assert paired["fit"]["paired"] is True and paired["verdict"] == "pass"
+    assert unpaired["fit"]["paired"] is False and unpaired["verdict"] == "inconclusive"
+    assert (unpaired["ci"][1] - unpaired["ci"][0]) > 5 * (paired["ci"][1] - paired["ci"][0])

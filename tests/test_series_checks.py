@@ -224,3 +224,20 @@ def test_new_observables_match_their_definitions(theory):
     for k, token in enumerate((MU1, MU2, MU3), start=1):
         expected = 2 * G[token] * _pressure(final, token)
         assert theory.series[f"d_V_mu{k}_mu{k}_dt"][-1] == pytest.approx(expected, rel=1e-8)
+
+
+@pytest.mark.parametrize("room, vacuous", [(2.0, False), (2000.0, True)])
+def test_a_bound_beaten_by_over_a_thousandfold_is_vacuous(theory, room, vacuous):
+    """Lemma 4.4's imbalance scaled to 1/room of its bound 1/3: a pass either way, but 2000x inside
+    the bound says nothing about the lemma (neither pass nor fail in the claim's verdict)."""
+    from coocflow.phases.check_registry import BALANCE_BOUND
+    from coocflow.phases.claims import combine
+
+    def scaled(s, d):
+        peak = np.max(s["bal_S2_S3"][_after_t1(d)])
+        return s["bal_S2_S3"] * (BALANCE_BOUND / room) / peak
+    result = CHECKS["lemma4.4_balance"](_edited(theory, _set("bal_S2_S3", scaled)))
+    assert result.passed is True and result.vacuous is vacuous
+    assert ("Vacuous" in result.sentence) is vacuous and result.to_dict()["vacuous"] is vacuous
+    assert combine(["vacuous", "vacuous"]) == "vacuous" and combine(["vacuous", "pass"]) == "pass"
+    assert combine(["vacuous", "fail"]) == "fail"

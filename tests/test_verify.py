@@ -326,6 +326,7 @@ def test_a_gram_run_verifies_without_weights(tmp_path):
     verification = verify_run(load_run(folder))
     assert verification.appendix_c == []
     assert verification.pass_rates()["appendix_c_closed_forms"] == {"passed": 0, "failed": 0, "failed_outside_premises": 0,
+                                                                           "vacuous": 0,
                                                                            "unchecked": 1, "no_verdict": 0, "of": 1,
                                                                            "evidence": "identity"}
     assert {p.id: p.met for p in verification.premises}["P9"] in (None, False)

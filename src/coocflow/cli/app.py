@@ -50,7 +50,7 @@ def _refuse_unused(context: str, options) -> None:
         raise ConfigError(f"{', '.join(given)}: not used with {context}; drop {'it' if len(given) == 1 else 'them'}")
 
 
-VERDICT_COLOURS = {"pass": "green", "fail": "red", "fail outside premises": "yellow", "not applicable": "bright_black", "inconclusive": "cyan",
+VERDICT_COLOURS = {"pass": "green", "fail": "red", "fail outside premises": "yellow", "not applicable": "bright_black", "inconclusive": "cyan", "vacuous": "magenta",
                    "no verdict": "bright_black"}
 
 

@@ -60,9 +60,12 @@ def fit_rate(
     tol: Optional[float] = typer.Option(None, "--tol", metavar="T", help="allowed exponent error, fixed before looking (default 0.1)"),
     log_power: int = typer.Option(0, "--log-power", metavar="K", help="factors of log m the statement carries (a tilde: 1)"),
     json_output: bool = typer.Option(False, "--json", help="print one JSON object (verdict, exponent, ci, ...) instead of text"),
+    unpaired: bool = typer.Option(False, "--unpaired", help="treat each (m, seed) as its own draw: do not pair a seed id across widths"),
 ) -> None:
     """Judge a power law in your own width sweep with coocflow's rate test: the exponent, its 95%
-    interval, the slope over the largest third of the widths, and pass / fail / inconclusive.
+    interval, the slope over the largest third of the widths, and pass / fail / inconclusive /
+    vacuous. A seed id seen at several widths is the same seed there (the same data): the fit pairs
+    it across widths unless --unpaired.
 
     Example: coocflow fit-rate sweep.csv --exponent -1 --kind order --json
     """
@@ -79,13 +82,14 @@ def fit_rate(
         raise CoocflowError(f"--log-power {log_power}: give 0 or more factors of log m")
     data = read_rate_table(table)
     test = RateTest(exponent, KIND_NAMES[kind], 0.0 if kind == "decays" else (ORDER_TOLERANCE if tol is None else tol), log_power)
-    judged = judge_rate(test, data.widths, data.values, name=table.stem)
+    paired = data.by_seed is not None and not unpaired
+    judged = judge_rate(test, data.widths, data.by_seed if paired else data.values, name=table.stem, paired=paired)
     if json_output:
         print(json.dumps(judged.to_dict()))
         return
-    colour = {"pass": "green", "fail": "red", "inconclusive": "yellow"}.get(judged.verdict, "white")
-    console.print(f"{table}: {len(data.widths)} widths, m = {data.widths[0]:g}..{data.widths[-1]:g}, up to {data.seeds} seeds",
-                  highlight=False)
+    colour = {"pass": "green", "fail": "red", "inconclusive": "yellow", "vacuous": "magenta"}.get(judged.verdict, "white")
+    console.print(f"{table}: {len(data.widths)} widths, m = {data.widths[0]:g}..{data.widths[-1]:g}, up to {data.seeds} seeds"
+                  + (", paired across widths" if paired else ""), highlight=False)
     console.print(judged.sentence().rsplit(": ", 1)[0], highlight=False, soft_wrap=True)
     console.print(f"verdict: [{colour}]{judged.verdict}[/]", highlight=False)
 
@@ -96,11 +100,20 @@ def power(
     out: Optional[Path] = typer.Option(None, "--out", metavar="FILE", help="also write the table as Markdown (e.g. docs/power.md)"),
 ) -> None:
     """The rate test's power at the default theory sweep (its widths and seeds): how often a
-    Theta(m^p) claim passes when the true exponent is off by 0..0.3, at seed spreads 0.01..0.5.
+    Theta(m^p) claim passes when the true exponent is off by 0..0.3, at seed spreads 0.01..0.5, and
+    on curves shaped like the dynamics' (seed offsets, log factors, two-term crossovers), true and false.
 
     Example: coocflow power --out docs/power.md
     """
-    from coocflow.phases.power import ERRORS, NOISES, power_markdown, power_table  # lazy: defers JAX, 1-3.6 s
+    from coocflow.phases.power import (  # lazy: defers JAX, 1-3.6 s
+        ERRORS,
+        NOISES,
+        SCENARIO_NOISES,
+        power_markdown,
+        power_table,
+        scenario_table,
+        scenarios,
+    )
     from coocflow.phases.rate_test import RateTest  # lazy: defers JAX, 1-3.6 s
     from coocflow.storage import atomic_write_text  # lazy: defers pyarrow, 0.3 s
 
@@ -109,10 +122,12 @@ def power(
     theory = EXPERIMENTS["theory"]
     widths, seeds, test = [float(m) for m in theory.scaling_widths], theory.scaling_seeds, RateTest(-1.0)
     with Progress(console=console, transient=True) as bar:
-        task = bar.add_task("simulating sweeps", total=len(ERRORS) * len(NOISES))
+        task = bar.add_task("simulating sweeps",
+                            total=len(ERRORS) * len(NOISES) + len(scenarios(widths)) * len(SCENARIO_NOISES))
         cells = power_table(test, widths, seeds, trials, progress=lambda: bar.advance(task))
+        shapes = scenario_table(widths, seeds, trials, progress=lambda: bar.advance(task))
     command = "coocflow power" + (f" --trials {trials}" if trials != 200 else "") + (f" --out {out}" if out else "")
-    text = power_markdown(cells, test, widths, seeds, command)
+    text = power_markdown(cells, test, widths, seeds, command, shapes)
     console.print(text, highlight=False, markup=False)
     if out is not None:
         atomic_write_text(out, text)

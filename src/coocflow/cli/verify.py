@@ -135,7 +135,7 @@ SUMMARY_WIDTH = 80
 
 
 SHORT_VERDICTS = {"pass": "pass", "fail": "FAIL", "fail outside premises": "fail*", "not applicable": "n/a",
-                  "inconclusive": "incon.", "no verdict": "-"}
+                  "inconclusive": "incon.", "vacuous": "vacuous", "no verdict": "-"}
 
 
 """Verdicts in the summary's first column; '*' marks a claim whose premises are not all met."""
@@ -306,7 +306,8 @@ def _verify_scaling(target, set_, seed, seeds, out, force, axis, values, strict,
             unmet = [p["id"] for p in width["premises"] if p["met"] is False]
             console.print(f"  m={width['m']}, m1={width['m1']} ({width['space']}): premises "
                           + (f"not met: {', '.join(unmet)}" if unmet else "all met"))
-        _print_claims(table, f"claims: checks at m={base['m']}, rates over {axis} = {', '.join(map(str, widths))}, "
+        _print_claims(table, f"claims: checks over all {runs} runs (sentences at m={base['m']}), rates over {axis} = "
+                             f"{', '.join(map(str, widths))}, "
                              f"{len(config.seed_list)} seeds per width")
         console.print(summary_line(table))
     else:
@@ -315,7 +316,7 @@ def _verify_scaling(target, set_, seed, seeds, out, force, axis, values, strict,
             f"verify --scaling {axis}: {len(widths)} widths {widths[0]}..{widths[-1]}, c0 "
             f"{'/'.join(f'{c:g}' for c in c0s)}, {len(config.seed_list)} seeds",
             base["premises"], table, summary_line(table), [ScalingFolder(out).markdown_file, ScalingFolder(out).report_file],
-            premises_where=f" at m={base['m']} (the one-width checks)",
+            premises_where=f" at m={base['m']} (the sentences' width; checks count every run)",
             widths_line=f"premises over the {runs} runs: " + ("all met" if not unmet_at else "all met but " + ", ".join(
                 f"{premise} (not met in {count})" for premise, count in unmet_at.items())))
     console.print(f"written: {', '.join(str(path) for path in written)}; runs under {out / 'runs'}")

@@ -29,6 +29,10 @@ HIDDEN_CONSTANT = 10.0
 """The band [1/HIDDEN_CONSTANT, HIDDEN_CONSTANT] that a fitted constant of a Theta(1) would lie in;
 no verdict rests on it (a constant the paper hides makes a check a diagnostic), it only says in
 the reports whether a fitted constant looks like one."""
+VACUOUS_FACTOR = 1e3
+"""A bound check whose every part sits below its bound by more than this factor is `vacuous`: the
+data are so far inside the bound that it says nothing about them, so the check counts neither as
+a pass nor as a fail (a part that far inside is named in the sentence when others decide)."""
 IDENTITY_TOLERANCE = 1e-8
 """An exact identity holds when its two sides agree to 1e-8 relative: eq. (5), Def. E.18, Lemma
 F.11 and Appendix C's closed forms, each a JVP or autodiff rate against its closed form (float64
@@ -53,9 +57,27 @@ class CheckResult:
     sentence: str
     evidence: str = "statement"
     """One of `EVIDENCE_CLASSES`."""
+    headroom: dict[str, float] = field(default_factory=dict)
+    """For a check of explicit bounds, each part's bound / |value| (`bound_parts`): how far inside
+    its bound the data sit; more than `VACUOUS_FACTOR` in every part makes a pass vacuous."""
+
+    @property
+    def vacuous_parts(self) -> list[str]:
+        return [part for part, room in self.headroom.items() if room > VACUOUS_FACTOR]
+
+    @property
+    def vacuous(self) -> bool:
+        """A pass every one of whose bounds is beaten by more than `VACUOUS_FACTOR`."""
+        return bool(self.passed) and bool(self.headroom) and len(self.vacuous_parts) == len(self.headroom)
 
     def to_dict(self) -> dict:
-        return asdict(self)
+        return {**asdict(self), "vacuous": self.vacuous}
+
+
+def bound_parts(**parts: tuple[float, float]) -> dict[str, float]:
+    """`part=(value, bound)` -> {part: bound / |value|} (inf for a value of 0): the headroom a
+    check of explicit bounds reports as the 5th item of its result."""
+    return {part: (abs(bound) / abs(value) if value else float("inf")) for part, (value, bound) in parts.items()}
 
 
 @dataclass
@@ -117,8 +139,9 @@ EVIDENCE: dict[str, str] = {}
 
 def check(name: str, claim: str, evidence: str, needs_t1: bool = False, needs: tuple[str, ...] = (),
           no_verdict: str = ""):
-    """Register `fn(data) -> (measured, threshold, passed, sentence)` as the check `name` of the
-    class `evidence`. A diagnostic states in `no_verdict` why it carries none; its `passed` is None
+    """Register `fn(data) -> (measured, threshold, passed, sentence[, headroom])` as the check `name`
+    of the class `evidence`; `headroom` (`bound_parts`) says how far inside each explicit bound the
+    data sit, so a pass far inside every one is reported `vacuous`. A diagnostic states in `no_verdict` why it carries none; its `passed` is None
     and its sentence ends with that reason.
 
     The wrapper answers for the cases every check shares: a run without the columns the check
@@ -140,11 +163,19 @@ def check(name: str, claim: str, evidence: str, needs_t1: bool = False, needs: t
             if needs_t1 and data.bounds["T1"] is None:
                 return CheckResult(name, claim, None, "T1 observed", None if no_verdict else False,
                         "No observed time has every training sample correct, so Phase 1 never ends.", evidence)
-            measured, threshold, passed, sentence = fn(data)
+            measured, threshold, passed, sentence, *rest = fn(data)
+            headroom = rest[0] if rest else {}
             if no_verdict:
                 passed = None
                 sentence = f"{sentence} No verdict: {no_verdict}" if measured is not None else sentence
-            return CheckResult(name, claim, measured, threshold, passed, sentence, evidence)
+            result = CheckResult(name, claim, measured, threshold, passed, sentence, evidence, headroom)
+            far = result.vacuous_parts
+            if passed and far:
+                result.sentence += (f" Vacuous: every bound is beaten by more than {VACUOUS_FACTOR:g}x, so this says "
+                                    "nothing either way." if result.vacuous else
+                                    f" Beaten by more than {VACUOUS_FACTOR:g}x (vacuous): {', '.join(far)}; the "
+                                    "other parts decide.")
+            return result
 
         CHECKS[name] = run
         EVIDENCE[name] = evidence

@@ -25,6 +25,7 @@ from coocflow.phases.check_registry import (  # noqa: F401  (re-exported: the ch
     CheckResult,
     SeedData,
     _t1,
+    bound_parts,
     check,
 )
 from coocflow.phases.premises import logits_at
@@ -272,7 +273,7 @@ def balance(d: SeedData) -> tuple:
     mask = d.phase2()
     value = float(np.max(d.series["bal_S2_S3"][mask])) if mask.any() else float("nan")
     return (value, f"max over Phase 2 <= {BALANCE_BOUND:.3g} (1/3, the largest C of Lemmas 4.3-4.5)", bool(value <= BALANCE_BOUND),
-            f"The I2/I3 gradient imbalance peaks at {value:.3g} over Phase 2.")
+            f"The I2/I3 gradient imbalance peaks at {value:.3g} over Phase 2.", bound_parts(imbalance=(value, BALANCE_BOUND)))
 
 
 @check("lemma4.5_bounded_ratios",
@@ -614,7 +615,8 @@ def attention_moves(d: SeedData) -> tuple:
             "Over Phase 2 (" + ", ".join(f"{k}: {'unresolved' if v is None else f'{v:.1%}'} of "
                                          f"{steps - unresolved[k]} resolved steps" for k, v in fractions.items())
             + f") the attentions move as stated; max |p(end) - p(0)| = {change:.3g} < 1/L^2 = {bound:.3g}"
-            + ("." if change < bound else " fails."))
+            + ("." if change < bound else " fails."),
+            bound_parts(**{"max |p(end) - p(0)| < 1/L^2": (change, bound)}))
 
 
 @check("thmF.20_margins_nondecreasing",

@@ -13,7 +13,7 @@ import math
 
 import numpy as np
 
-from coocflow.phases.check_registry import HIDDEN_CONSTANT, IDENTITY_TOLERANCE, SeedData, check
+from coocflow.phases.check_registry import HIDDEN_CONSTANT, IDENTITY_TOLERANCE, SeedData, bound_parts, check
 from coocflow.phases.premises import (
     FIRST_RANDOM,
     MU1,
@@ -89,7 +89,8 @@ def init_concentration(d: SeedData) -> tuple:
     sentence = (f"At t = 0 the largest D1 ratio measured/allowed is {_fmt(measured[worst])} ({worst}); "
                 + ", ".join(f"{k} {_fmt(v)}" for k, v in measured.items()) + "."
                 + (f" Left out (they need the neurons of W, absent in Gram space): {', '.join(left_out)}." if left_out else ""))
-    return (measured, "every ratio measured / (L. D.1 bound, delta = 0.05) <= 1", max(measured.values()) <= 1, sentence)
+    return (measured, "every ratio measured / (L. D.1 bound, delta = 0.05) <= 1", max(measured.values()) <= 1, sentence,
+            bound_parts(**{k: (v, 1.0) for k, v in measured.items()}))
 
 
 @check("corD.2_uniform_attention", "Corollary D.2: at t = 0 the attention is uniform, p = 1/L +- O~(1/(L m))",
@@ -135,7 +136,8 @@ def init_outputs(d: SeedData) -> tuple:
                 "of its allowed deviation" + (f"; |w_j^T W_V X_i p_l| at {_fmt(measured['neuron_value_ratio'])} of its bound."
                                               if "neuron_value_ratio" in measured else
                                               "; |w_j^T W_V X_i p_l| left out (needs the neurons of W, absent in Gram space)."))
-    return (measured, "explicit ratios <= 1 (max|G|/G0 reported)", ok, sentence)
+    return (measured, "explicit ratios <= 1 (max|G|/G0 reported)", ok, sentence,
+            bound_parts(**{k: (v, 1.0) for k, v in measured.items() if k.endswith("ratio")}))
 
 
 @check("lemma4.1_neuron_alignment_rate",

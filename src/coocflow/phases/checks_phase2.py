@@ -14,7 +14,7 @@ import math
 
 import numpy as np
 
-from coocflow.phases.check_registry import IDENTITY_TOLERANCE, SeedData, check
+from coocflow.phases.check_registry import IDENTITY_TOLERANCE, SeedData, bound_parts, check
 from coocflow.phases.premises import FIRST_RANDOM, MU1, MU2, MU3
 from coocflow.phases.saved import SavedState
 from coocflow.phases.state_values import (
@@ -265,8 +265,10 @@ def invariants(d: SeedData) -> tuple:
     parts = "; ".join(f"{name}: (a) {v['a_KQ_change_over_v0_sqrt_m']:.3g}, (b) {v['b_p_change_times_L2']:.3g}, "
                       f"(d) {v['d_ratio']:.3g}, (e) {v['e_ratio']:.3g}, (i) {v['i_random_output']:.3g}"
                       for name, v in values.items())
+    headroom = bound_parts(**{f"({item}) at {name}": (v[key], 1.0) for name, v in values.items()
+                              for item, key in (("b", "b_p_change_times_L2"), ("d", "d_ratio"), ("e", "e_ratio"))})
     return (values, "(b) |D0 p| L^2 < 1; (d), (e) ratios < 1 ((a), (i) reported)", ok,
-            f"Def. F.1 at {parts}.")
+            f"Def. F.1 at {parts}.", headroom)
 
 
 @check("corF.2_within_group_balance",

@@ -30,8 +30,10 @@ AT_ZERO = ("P1", "P2", "P3", "P4", "P5", "P6", "P7")
 """Rates at t = 0 (Lemmas 4.1, E.6, 4.2): the data model and the small initial output, no flow yet."""
 DYNAMICS = ("P1", "P2", "P3", "P4", "P5", "P6", "P7", "P8")
 """Every statement about the trajectory: Condition 1, Assumption 2.3, Definition 2.1, L. D.8 and the flow."""
-VERDICT_ORDER = ("fail", "fail outside premises", "inconclusive", "pass", "not applicable")
-"""A claim's verdict is the first of these that any of its pieces of evidence has."""
+VERDICT_ORDER = ("fail", "fail outside premises", "inconclusive", "pass", "vacuous", "not applicable")
+"""A claim's verdict is the first of these that any of its pieces of evidence has: `vacuous` evidence
+(a bound the data beat by far, `rate_test.VACUOUS_BY`) counts neither way, so a claim is `vacuous`
+only when nothing else decides it."""
 NO_VERDICT = "no verdict"
 """A diagnostic check's entry in the evidence: reported, never judged."""
 DECIDING_CLASSES = ("statement", "identity")
@@ -251,14 +253,23 @@ def claims_table(width: dict, rates: list[dict] | None = None) -> list[dict]:
                                  "text": sentence})
                 continue
             verdict = combine(["fail"] * rate["failed"] + ["fail outside premises"] * rate["failed_outside_premises"]
-                              + ["pass"] * rate["passed"] + ["not applicable"] * rate["unchecked"])
-            counts = f"{rate['passed']}/{rate['of']} seeds pass" if rate["of"] > 1 else verdict
+                              + ["pass"] * rate["passed"] + ["vacuous"] * rate.get("vacuous", 0)
+                              + ["not applicable"] * rate["unchecked"])
+            unit = width.get("unit", "seeds")
+            counts = f"{rate['passed']}/{rate['of']} {unit} pass" if rate["of"] > 1 else verdict
+            if rate["failed"] or rate["failed_outside_premises"]:
+                counts += (f", {rate['failed']} fail" if rate["failed"] else "") + (
+                    f", {rate['failed_outside_premises']} fail outside premises" if rate["failed_outside_premises"] else "")
+            if rate.get("vacuous"):
+                counts += f", {rate['vacuous']} vacuous"
             evidence.append({"kind": "check", "class": evidence_class, "name": name, "verdict": verdict,
                              "text": f"{counts}. {sentence}"})
         for rate in (r for r in rates or [] if r["claim"] == claim.id):
             evidence.append({"kind": "rate", "class": rate.get("class", "statement"), "name": rate["quantity"],
                              "c0": rate.get("c0"), "verdict": rate["verdict"], "text": rate_text(rate)})
+        met_in = {p["id"]: p.get("met_in") for p in width["premises"]}
         premises = ", ".join(f"{p} {'met' if met.get(p) else 'not met' if met.get(p) is False else 'n/a'}"
+                             + (f" ({met_in[p]})" if met_in.get(p) and met.get(p) is False else "")
                              for p in claim.premises)
         table.append({"id": claim.id, "where": claim.where, "statement": claim.statement,
                       "premises": premises or "none (identity)",
@@ -327,8 +338,10 @@ def summary_line(table: list[dict]) -> str:
     """The claims' verdicts, then the checks' per class, e.g. `claims: 20 pass, ...; statements: 30
     pass, 1 fail; refinements: 2 pass, 1 fail; identities: 3 pass; diagnostics: 24 (no verdict)`."""
     counts = verdict_counts(table)
+    vacuous = f"{counts['vacuous']} vacuous, " if counts["vacuous"] else ""
     parts = [f"claims: {counts['pass']} pass, {counts['fail']} fail, {counts['fail outside premises']} fail outside "
-             f"premises, {counts['inconclusive']} inconclusive, {counts['not applicable']} not applicable (of {len(table)})"]
+             f"premises, {counts['inconclusive']} inconclusive, {vacuous}{counts['not applicable']} not applicable "
+             f"(of {len(table)})"]
     rates = [e for row in table for e in row["evidence"] if e["kind"] == "rate"]
     for rate_class in ("statement", "refinement"):
         of_class = [e["verdict"] for e in rates if e.get("class", "statement") == rate_class]

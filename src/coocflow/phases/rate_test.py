@@ -15,11 +15,24 @@ and compares the whole interval with a band fixed before any run (`RateTest`):
 Log factors widen the band only where the statement carries them (a tilde or an explicit log),
 by at most its own power `log_power`, and only in the direction they act (up for O~, down for
 Omega~, both for Theta~): each factor of log m is worth `log_slack`, the least-squares slope of
-log log m on log m over the fitted widths. The slope over the largest third of the widths is
-fitted too and reported beside the global one; a pass whose largest-widths interval lies wholly
-outside the band is inconclusive (the asymptote is not reached), and so is one whose values change
-sign across seeds (the power law is of |value|, which a sign change hides). Power of this test at the
-default design: docs/power.md (`coocflow power`).
+log log m on log m over the fitted widths. The tolerance itself is worth `tol / log_slack` factors
+of log m (about 1.3 at the theory sweep's widths), which `RateJudgement.sentence` states.
+
+A width sweep's seeds are paired (a seed uses the same data at every width): `paired=True` fits
+the slope within seeds and resamples whole seeds (`exponents.fit_exponent`), so a seed's offset
+common to all widths does not widen the interval.
+
+The slope over the largest third of the widths is fitted too and reported beside the global one,
+and the two are reconciled symmetrically: a pass whose largest-widths interval lies wholly outside
+the band, and a fail whose largest-widths slope lies inside it, are inconclusive (the curve bends
+within the range: a two-term law crossing over), with the width a sweep would have to reach to
+decide. A result whose values change sign across seeds is inconclusive too (the power law is of
+|value|, which a sign change hides).
+
+An upper bound undercut by more than `VACUOUS_BY` (the interval's top below p - 1), or a lower
+bound exceeded by as much, is `vacuous`: the data are far inside the bound, which then says
+nothing about them, so the verdict counts neither as a pass nor as a fail. Power of this test at
+the default design: docs/power.md (`coocflow power`).
 """
 
 from __future__ import annotations
@@ -34,7 +47,7 @@ from coocflow.phases.exponents import ExponentFit, fit_exponent
 
 KINDS = ("order", "upper bound", "lower bound", "decays")
 """What a statement says of the exponent: Theta, O, Omega, or 1/poly(m)."""
-VERDICTS = ("pass", "fail", "inconclusive", "not applicable")
+VERDICTS = ("pass", "fail", "inconclusive", "vacuous", "not applicable")
 ORDER_TOLERANCE = 0.1
 """How far an exponent may sit from the paper's and still agree (pre-registered; docs/power.md
 shows that at the default sweep an exponent 0.2 off fails and the true one passes)."""
@@ -42,6 +55,9 @@ BOUND_TOLERANCE = 0.1
 """The same allowance for O and Omega bounds, on the side the bound constrains."""
 LOOSE_BY = 0.5
 """An upper bound undercut by more than this (the interval's top below p - 0.5) is reported loose."""
+VACUOUS_BY = 1.0
+"""An upper bound undercut by more than this (the interval's top below p - 1: the data fall a whole
+power of m faster than the bound) is vacuous; a lower bound exceeded by as much likewise."""
 LOCAL_FRACTION = 1 / 3
 """The local slope is fitted over the largest third of the widths (at least `MIN_LOCAL_WIDTHS`)."""
 MIN_LOCAL_WIDTHS = 3
@@ -125,7 +141,12 @@ class RateJudgement:
             local = self.local
             interval = "" if local.low is None else f", CI {local.low:+.3f} to {local.high:+.3f}"
             text += f"; largest {local.n_widths} widths {local.exponent:+.3f}{interval}"
-        text += f"; {_band_text(self.band)}: {self.verdict}"
+        if self.fit.paired:
+            text += "; seeds paired"
+        text += f"; {_band_text(self.band)}"
+        if self.test.log_power and self.log_slack > 0:
+            text += f" (with {self.test.log_power} log factor{'s' if self.test.log_power > 1 else ''} of {self.log_slack:.3f})"
+        text += f": {self.verdict}"
         return text + "".join(f"; {note}" for note in self.notes)
 
 
@@ -139,20 +160,29 @@ def log_slack(widths: Sequence[float]) -> float:
 
 
 def judge_rate(test: RateTest, widths: Sequence[float], values: Sequence[Sequence[float]], *,
-               resamples: int = 2000, seed: int = 0, name: str = "value") -> RateJudgement:
-    """Fit |values[w][s]| ~ C m_w^e over seeds s and judge e against `test` (module docstring)."""
+               resamples: int = 2000, seed: int = 0, name: str = "value", paired: bool = False) -> RateJudgement:
+    """Fit |values[w][s]| ~ C m_w^e over seeds s and judge e against `test` (module docstring).
+    `paired`: values is widths x seeds with column s the same seed at every width."""
     fit = fit_exponent(widths, values, predicted=None if test.kind == "decays" else test.predicted,
-                       resamples=resamples, seed=seed, name=name)
+                       resamples=resamples, seed=seed, name=name, paired=paired)
     if not fit.fitted or fit.low is None:
         return RateJudgement("not applicable", test, fit, None, None, 0.0, notes=fit.notes or ("no interval",))
     slack = log_slack(fit.widths)
     band = test.band(slack)
-    local = _local_fit(fit, widths, values, resamples, seed, name)
+    local = _local_fit(fit, widths, values, resamples, seed, name, fit.paired)
     verdict = _verdict(fit.low, fit.high, band)
     notes = []
-    if verdict == "pass" and local is not None and local.low is not None and _verdict(local.low, local.high, band) == "fail":
-        verdict = "inconclusive"
-        notes.append("the largest widths' slope lies outside the band: the asymptote is not reached")
+    if local is not None and local.low is not None:
+        if verdict == "pass" and _verdict(local.low, local.high, band) == "fail":
+            verdict = "inconclusive"
+            notes.append("the largest widths' slope lies outside the band: the asymptote is not reached; "
+                         + _deciding_width(local))
+        elif verdict == "fail" and (band[0] <= local.exponent <= band[1] or _bends_toward(fit, local, band)):
+            verdict = "inconclusive"
+            where = "lies inside the band" if band[0] <= local.exponent <= band[1] else "bends toward the band"
+            notes.append(f"the largest widths' slope {local.exponent:+.3f} {where} while the whole range's "
+                         f"({fit.exponent:+.3f}) lies outside: the curve bends within the range (a crossover), so "
+                         "the asymptote is not settled; " + _deciding_width(local))
     if fit.mixed_signs and verdict != "fail":
         verdict = "inconclusive"
         notes.append("values of both signs across seeds: |value| follows the band, the quantity does not")
@@ -160,7 +190,13 @@ def judge_rate(test: RateTest, widths: Sequence[float], values: Sequence[Sequenc
         notes.append(_what_resolves(fit, band))
     loose = ((test.kind == "upper bound" and fit.high < test.predicted - LOOSE_BY)
              or (test.kind == "lower bound" and fit.low > test.predicted + LOOSE_BY))
-    if loose:
+    vacuous = ((test.kind == "upper bound" and fit.high < test.predicted - VACUOUS_BY)
+               or (test.kind == "lower bound" and fit.low > test.predicted + VACUOUS_BY))
+    if vacuous and verdict == "pass":
+        verdict = "vacuous"
+        notes.append(f"vacuous: the data beat the bound by more than {VACUOUS_BY:g} in the exponent, so it says "
+                     "nothing about them (counts neither as a pass nor as a fail)")
+    elif loose:
         notes.append(f"loose: the bound is undercut by more than {LOOSE_BY}")
     if fit.few_widths:
         notes.append(f"only {fit.n_widths} widths")
@@ -175,7 +211,8 @@ def _verdict(low: float, high: float, band: tuple[float, float]) -> str:
     return "inconclusive"
 
 
-def _local_fit(fit: ExponentFit, widths, values, resamples: int, seed: int, name: str) -> ExponentFit | None:
+def _local_fit(fit: ExponentFit, widths, values, resamples: int, seed: int, name: str,
+               paired: bool = False) -> ExponentFit | None:
     """The fit over the largest third of the widths the global fit used (None below 2 x 3 widths)."""
     count = max(MIN_LOCAL_WIDTHS, math.ceil(LOCAL_FRACTION * fit.n_widths))
     if fit.n_widths < 2 * MIN_LOCAL_WIDTHS:
@@ -183,7 +220,33 @@ def _local_fit(fit: ExponentFit, widths, values, resamples: int, seed: int, name
     largest = set(fit.widths[-count:])
     kept = [(m, row) for m, row in zip(np.asarray(widths, float).ravel(), values) if float(m) in largest]
     return fit_exponent([m for m, _ in kept], [row for _, row in kept], resamples=resamples, seed=seed,
-                        name=f"{name} (largest widths)")
+                        name=f"{name} (largest widths)", paired=paired)
+
+
+BEND_FRACTION = 1.0
+"""A fail turns inconclusive when the largest widths' slope sits closer to the band than the whole
+range's by more than this fraction of the largest-widths interval's half-width: the curve bends
+toward the band. With seeds paired the difference of the two slopes has about the local slope's
+standard error, and the half-width is about 2.35 of those (8 seeds), so a straight line bends this
+far by chance in about 3% of sweeps (docs/power.md: a false claim still fails >= 95%). It only
+ever turns a fail into inconclusive."""
+
+
+def _distance(exponent: float, band: tuple[float, float]) -> float:
+    return max(band[0] - exponent, exponent - band[1], 0.0)
+
+
+def _bends_toward(fit: ExponentFit, local: ExponentFit, band: tuple[float, float]) -> bool:
+    """Whether the largest widths' slope is nearer the band than the whole range's, beyond chance."""
+    half = (local.high - local.low) / 2
+    return _distance(fit.exponent, band) - _distance(local.exponent, band) > BEND_FRACTION * half
+
+
+def _deciding_width(local: ExponentFit) -> str:
+    """The width a sweep would have to reach to tell where the largest widths' slope settles: as far
+    again beyond the largest width, in log m, as the largest third spans."""
+    first, last = local.widths[0], local.widths[-1]
+    return f"widths up to about m = {last * last / first:.3g} would decide it"
 
 
 def _what_resolves(fit: ExponentFit, band: tuple[float, float]) -> str:

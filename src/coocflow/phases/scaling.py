@@ -466,11 +466,26 @@ def constant_class(check: str, key: str) -> str:
     return "statement"
 
 
+def seed_table(rows: list[dict], values: list, quantity: str) -> np.ndarray:
+    """`quantity` as a widths x seeds table, column s the same seed at every width (NaN where it was
+    not measured): a width sweep's seeds are paired (each uses the same data at every width), and
+    the rate fits use that (`exponents.fit_exponent(paired=True)`)."""
+    seeds = sorted({r["seed"] for r in rows})
+    column = {seed: j for j, seed in enumerate(seeds)}
+    row_of = {v: i for i, v in enumerate(values)}
+    table = np.full((len(values), len(seeds)), np.nan)
+    for r in rows:
+        found = r.get(quantity)
+        if r["value"] in row_of and found is not None:
+            table[row_of[r["value"]], column[r["seed"]]] = found
+    return table
+
+
 def judge_rate_verdict(verdict: str, premises: tuple[str, ...], met: dict[str, bool | None]) -> str:
     """A rate's verdict under its claim's premises: `claims.judge` for pass and fail, and
     inconclusive kept as it is (it counts neither way)."""
-    if verdict == "inconclusive":
-        return "inconclusive"
+    if verdict in ("inconclusive", "vacuous"):
+        return verdict
     return judge(None if verdict == "not applicable" else verdict == "pass", premises, met)
 
 
@@ -491,10 +506,9 @@ def judge_rates(rows: list[dict], widths: list[dict], values: list[int], predict
                      for name in claim.checks if name not in claim.borrowed
                      for key in sorted({k for r in rows for k in r if k.startswith(f"{name}:")})]
         for rate in (*claim.rates, *constants):
-            per_width = [[r.get(rate.quantity) if r.get(rate.quantity) is not None else np.nan
-                          for r in rows if r["value"] == v] for v in fitted]
             test = rate.test(slope_m1)
-            judged = judge_rate(test, np.asarray(fitted, float), per_width, name=rate.quantity)
+            judged = judge_rate(test, np.asarray(fitted, float), seed_table(rows, fitted, rate.quantity),
+                                name=rate.quantity, paired=True)
             raw = judged.verdict if predictions_apply else "not applicable"
             label = QUANTITIES[rate.quantity].label if rate.quantity in QUANTITIES else f"fitted constant {rate.quantity}"
             rates.append({"claim": claim.id, "c0": c0, "quantity": rate.quantity, "label": label,

@@ -41,7 +41,7 @@ initialization of Lemma D.8 and the gradient flow. P9 (the initialization events
 probability 1 - delta and is reported, not required; P10 (Lemma E.7's neuron count) is that one
 lemma's premise. A claim violated where one of these is not
 met is `fail outside premises`: the theorem does not promise it there."""
-VERDICTS = ("pass", "fail", "fail outside premises", "not applicable", NO_VERDICT)
+VERDICTS = ("pass", "fail", "fail outside premises", "vacuous", "not applicable", NO_VERDICT)
 
 
 @dataclass
@@ -79,12 +79,15 @@ class Verification:
         fail outside premises, or could not be checked, of how many, with the check's evidence
         class (a diagnostic counts its seeds under `no_verdict`)."""
         rates = {}
-        results = {name: [per[i].passed for per in self.per_seed] for i, name in enumerate(CHECKS)}
-        results[APPENDIX_C_CHECK] = [None if not self.appendix_c else bool(self.appendix_c_error <= IDENTITY_TOLERANCE)]
-        for name, passed in results.items():
-            verdicts = [self.verdict(name, p) for p in passed]
+        results = {name: [(per[i].passed, per[i].vacuous) for per in self.per_seed] for i, name in enumerate(CHECKS)}
+        results[APPENDIX_C_CHECK] = [(None if not self.appendix_c else bool(self.appendix_c_error <= IDENTITY_TOLERANCE),
+                                      False)]
+        for name, outcomes in results.items():
+            verdicts = [self.verdict(name, passed) for passed, _ in outcomes]
+            verdicts = ["vacuous" if v == "pass" and vacuous else v for v, (_, vacuous) in zip(verdicts, outcomes)]
             rates[name] = {"passed": verdicts.count("pass"), "failed": verdicts.count("fail"),
                            "failed_outside_premises": verdicts.count("fail outside premises"),
+                           "vacuous": verdicts.count("vacuous"),
                            "unchecked": verdicts.count("not applicable"), "no_verdict": verdicts.count(NO_VERDICT),
                            "of": len(verdicts), "evidence": EVIDENCE.get(name, "identity")}
         return rates
@@ -204,10 +207,36 @@ def width_summary(v: Verification, m: int | None = None, m1: int | None = None) 
             "checks": v.pass_rates(), "first_seed": {r.name: r.to_dict() for r in v.per_seed[0]} if v.per_seed else {}}
 
 
+COUNTED = ("passed", "failed", "failed_outside_premises", "vacuous", "unchecked", "no_verdict", "of")
+"""The verdict counts of `Verification.pass_rates` that add up over runs."""
+
+
+def every_run_summary(widths: list[dict], first: dict) -> dict:
+    """What the claims table reads of a whole sweep: every check's verdict counts summed over every
+    run (each width and c0, each counted under its own premises, so a failure where a premise is not
+    met stays `fail outside premises`), each premise met where every run meets it, and the sentences
+    of `first` (the base width's first seed). A statement check that fails in 39 of 128 runs is
+    then seen by the claim's verdict, whatever the base width shows."""
+    checks: dict[str, dict] = {}
+    for width in widths:
+        for name, rate in width["checks"].items():
+            total = checks.setdefault(name, {**{key: 0 for key in COUNTED}, "evidence": rate.get("evidence", "statement")})
+            for key in COUNTED:
+                total[key] += rate.get(key, 0)
+    premises = []
+    for premise in first["premises"]:
+        found = [p["met"] for w in widths for p in w["premises"] if p["id"] == premise["id"]]
+        met = False if False in found else (True if found and all(found) else None)
+        premises.append({**premise, "met": met, "met_in": f"{sum(v is True for v in found)}/{len(found)} runs"})
+    return {"m": None, "m1": None, "premises": premises, "premises_met": all(p["met"] is not False for p in premises),
+            "checks": checks, "first_seed": first["first_seed"], "unit": "runs x seeds", "runs": len(widths)}
+
+
 def verdict_text(rate: dict) -> str:
     """A check's verdict over its seeds, in words: the single verdict for one seed, else counts."""
     counts = {"pass": rate["passed"], "FAIL": rate["failed"],
-              "fail outside premises": rate.get("failed_outside_premises", 0), "not applicable": rate["unchecked"],
+              "fail outside premises": rate.get("failed_outside_premises", 0), "vacuous": rate.get("vacuous", 0),
+              "not applicable": rate["unchecked"],
               NO_VERDICT: rate.get("no_verdict", 0)}
     if rate["of"] == 1:
         return next(word for word, n in counts.items() if n)

@@ -9,6 +9,7 @@ import numpy as np
 from coocflow.config import Config
 from coocflow.phases.claims import claims_markdown, claims_table, summary_line
 from coocflow.phases.premises import Premise, premises_markdown
+from coocflow.phases.verify import every_run_summary
 from coocflow.phases.scaling import WEIGHT_SPACE_MAX_WIDTH
 from coocflow.report.write import write_report
 from coocflow.storage import atomic_write_json, atomic_write_text
@@ -24,11 +25,12 @@ def base_width(report: dict, base: Config) -> dict:
 
 
 def write_scaling(out: Path, report: dict, base: Config) -> list[Path]:
-    """Complete `report` with the claims table at the base width (`base_width`) and write
-    scaling.json, scaling.md, scaling.png and report.html into `out`, each atomically."""
+    """Complete `report` with the claims table over every run of the sweep (`every_run_summary`: each
+    check's verdicts summed over every width and c0; the base width, `base_width`, gives the sentences
+    shown) and write scaling.json, scaling.md, scaling.png and report.html into `out`, atomically."""
     width = base_width(report, base)
     report["base_width"] = width["value"]
-    report["claims"] = claims_table(width, report["rates"])
+    report["claims"] = claims_table(every_run_summary(report["widths"], width), report["rates"])
     folder = ScalingFolder(out)
     atomic_write_json(folder.record_file, report)
     atomic_write_text(folder.markdown_file, scaling_markdown(report, base))
@@ -56,7 +58,8 @@ def scaling_markdown(report: dict, base: Config) -> str:
         unmet = [p["id"] for p in w["premises"] if p["met"] is False]
         lines.append(f"| {w['value']} | {w.get('c0', base_c0):g} | {w['m']} | {w['m1']} | {w['space']} | "
                      f"{', '.join(unmet) or 'none'} |")
-    lines += ["", f"## Premises at m = {width['m']}, c0 = {base_c0:g} (the width of the one-width checks)", "",
+    lines += ["", f"## Premises at m = {width['m']}, c0 = {base_c0:g} (the width whose sentences the claims table shows; "
+              "its verdicts count every run)", "",
               premises_markdown([Premise(**p) for p in width["premises"]]).rstrip(), "",
               "## Claims", "", summary_line(report["claims"]) + ".", "", claims_markdown(report["claims"]).rstrip(), "",
               "## Every fitted rate", "",

@@ -1,5 +1,6 @@
 """A width sweep as a table for `coocflow fit-rate`: columns `m`, `seed`, `value`, one row per
-(width, seed), from a CSV or Parquet file (PyArrow reads both)."""
+(width, seed), from a CSV or Parquet file (PyArrow reads both). A seed id that appears at several
+widths names the same seed there (the same data, other widths): the fit pairs them."""
 
 from __future__ import annotations
 
@@ -28,6 +29,9 @@ class RateTable:
     widths: tuple[float, ...]
     values: tuple[np.ndarray, ...]
     seeds: int
+    by_seed: np.ndarray | None = None
+    """widths x seed ids (NaN: that seed has no value at that width), when some seed id appears at
+    two or more widths: the paired table the rate test fits within seeds."""
 
 
 def read_rate_table(path: Path) -> RateTable:
@@ -65,7 +69,22 @@ def read_rate_table(path: Path) -> RateTable:
     duplicate = _duplicate(m, seed)
     if duplicate is not None:
         raise RateTableError(f"{path}: m = {duplicate[0]:g}, seed = {duplicate[1]} appears twice; one row per (m, seed)")
-    return RateTable(tuple(w for w, _ in kept), tuple(g for _, g in kept), max(g.size for _, g in kept))
+    kept_widths = [w for w, _ in kept]
+    return RateTable(tuple(kept_widths), tuple(g for _, g in kept), max(g.size for _, g in kept),
+                     _by_seed(m, seed, value, kept_widths))
+
+
+def _by_seed(m: np.ndarray, seed: list, value: np.ndarray, widths: list[float]) -> np.ndarray | None:
+    """The widths x seeds table, or None when no seed id is seen at two widths (nothing to pair)."""
+    named = [(w, s, v) for w, s, v in zip(m.tolist(), seed, value.tolist())
+             if s is not None and not (isinstance(s, float) and math.isnan(s)) and math.isfinite(v)]
+    ids = sorted({s for _, s, _ in named}, key=str)
+    row_of, column_of = {w: i for i, w in enumerate(widths)}, {s: j for j, s in enumerate(ids)}
+    table = np.full((len(widths), len(ids)), np.nan)
+    for w, s, v in named:
+        if w in row_of:
+            table[row_of[w], column_of[s]] = v
+    return table if np.any(np.sum(np.isfinite(table), axis=0) >= 2) else None
 
 
 def _duplicate(m: np.ndarray, seed: list) -> tuple[float, object] | None:

@@ -14,7 +14,15 @@ from coocflow.api import ensure_run
 from coocflow.config import Config
 from coocflow.phases.exponents import fit_exponent
 from coocflow.phases.premises import DELTA, neurons_meeting_p1
-from coocflow.phases.scaling import QUANTITIES, WEIGHT_SPACE_MAX_WIDTH, fitted_constants, judge_rates, m1_slope, measure
+from coocflow.phases.scaling import (
+    QUANTITIES,
+    WEIGHT_SPACE_MAX_WIDTH,
+    fitted_constants,
+    judge_rates,
+    m1_slope,
+    measure,
+    seed_table,
+)
 from coocflow.phases.verify import seed_data, verify_run, width_summary
 from coocflow.storage import load_run
 from coocflow.storage.folders import ScalingFolder
@@ -112,7 +120,7 @@ def width_scaling(base: Config, axis: str, values: list[int], out: Path,
         per_width = [[r[name] for r in base_rows if r["value"] == v and r[name] is not None] for v in values]
         medians = [float(np.median(found)) if found else None for found in per_width]
         quantities[name] = {"label": q.label, "medians": medians,
-                            "fit": fit_exponent(x, [f or [np.nan] for f in per_width], name=name).to_dict()}
+                            "fit": fit_exponent(x, seed_table(base_rows, values, name), name=name, paired=True).to_dict()}
     rates = []
     for c0 in c0_values:
         of_c0 = [r for r in rows if r["c0"] == c0]

@@ -1,0 +1,62 @@
+"""Write src/coocflow/phases/preregistration.json from the live rules, keeping its `changes` and each
+entry's `fixed_in` where the entry is unchanged; a new or changed entry gets `fixed_in` from git (the
+newest commit whose diff adds the entry's defining text) or "uncommitted". A maintainer's tool: run it
+in the commit that changes a rule, then add that change's entry (what, why, verdicts before and after)
+by hand. `python tests/reference/preregister.py`."""
+
+import json
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+from coocflow.phases.preregistration import RECORD, registered, registration
+
+ROOT = Path(__file__).resolve().parents[2]
+PATH = ROOT / "src" / "coocflow" / "phases" / RECORD
+
+
+def introduced(pattern: str, path: str) -> str:
+    """The newest commit that added a line matching `pattern` (a regex) to `path`, else "uncommitted"."""
+    found = subprocess.run(["git", "log", "-G", pattern, "--format=%h", "--", path], cwd=ROOT,
+                           capture_output=True, text=True).stdout.split()
+    for commit in found:
+        diff = subprocess.run(["git", "show", "--format=", commit, "--", path], cwd=ROOT, capture_output=True, text=True).stdout
+        if any(re.search(pattern, line[1:]) for line in diff.splitlines() if line.startswith("+")):
+            return commit
+    return "uncommitted"
+
+
+def main() -> None:
+    old = json.loads(PATH.read_text()) if PATH.exists() else {"thresholds": {}, "claims": [], "changes": []}
+    live = registration()
+    thresholds = {}
+    for name, value in live["thresholds"].items():
+        kept = old["thresholds"].get(name)
+        if kept is not None and kept["value"] == value:
+            thresholds[name] = kept
+            continue
+        module, constant = name.split(".")
+        thresholds[name] = {"value": value, "fixed_in": introduced(rf"^{constant} = ", f"src/coocflow/phases/{module}.py")}
+    kept_claims = {c["id"]: c for c in old["claims"]}
+    claims = []
+    for claim in live["claims"]:
+        entry = kept_claims.get(claim["id"], {})
+        kept_rates = {json.dumps(registered(r), sort_keys=True): r for r in entry.get("rates", [])}
+        rates = []
+        for rate in claim["rates"]:
+            same = kept_rates.get(json.dumps(rate, sort_keys=True))
+            rates.append(same if same is not None else {**rate, "fixed_in": introduced(
+                re.escape(f'"{rate["quantity"]}"'), "src/coocflow/phases/claims.py")})
+        same_rest = entry.get("premises") == claim["premises"] and entry.get("checks") == claim["checks"]
+        fixed_in = entry["fixed_in"] if same_rest and "fixed_in" in entry else introduced(
+            re.escape(f'Claim("{claim["id"]}"'), "src/coocflow/phases/claims.py")
+        claims.append({"id": claim["id"], "premises": claim["premises"], "checks": claim["checks"], "fixed_in": fixed_in,
+                       "rates": rates})
+    text = json.dumps({"thresholds": thresholds, "claims": claims, "changes": old.get("changes", [])}, indent=1)
+    PATH.write_text(text + "\n")
+    print(f"written: {PATH.relative_to(ROOT)}", file=sys.stderr)
+
+
+if __name__ == "__main__":
+    main()
