@@ -12,7 +12,7 @@ PINNED = [
     ('D4', 'G_max_at_0', 'upper bound', 0.0, 0.1, 1, 0.0, 'statement'),
     ('E3', 'attention_change_at_T1', 'upper bound', -0.5, 0.1, 0, 0.0, 'statement'),
     ('E4', 'dG1_at_0', 'order', 1.0, 0.1, 0, 0.0, 'statement'),
-    ('E9', 'value_gram_change_at_T1', 'upper bound', -1.0, 0.1, 0, 0.0, 'statement'),
+    ('E9', 'value_gram_change_at_T1', 'upper bound', -1.0, 0.1, 1, 0.0, 'statement'),
     ('E12', 'neuron_gram_change_at_T1', 'upper bound', -1.0, 0.1, 1, -0.5, 'refinement'),
     ('E19', 'T0.5', 'upper bound', -1.0, 0.1, 0, 0.0, 'statement'),
     ('E19', 'dG1_at_0', 'order', 1.0, 0.1, 0, 0.0, 'statement'),
@@ -48,13 +48,13 @@ PINNED = [
     ('F14', 'random_G_change_after_T1', 'upper bound', 0.0, 0.1, 1, 0.0, 'statement'),
     ('F16', 'score_rate_over_loss_at_T_star', 'order', -0.5, 0.1, 1, 0.0, 'statement'),
     ('F16', 'score_rate_over_loss', 'order', -0.5, 0.1, 1, 0.0, 'statement'),
-    ('F16', 'score_change_after_T1_over_Cs', 'order', 0.0, 0.1, 0, 0.0, 'statement'),
+    ('F16', 'score_change_after_T1_over_Cs', 'order', 0.0, 0.1, 1, 0.0, 'statement'),
     ('F16', 'random_score_change_after_T1_over_Cr', 'upper bound', 0.0, 0.1, 1, 0.0, 'statement'),
     ('F17', 'attention_change_at_end', 'upper bound', -2.0, 0.1, 0, 0.0, 'refinement'),
     ('F19', 'key_query_change_after_T1', 'upper bound', -2.0, 0.1, 1, 0.0, 'statement'),
     ('F19', 'score_max_at_end', 'upper bound', -0.5, 0.1, 1, 0.0, 'statement'),
     ('F20', 'T_star', 'order', 1.0, 0.1, 0, 0.0, 'refinement'),
-    ('T3.3', 'score_change_at_T_star_over_Cs', 'order', 0.0, 0.1, 0, 0.0, 'statement'),
+    ('T3.3', 'score_change_at_T_star_over_Cs', 'order', 0.0, 0.1, 1, 0.0, 'statement'),
     ('T3.3', 'test_loss_at_T_star', 'decays', 0.0, 0.0, 0, 0.0, 'statement'),
 ]
 
@@ -70,3 +70,12 @@ def test_log_factors_only_where_a_statement_carries_them():
     assert max(rate.log_power for claim in CLAIMS for rate in claim.rates) == 2
     assert {(claim.id, rate.quantity) for claim in CLAIMS for rate in claim.rates if rate.log_power == 2} == {
         ("F9", "u_norm2_change_after_T1"), ("F11", "value_gram_change_after_T1")}
+
+
+def test_one_log_convention():
+    """The same quantity against the same bound carries the same log allowance in every claim."""
+    seen = {}
+    for claim in CLAIMS:
+        for rate in claim.rates:
+            key = (rate.quantity, rate.kind, rate.predicted, rate.m1_power)
+            assert seen.setdefault(key, rate.log_power) == rate.log_power, (claim.id, key)

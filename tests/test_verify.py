@@ -268,7 +268,7 @@ def test_premises_lead_and_identities_stand_apart(phenomena):
     write_verification(phenomena, verification)
     report = json.loads((phenomena.path / "verify.json").read_text())
     ids = [p["id"] for p in report["premises"]]
-    assert ids == [f"P{k}" for k in range(1, 11)] and "premises met" in report["premises_summary"]
+    assert ids == [f"P{k}" for k in range(1, 8)] + ["P7r", "P8", "P9", "P10"] and "premises met" in report["premises_summary"]
     kaiming = {p["id"]: p["met"] for p in report["premises"]}
     assert kaiming["P2"] is False and kaiming["P4"] is True and kaiming["P8"] is True
     assert report["identities"] == ["eqE.18_exact", "eq5_exact", "lemmaF.11_exact", "appendix_c_closed_forms"]
@@ -326,7 +326,8 @@ def test_a_gram_run_verifies_without_weights(tmp_path):
     verification = verify_run(load_run(folder))
     assert verification.appendix_c == []
     assert verification.pass_rates()["appendix_c_closed_forms"] == {"passed": 0, "failed": 0, "failed_outside_premises": 0,
-                                                                           "vacuous": 0,
+                                                                           "vacuous": 0, "failed_unstated": 0,
+                                                                           "passed_unstated_met": 0,
                                                                            "unchecked": 1, "no_verdict": 0, "of": 1,
                                                                            "evidence": "identity"}
     assert {p.id: p.met for p in verification.premises}["P9"] in (None, False)

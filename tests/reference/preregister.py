@@ -1,6 +1,7 @@
 """Write src/coocflow/phases/preregistration.json from the live rules, keeping its `changes` and each
-entry's `fixed_in` where the entry is unchanged; a new or changed entry gets `fixed_in` from git (the
-newest commit whose diff adds the entry's defining text) or "uncommitted". A maintainer's tool: run it
+entry's `fixed_in` where the entry is unchanged; a changed entry (and any entry when the record is
+first written, from git: the newest commit whose diff adds its defining text) gets "uncommitted",
+to be replaced by the commit's hash once it is made. A maintainer's tool: run it
 in the commit that changes a rule, then add that change's entry (what, why, verdicts before and after)
 by hand. `python tests/reference/preregister.py`."""
 
@@ -36,6 +37,9 @@ def main() -> None:
         if kept is not None and kept["value"] == value:
             thresholds[name] = kept
             continue
+        if kept is not None:
+            thresholds[name] = {"value": value, "fixed_in": "uncommitted"}
+            continue
         module, constant = name.split(".")
         thresholds[name] = {"value": value, "fixed_in": introduced(rf"^{constant} = ", f"src/coocflow/phases/{module}.py")}
     kept_claims = {c["id"]: c for c in old["claims"]}
@@ -46,13 +50,13 @@ def main() -> None:
         rates = []
         for rate in claim["rates"]:
             same = kept_rates.get(json.dumps(rate, sort_keys=True))
-            rates.append(same if same is not None else {**rate, "fixed_in": introduced(
+            rates.append(same if same is not None else {**rate, "fixed_in": "uncommitted" if entry else introduced(
                 re.escape(f'"{rate["quantity"]}"'), "src/coocflow/phases/claims.py")})
-        same_rest = entry.get("premises") == claim["premises"] and entry.get("checks") == claim["checks"]
-        fixed_in = entry["fixed_in"] if same_rest and "fixed_in" in entry else introduced(
+        same_rest = all(entry.get(key) == claim[key] for key in ("premises", "unstated", "checks"))
+        fixed_in = entry["fixed_in"] if same_rest and "fixed_in" in entry else "uncommitted" if entry else introduced(
             re.escape(f'Claim("{claim["id"]}"'), "src/coocflow/phases/claims.py")
-        claims.append({"id": claim["id"], "premises": claim["premises"], "checks": claim["checks"], "fixed_in": fixed_in,
-                       "rates": rates})
+        claims.append({"id": claim["id"], "premises": claim["premises"], "unstated": claim["unstated"],
+                       "checks": claim["checks"], "fixed_in": fixed_in, "rates": rates})
     text = json.dumps({"thresholds": thresholds, "claims": claims, "changes": old.get("changes", [])}, indent=1)
     PATH.write_text(text + "\n")
     print(f"written: {PATH.relative_to(ROOT)}", file=sys.stderr)

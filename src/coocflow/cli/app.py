@@ -51,6 +51,7 @@ def _refuse_unused(context: str, options) -> None:
 
 
 VERDICT_COLOURS = {"pass": "green", "fail": "red", "fail outside premises": "yellow", "not applicable": "bright_black", "inconclusive": "cyan", "vacuous": "magenta",
+                   "holds under an unstated condition": "yellow",
                    "no verdict": "bright_black"}
 
 

@@ -135,7 +135,8 @@ SUMMARY_WIDTH = 80
 
 
 SHORT_VERDICTS = {"pass": "pass", "fail": "FAIL", "fail outside premises": "fail*", "not applicable": "n/a",
-                  "inconclusive": "incon.", "vacuous": "vacuous", "no verdict": "-"}
+                  "inconclusive": "incon.", "vacuous": "vacuous", "holds under an unstated condition": "unstated",
+                  "no verdict": "-"}
 
 
 """Verdicts in the summary's first column; '*' marks a claim whose premises are not all met."""
@@ -182,7 +183,9 @@ def _print_summary_of_claims(title: str, premises, table: list[dict], summary: s
         label = SHORT_VERDICTS[row["verdict"]]
         if outside and row["verdict"] == "pass":
             label, starred = "pass*", True
-        line = f"{label:<7}{row['id']:<7}{_main_number(row)}"
+        relaxed = row.get("verdict_relaxed")
+        beside = f" [P7r: {SHORT_VERDICTS[relaxed]}]" if relaxed is not None and relaxed != row["verdict"] else ""
+        line = f"{label:<7}{row['id']:<7}{_main_number(row)}{beside}"
         say(line if len(line) < SUMMARY_WIDTH else line[:SUMMARY_WIDTH - 2] + "…", VERDICT_COLOURS[row["verdict"]])
     if starred or any(row["verdict"] == "fail outside premises" for row in table):
         say("* a premise of the claim is not met: outside the theory's regime")

@@ -20,6 +20,7 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass
 
 from coocflow.phases.checks import EVIDENCE, EVIDENCE_CLASSES
+from coocflow.phases.premises import UNSTATED
 from coocflow.phases.rate_test import BOUND_TOLERANCE, ORDER_TOLERANCE, RateTest
 
 INIT = ("P1", "P2")
@@ -30,13 +31,20 @@ AT_ZERO = ("P1", "P2", "P3", "P4", "P5", "P6", "P7")
 """Rates at t = 0 (Lemmas 4.1, E.6, 4.2): the data model and the small initial output, no flow yet."""
 DYNAMICS = ("P1", "P2", "P3", "P4", "P5", "P6", "P7", "P8")
 """Every statement about the trajectory: Condition 1, Assumption 2.3, Definition 2.1, L. D.8 and the flow."""
-VERDICT_ORDER = ("fail", "fail outside premises", "inconclusive", "pass", "vacuous", "not applicable")
+HOLDS_UNSTATED = "holds under an unstated condition"
+"""A claim that fails only where a condition the paper does not state is not met (`premises.UNSTATED`),
+and holds where it is: a finding about the paper's premises, not a pass and not a plain fail."""
+VERDICT_ORDER = ("fail", "fail outside premises", HOLDS_UNSTATED, "inconclusive", "pass", "vacuous", "not applicable")
 """A claim's verdict is the first of these that any of its pieces of evidence has: `vacuous` evidence
 (a bound the data beat by far, `rate_test.VACUOUS_BY`) counts neither way, so a claim is `vacuous`
 only when nothing else decides it."""
 NO_VERDICT = "no verdict"
 """A diagnostic check's entry in the evidence: reported, never judged."""
 DECIDING_CLASSES = ("statement", "identity")
+ON_E7 = ("P10",)
+"""L. E.7's last step, 4R/L < s0 s1 sqrt(m/L) with R = 1/m1, needs c0 c1 sqrt(m1) > 4, which the
+paper does not state: the unstated condition of E7 and of every claim whose proof uses L. E.7 (E12,
+E14 and the T1 box E26 with what builds on it: E27, T3.1)."""
 """The check classes whose verdicts make a claim's (with its rates)."""
 
 
@@ -79,9 +87,22 @@ class Claim:
     borrowed: tuple[str, ...] = ()
     """Checks among `checks` that test another claim's sharper bound (E3 lists E24's): shown with
     this claim, but their fitted constants measure that other bound and are judged only there."""
+    unstated: tuple[str, ...] = ()
+    """Conditions the paper does not state that this claim's proof needs (`premises.UNSTATED`: a step
+    of L. E.7 for every claim built on it): never premises, but a failure confined to the runs that
+    do not meet them is reported as `HOLDS_UNSTATED`."""
 
     def to_dict(self) -> dict:
         return {**asdict(self), "rates": [r.to_dict() for r in self.rates]}
+
+
+TILDE = 1
+"""One log convention: every O~, Theta~ and Omega~ of the paper allows this many factors of log m
+(an explicit log m log t, F9 and F11, allows 2). The same quantity with the same bound is judged
+with the same allowance in every claim that uses it (E9 and T3.1's value change at T1 both carry T1
+= O~(1/m)); typo 8 makes L. 4.7's and Thm 3.3's Cs a Theta~ (the loss integral adds a log m). The
+tolerance 0.1 is itself worth about 1.3 factors of log m at the theory sweep's widths
+(`rate_test.log_slack`), which each rate's sentence states."""
 
 
 def _up(quantity: str, predicted: float, log_power: int = 0, **fields) -> Rate:
@@ -109,14 +130,15 @@ CLAIMS: tuple[Claim, ...] = (
           AT_ZERO, ("lemma4.1_neuron_alignment_rate",), (_order("dG1_at_0", 1.0),)),
     Claim("E6", "L. E.6, Thm E.15, L. E.17", "neurons align with random tokens at O(W0/(m1 n) + v0 sqrt(L/m)) and with "
           "mu3 at O~(s1^2 m)", AT_ZERO, ("lemmaE.6_other_neuron_rates",)),
-    Claim("E7", "L. E.7", "by T1 |D0 w_j^T V_i p_l| < s0 s1 sqrt(m/L)", (*DYNAMICS, "P10"),
-          ("lemmaE.7_neuron_value_change",)),
+    Claim("E7", "L. E.7", "by T1 |D0 w_j^T V_i p_l| < s0 s1 sqrt(m/L)", DYNAMICS,
+          ("lemmaE.7_neuron_value_change",), unstated=ON_E7),
     Claim("E9", "L. E.9", "by T1 the value Grams move by O(t (c_a + c_b)/n); |V_ab| <= O~(v0/sqrt m), V_aa = Theta(v0)",
-          DYNAMICS, ("lemmaE.9_value_change",), (_up("value_gram_change_at_T1", -1.0),)),
+          DYNAMICS, ("lemmaE.9_value_change",), (_up("value_gram_change_at_T1", -1.0, 1),)),
     Claim("E12", "Prop. E.12, Cor. E.13", "by T1 the neuron inner products move by O~(t L s0 s1 sqrt(m/L))",
-          DYNAMICS, ("propE.12_neuron_gram_change",), (_up("neuron_gram_change_at_T1", -1.0, 1, m1_power=-0.5, evidence="refinement"),)),
+          DYNAMICS, ("propE.12_neuron_gram_change",),
+          (_up("neuron_gram_change_at_T1", -1.0, 1, m1_power=-0.5, evidence="refinement"),), unstated=ON_E7),
     Claim("E14", "Thm E.14, Cor. E.10, L. E.11", "on [0, T1] each neuron's alignment with mu1, mu2 grows at "
-          "P(mu) Theta(W0/m1) plus a small error", DYNAMICS, ("thmE.14_neuron_rate_vs_P",)),
+          "P(mu) Theta(W0/m1) plus a small error", DYNAMICS, ("thmE.14_neuron_rate_vs_P",), unstated=ON_E7),
     Claim("E16", "L. 4.2 = E.16", "at t = 0 the common token's rate is small: dG3/dG1 ~ -(3/2) mean F(0) + O~(m^-0.5)",
           AT_ZERO, ("lemma4.2_common_token_rate",)),
     Claim("E18", "Def. E.18, eq. (4)", "identity: dG(mu)/dt = u2 P(mu) + (m1/n) sum_i g_i y_i sum_l (V_i p_l)^T W_V mu",
@@ -136,16 +158,16 @@ CLAIMS: tuple[Claim, ...] = (
     Claim("E25", "L. E.25", "by T1 the key and query Grams move by O~(t m^-1 (c_a + c_b)/n)", DYNAMICS,
           ("lemmaE.25_key_query_change",), (_up("key_query_change_at_T1", -2.0, 1),)),
     Claim("E26", "Thm E.26", "the T1 box holds until C_T1/U0: T1 = Theta~(1/m), neurons' values move by O(1/m1)",
-          DYNAMICS, ("thmE.26_T1_box",), (_up("neuron_value_change_at_T1_times_m1", 0.0),)),
+          DYNAMICS, ("thmE.26_T1_box",), (_up("neuron_value_change_at_T1_times_m1", 0.0),), unstated=ON_E7),
     Claim("E27", "Thm E.27", "at T1 every margin, G1, G2, -G3 are Theta(1), random G(mu) O~(G0), u2 = Theta(U0)",
           DYNAMICS, ("thmE.27_at_T1",), (_order("u_norm2_at_T1", 1.0), _order("G1_at_T1", 0.0),
-                                         _order("min_margin_at_T1", 0.0), _up("G_rand_at_T1", 0.0, 1))),
+                                         _order("min_margin_at_T1", 0.0), _up("G_rand_at_T1", 0.0, 1)), unstated=ON_E7),
     Claim("T3.1", "Thm 3.1 = E.28", "by T1 = O~(1/m) every sample is correct with G1, G2 >= Omega(1), G3 <= -Omega(1), "
           "the loss still Theta(1), and V, <w, w> move O~(1/m), A O~(m^-1.5), K, Q O~(m^-2)", DYNAMICS,
           ("thm3.1_alignment", "thm3.1_correct_by_T1", "thm3.1_all_correct", "thm3.1_near_init", "thm3.1_loss_order_one"),
           (_up("all_correct_time", -1.0, 1), _order("loss_at_T1", 0.0), _up("value_gram_change_at_T1", -1.0, 1),
            _up("neuron_gram_change_at_T1", -1.0, 1), _up("phase1_score_drift", -1.5, 1), _up("score_change_at_T1", -1.5, 1),
-           _up("key_query_change_at_T1", -2.0, 1))),
+           _up("key_query_change_at_T1", -2.0, 1)), unstated=ON_E7),
     Claim("Fig1b", "Sec. 3, 4.1", "in Phase 1 the I1 loss falls while the I2, I3 losses rise, then fall before T1",
           DYNAMICS, ("fig1b_rise_then_fall",), (_order("loss_I2_peak_time", -1.0, evidence="refinement"),)),
     Claim("F1-inv", "Def. F.1", "on [T1, T2]: K, Q near init, attention near uniform, u2 <= O(U0), the gradient "
@@ -178,7 +200,7 @@ CLAIMS: tuple[Claim, ...] = (
           "m^-0.5 Theta~(Lh v0)/L; target changes Theta(Cs), random rows O~(Cr)", DYNAMICS,
           ("thm3.2_scores", "lemma4.7_random_score_change"),
           (_order("score_rate_over_loss_at_T_star", -0.5, 1), _order("score_rate_over_loss", -0.5, 1),
-           _order("score_change_after_T1_over_Cs", 0.0), _up("random_score_change_after_T1_over_Cr", 0.0, 1))),
+           _order("score_change_after_T1_over_Cs", 0.0, 1), _up("random_score_change_after_T1_over_Cr", 0.0, 1))),
     Claim("F17", "Cor. F.17", "in Phase 2 p(mu1<-mu2), p(mu2<-mu1) rise, p(mu<-mu3) falls, all within O(1/L^2)",
           DYNAMICS, ("corF.17_attention_moves",), (_up("attention_change_at_end", -2.0, evidence="refinement"),)),
     Claim("F19", "L. F.19", "after T1 K, Q move O~(s0^2/U0); |A| <= O~(v0/sqrt m) throughout", DYNAMICS,
@@ -191,7 +213,7 @@ CLAIMS: tuple[Claim, ...] = (
     Claim("T3.3", "Thm 3.3", "at T* the loss and test loss are <= 1/poly(m); C12, C21, -C31, -C32 = Theta(Cs), "
           "random-token changes O~(Cr)", DYNAMICS,
           ("thm3.3_final_loss", "thm3.3_score_pattern", "thm3.3_target_change_vs_Cs"),
-          (_order("score_change_at_T_star_over_Cs", 0.0), Rate("test_loss_at_T_star", 0.0, "decays", 0.0))),
+          (_order("score_change_at_T_star_over_Cs", 0.0, 1), Rate("test_loss_at_T_star", 0.0, "decays", 0.0))),
 )
 BY_ID = {claim.id: claim for claim in CLAIMS}
 
@@ -207,6 +229,11 @@ def premises_of_check(name: str) -> tuple[str, ...]:
             if name not in claim.identities:
                 found.update(claim.premises)
     return tuple(sorted(found)) if listed else DYNAMICS
+
+
+def unstated_of_check(name: str) -> tuple[str, ...]:
+    """The unstated conditions of the claims a check tests (`Claim.unstated`)."""
+    return tuple(sorted({c for claim in CLAIMS if name in claim.checks for c in claim.unstated}))
 
 
 def judge(passed: bool | None, premises: tuple[str, ...], met: dict[str, bool | None]) -> str:
@@ -240,7 +267,11 @@ def claims_table(width: dict, rates: list[dict] | None = None) -> list[dict]:
     table = []
     for claim in CLAIMS:
         evidence = []
+        relaxed = []
         for name in claim.checks:
+            loose = width.get("checks_relaxed", {}).get(name)
+            if loose is not None and EVIDENCE.get(name, "statement") in DECIDING_CLASSES:
+                relaxed.append(_check_verdict(loose))
             rate = width["checks"].get(name)
             if rate is None:
                 evidence.append({"kind": "check", "name": name, "verdict": "not applicable",
@@ -252,9 +283,7 @@ def claims_table(width: dict, rates: list[dict] | None = None) -> list[dict]:
                 evidence.append({"kind": "check", "class": evidence_class, "name": name, "verdict": NO_VERDICT,
                                  "text": sentence})
                 continue
-            verdict = combine(["fail"] * rate["failed"] + ["fail outside premises"] * rate["failed_outside_premises"]
-                              + ["pass"] * rate["passed"] + ["vacuous"] * rate.get("vacuous", 0)
-                              + ["not applicable"] * rate["unchecked"])
+            verdict = _check_verdict(rate)
             unit = width.get("unit", "seeds")
             counts = f"{rate['passed']}/{rate['of']} {unit} pass" if rate["of"] > 1 else verdict
             if rate["failed"] or rate["failed_outside_premises"]:
@@ -262,11 +291,18 @@ def claims_table(width: dict, rates: list[dict] | None = None) -> list[dict]:
                     f", {rate['failed_outside_premises']} fail outside premises" if rate["failed_outside_premises"] else "")
             if rate.get("vacuous"):
                 counts += f", {rate['vacuous']} vacuous"
+            if verdict == HOLDS_UNSTATED:
+                conditions = unstated_of_check(name)
+                counts += (f"; every failure where {', '.join(conditions)} is not met "
+                           f"({'; '.join(UNSTATED[c] for c in conditions)}), "
+                           f"{rate['passed_unstated_met']} passes where it is")
             evidence.append({"kind": "check", "class": evidence_class, "name": name, "verdict": verdict,
                              "text": f"{counts}. {sentence}"})
         for rate in (r for r in rates or [] if r["claim"] == claim.id):
             evidence.append({"kind": "rate", "class": rate.get("class", "statement"), "name": rate["quantity"],
                              "c0": rate.get("c0"), "verdict": rate["verdict"], "text": rate_text(rate)})
+            if rate.get("class", "statement") in DECIDING_CLASSES:
+                relaxed.append(rate.get("verdict_relaxed", rate["verdict"]))
         met_in = {p["id"]: p.get("met_in") for p in width["premises"]}
         premises = ", ".join(f"{p} {'met' if met.get(p) else 'not met' if met.get(p) is False else 'n/a'}"
                              + (f" ({met_in[p]})" if met_in.get(p) and met.get(p) is False else "")
@@ -274,8 +310,22 @@ def claims_table(width: dict, rates: list[dict] | None = None) -> list[dict]:
         table.append({"id": claim.id, "where": claim.where, "statement": claim.statement,
                       "premises": premises or "none (identity)",
                       "premises_met": all(met.get(p) is not False for p in claim.premises),
-                      "evidence": evidence, "verdict": combine([e["verdict"] for e in evidence if decides(e)])})
+                      "evidence": evidence, "verdict": combine([e["verdict"] for e in evidence if decides(e)]),
+                      "verdict_relaxed": combine(relaxed) if "checks_relaxed" in width or rates else None})
     return table
+
+
+def _check_verdict(rate: dict) -> str:
+    """A check's verdict from its counts over seeds (or runs): the first of `VERDICT_ORDER` present,
+    and `HOLDS_UNSTATED` when every failure is where an unstated condition is not met and some pass
+    where it is."""
+    verdict = combine(["fail"] * rate["failed"] + ["fail outside premises"] * rate["failed_outside_premises"]
+                      + ["pass"] * rate["passed"] + ["vacuous"] * rate.get("vacuous", 0)
+                      + ["not applicable"] * rate["unchecked"])
+    if (verdict == "fail" and rate.get("failed_unstated", 0) == rate["failed"]
+            and rate.get("passed_unstated_met", 0) > 0):
+        return HOLDS_UNSTATED
+    return verdict
 
 
 def decides(evidence: dict) -> bool:
@@ -291,7 +341,10 @@ def rate_text(rate: dict) -> str:
         return f"{rate['quantity']}: not measured ({'; '.join(fit['notes']) or 'no values'})"
     left_out = f"; m = {', '.join(map(str, rate['left_out']))} left out (premises not met)" if rate.get("left_out") else ""
     refinement = " [refinement]" if rate.get("class") == "refinement" else ""
-    return f"{rate['quantity']}{refinement}: {rate['sentence']}{left_out}"
+    unstated = f"; {rate['unstated']}" if rate.get("unstated") else ""
+    relaxed = rate.get("verdict_relaxed")
+    beside = f"; with P7 relaxed: {relaxed}" if relaxed is not None and relaxed != rate["verdict"] else ""
+    return f"{rate['quantity']}{refinement}: {rate['sentence']}{left_out}{unstated}{beside}"
 
 
 def verdict_counts(table: list[dict]) -> dict[str, int]:
@@ -326,6 +379,9 @@ def claims_markdown(table: list[dict]) -> str:
     for row in table:
         evidence = "<br>".join(f"`{e['name']}` ({evidence_label(e)}): {e['text']}" for e in row["evidence"]) or "-"
         verdict = f"**{row['verdict']}**" if row["verdict"] == "fail" else row["verdict"]
+        relaxed = row.get("verdict_relaxed")
+        if relaxed is not None and relaxed != row["verdict"]:
+            verdict += f" (with P7 relaxed: {relaxed})"
         cells = [f"{row['id']}: {row['statement']}", row["where"], row["premises"], evidence, verdict]
         lines.append("| " + " | ".join(cell.replace("|", "\\|").replace("\n", " ") for cell in cells) + " |")
     return "\n".join(lines) + "\n"
@@ -339,10 +395,16 @@ def summary_line(table: list[dict]) -> str:
     pass, 1 fail; refinements: 2 pass, 1 fail; identities: 3 pass; diagnostics: 24 (no verdict)`."""
     counts = verdict_counts(table)
     vacuous = f"{counts['vacuous']} vacuous, " if counts["vacuous"] else ""
+    vacuous += f"{counts[HOLDS_UNSTATED]} {HOLDS_UNSTATED}, " if counts[HOLDS_UNSTATED] else ""
     parts = [f"claims: {counts['pass']} pass, {counts['fail']} fail, {counts['fail outside premises']} fail outside "
              f"premises, {counts['inconclusive']} inconclusive, {vacuous}{counts['not applicable']} not applicable "
              f"(of {len(table)})"]
     rates = [e for row in table for e in row["evidence"] if e["kind"] == "rate"]
+    relaxed = [row.get("verdict_relaxed") for row in table]
+    if any(v is not None and v != row["verdict"] for v, row in zip(relaxed, table)):
+        found = [v or row["verdict"] for v, row in zip(relaxed, table)]
+        parts.append("with P7 relaxed to L. D.8's own bound (P7r): " + ", ".join(
+            f"{found.count(v)} {v}" for v in VERDICT_ORDER if found.count(v)))
     for rate_class in ("statement", "refinement"):
         of_class = [e["verdict"] for e in rates if e.get("class", "statement") == rate_class]
         shown = [f"{of_class.count(v)} {v}" for v in VERDICT_ORDER if of_class.count(v)]

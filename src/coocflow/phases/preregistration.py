@@ -58,7 +58,7 @@ def registration() -> dict:
     classes, and its rates (kind, exponent, tolerance, log power, m1 power, evidence class)."""
     return {
         "thresholds": thresholds(),
-        "claims": [{"id": claim.id, "premises": list(claim.premises),
+        "claims": [{"id": claim.id, "premises": list(claim.premises), "unstated": list(claim.unstated),
                     "checks": {name: EVIDENCE.get(name, "statement") for name in claim.checks},
                     "rates": [{"quantity": r.quantity, "kind": r.kind, "predicted": r.predicted, "tol": r.tol,
                                "log_power": r.log_power, "m1_power": r.m1_power, "evidence": r.evidence}
@@ -91,7 +91,7 @@ def differences() -> list[str]:
         if entry is None:
             out.append(f"claim {claim['id']}: not in the record")
             continue
-        for key in ("premises", "checks"):
+        for key in ("premises", "unstated", "checks"):
             if claim[key] != entry[key]:
                 out.append(f"claim {claim['id']} {key}: live {claim[key]}, recorded {entry[key]}")
         if claim["rates"] != [registered(r) for r in entry["rates"]]:

@@ -29,7 +29,8 @@ import numpy as np
 
 from coocflow.observables.ensemble import first_time
 from coocflow.phases.checks import EVIDENCE, SeedData
-from coocflow.phases.claims import CLAIMS, Rate, judge
+from coocflow.phases.claims import CLAIMS, HOLDS_UNSTATED, Rate, judge
+from coocflow.phases.premises import RELAXED, UNSTATED
 from coocflow.phases.rate_test import BOUND_TOLERANCE, judge_rate
 from coocflow.phases.state_values import resolved_changes
 
@@ -489,27 +490,57 @@ def judge_rate_verdict(verdict: str, premises: tuple[str, ...], met: dict[str, b
     return judge(None if verdict == "not applicable" else verdict == "pass", premises, met)
 
 
+def _regime(claim, widths: list[dict], values: list[int], relaxed: bool) -> tuple[list[int], dict]:
+    """The widths a claim's rates are fitted over (those meeting its premises, all when fewer than
+    two do) and whether each premise holds over them; `relaxed` reads each premise of
+    `premises.RELAXED` as its relaxed form."""
+    def met_at(width, premise):
+        return _met(width, RELAXED.get(premise, premise) if relaxed else premise)
+
+    in_regime = [v for v, w in zip(values, widths) if all(met_at(w, p) is not False for p in claim.premises)]
+    fitted = in_regime if len(in_regime) >= 2 else list(values)
+    met = {p["id"]: not any(met_at(w, p["id"]) is False for w in widths if w["value"] in fitted)
+           for p in widths[0]["premises"]} if widths else {}
+    return fitted, met
+
+
 def judge_rates(rows: list[dict], widths: list[dict], values: list[int], predictions_apply: bool,
                  c0: float) -> list[dict]:
     """Every claim's rates over one c0's widths, each by its pre-registered `RateTest`, fitted over
-    the widths where the claim's premises hold."""
+    the widths where the claim's premises hold; judged again with each premise of
+    `premises.RELAXED` in its relaxed form (`verdict_relaxed`). A claim whose proof takes a step the
+    paper does not justify (`Claim.unstated`) and whose rate fails is refitted over the widths meeting
+    that condition: a pass there is 'holds under an unstated condition'."""
     slope_m1 = m1_slope([r["m"] for r in rows], [r["m1"] for r in rows])
     rates = []
     for claim in CLAIMS:
-        in_regime = [v for v, w in zip(values, widths) if all(_met(w, p) is not False for p in claim.premises)]
-        fitted = in_regime if len(in_regime) >= 2 else list(values)
+        fitted, met = _regime(claim, widths, values, relaxed=False)
+        fitted_relaxed, met_relaxed = _regime(claim, widths, values, relaxed=True)
         left_out = [v for v in values if v not in fitted]
-        met = {p["id"]: not any(_met(w, p["id"]) is False for w in widths if w["value"] in fitted)
-               for p in widths[0]["premises"]} if widths else {}
         log_power = max((rate.log_power for rate in claim.rates), default=0)
         constants = [Rate(key, 0.0, "upper bound", BOUND_TOLERANCE, log_power, evidence=constant_class(name, key))
                      for name in claim.checks if name not in claim.borrowed
                      for key in sorted({k for r in rows for k in r if k.startswith(f"{name}:")})]
         for rate in (*claim.rates, *constants):
             test = rate.test(slope_m1)
-            judged = judge_rate(test, np.asarray(fitted, float), seed_table(rows, fitted, rate.quantity),
-                                name=rate.quantity, paired=True)
+
+            def judged_over(chosen, rate=rate, test=test):
+                return judge_rate(test, np.asarray(chosen, float), seed_table(rows, chosen, rate.quantity),
+                                  name=rate.quantity, paired=True)
+
+            judged = judged_over(fitted)
             raw = judged.verdict if predictions_apply else "not applicable"
+            raw_relaxed = raw if fitted_relaxed == fitted else (
+                judged_over(fitted_relaxed).verdict if predictions_apply else "not applicable")
+            verdict = judge_rate_verdict(raw, claim.premises, met)
+            unstated_note = None
+            if verdict == "fail" and claim.unstated:
+                meeting = [v for v, w in zip(values, widths) if v in fitted
+                           and all(_met(w, c) is not False for c in claim.unstated)]
+                if len(meeting) >= 2 and len(meeting) < len(fitted) and judged_over(meeting).verdict == "pass":
+                    verdict = HOLDS_UNSTATED
+                    unstated_note = (f"passes over the {len(meeting)} widths meeting {', '.join(claim.unstated)} "
+                                     f"({'; '.join(UNSTATED[c] for c in claim.unstated)}), fails over all")
             label = QUANTITIES[rate.quantity].label if rate.quantity in QUANTITIES else f"fitted constant {rate.quantity}"
             rates.append({"claim": claim.id, "c0": c0, "quantity": rate.quantity, "label": label,
                           "source": "quantity" if rate.quantity in QUANTITIES else "fitted constant",
@@ -520,8 +551,9 @@ def judge_rates(rows: list[dict], widths: list[dict], values: list[int], predict
                           "predicted": test.predicted if predictions_apply else None, "kind": rate.kind,
                           "tol": test.tol, "log_power": test.log_power, "m1_power": rate.m1_power,
                           "fit": judged.fit.to_dict(), "judgement": judged.to_dict(), "sentence": judged.sentence(),
-                          "log_slack": judged.log_slack, "left_out": left_out,
-                          "verdict": judge_rate_verdict(raw, claim.premises, met)})
+                          "log_slack": judged.log_slack, "left_out": left_out, "verdict": verdict,
+                          "verdict_relaxed": judge_rate_verdict(raw_relaxed, claim.premises, met_relaxed),
+                          "unstated": unstated_note})
     return rates
 
 

@@ -23,8 +23,9 @@ from coocflow.phases.claims import (
     judge,
     premises_of_check,
     summary_line,
+    unstated_of_check,
 )
-from coocflow.phases.premises import Premise, evaluate_premises, premises_markdown, premises_summary
+from coocflow.phases.premises import RELAXED, Premise, evaluate_premises, premises_markdown, premises_summary
 from coocflow.phases.saved import SavedState, seed_arrays, seed_states
 from coocflow.phases.scales import scales_of
 from coocflow.storage import LoadedRun, atomic_write_json, atomic_write_text
@@ -38,8 +39,9 @@ THEOREM_PREMISES = ("P1", "P2", "P3", "P4", "P5", "P6", "P7", "P8")
 """What every theorem and lemma of the paper assumes (docs/claims.md section 1): Condition 1's
 widths, initialization and data size, Assumption 2.3, Definition 2.1, the small output at
 initialization of Lemma D.8 and the gradient flow. P9 (the initialization events) holds with
-probability 1 - delta and is reported, not required; P10 (Lemma E.7's neuron count) is that one
-lemma's premise. A claim violated where one of these is not
+probability 1 - delta and is reported, not required; P7r (L. D.8's own bound, P7 relaxed) is
+reported with the verdicts under it beside the stated P7's; P10 is a condition the paper does not
+state (`premises.UNSTATED`), never a premise. A claim violated where one of these is not
 met is `fail outside premises`: the theorem does not promise it there."""
 VERDICTS = ("pass", "fail", "fail outside premises", "vacuous", "not applicable", NO_VERDICT)
 
@@ -63,7 +65,14 @@ class Verification:
         that cannot be evaluated here does not count against it)."""
         return not any(p.met is False for p in self.premises if p.id in THEOREM_PREMISES)
 
-    def verdict(self, name: str, passed: bool | None) -> str:
+    def met(self, relaxed: bool = False) -> dict[str, bool | None]:
+        """Each premise's met; `relaxed` reads each premise of `premises.RELAXED` as its relaxed form."""
+        met = {p.id: p.met for p in self.premises}
+        if relaxed:
+            met.update({stated: met[loose] for stated, loose in RELAXED.items() if loose in met})
+        return met
+
+    def verdict(self, name: str, passed: bool | None, relaxed: bool = False) -> str:
         """One of `VERDICTS` for a check's result: a claim violated where a premise its proof uses
         is not met (`phases.claims.premises_of_check`) is not a finding against the paper;
         identities hold for any weights, so premises do not matter; a diagnostic has no verdict."""
@@ -71,23 +80,31 @@ class Verification:
             return NO_VERDICT
         if name in IDENTITIES or name == APPENDIX_C_CHECK:
             return judge(passed, (), {})
-        return judge(passed, premises_of_check(name), {p.id: p.met for p in self.premises})
+        return judge(passed, premises_of_check(name), self.met(relaxed))
 
-    def pass_rates(self) -> dict[str, dict]:
+    def pass_rates(self, relaxed: bool = False) -> dict[str, dict]:
         """For every check, the per-seed ones and `appendix_c_closed_forms` (one verdict for
         the configuration): how many pass, fail (premises met: a finding against the paper),
-        fail outside premises, or could not be checked, of how many, with the check's evidence
-        class (a diagnostic counts its seeds under `no_verdict`)."""
+        fail outside premises, are vacuous, or could not be checked, of how many, with the check's
+        evidence class (a diagnostic counts its seeds under `no_verdict`); `failed_unstated` and
+        `passed_unstated_met` count the failures where an unstated condition of the check's claims
+        is not met and the passes where all are (`claims.HOLDS_UNSTATED`). `relaxed`: under each
+        premise of `premises.RELAXED` in its relaxed form."""
         rates = {}
         results = {name: [(per[i].passed, per[i].vacuous) for per in self.per_seed] for i, name in enumerate(CHECKS)}
         results[APPENDIX_C_CHECK] = [(None if not self.appendix_c else bool(self.appendix_c_error <= IDENTITY_TOLERANCE),
                                       False)]
+        met = self.met(relaxed)
         for name, outcomes in results.items():
-            verdicts = [self.verdict(name, passed) for passed, _ in outcomes]
+            verdicts = [self.verdict(name, passed, relaxed) for passed, _ in outcomes]
             verdicts = ["vacuous" if v == "pass" and vacuous else v for v, (_, vacuous) in zip(verdicts, outcomes)]
+            conditions = unstated_of_check(name)
+            conditions_met = all(met.get(c) is not False for c in conditions)
             rates[name] = {"passed": verdicts.count("pass"), "failed": verdicts.count("fail"),
                            "failed_outside_premises": verdicts.count("fail outside premises"),
                            "vacuous": verdicts.count("vacuous"),
+                           "failed_unstated": verdicts.count("fail") if conditions and not conditions_met else 0,
+                           "passed_unstated_met": verdicts.count("pass") if conditions and conditions_met else 0,
                            "unchecked": verdicts.count("not applicable"), "no_verdict": verdicts.count(NO_VERDICT),
                            "of": len(verdicts), "evidence": EVIDENCE.get(name, "identity")}
         return rates
@@ -204,10 +221,12 @@ def width_summary(v: Verification, m: int | None = None, m1: int | None = None) 
     """What the claims table reads of one width's verification: its premises, every check's
     verdict counts over seeds, and the first seed's results."""
     return {"m": m, "m1": m1, "premises": [p.to_dict() for p in v.premises], "premises_met": v.premises_met,
-            "checks": v.pass_rates(), "first_seed": {r.name: r.to_dict() for r in v.per_seed[0]} if v.per_seed else {}}
+            "checks": v.pass_rates(), "checks_relaxed": v.pass_rates(relaxed=True),
+            "first_seed": {r.name: r.to_dict() for r in v.per_seed[0]} if v.per_seed else {}}
 
 
-COUNTED = ("passed", "failed", "failed_outside_premises", "vacuous", "unchecked", "no_verdict", "of")
+COUNTED = ("passed", "failed", "failed_outside_premises", "vacuous", "failed_unstated", "passed_unstated_met",
+           "unchecked", "no_verdict", "of")
 """The verdict counts of `Verification.pass_rates` that add up over runs."""
 
 
@@ -217,19 +236,25 @@ def every_run_summary(widths: list[dict], first: dict) -> dict:
     met stays `fail outside premises`), each premise met where every run meets it, and the sentences
     of `first` (the base width's first seed). A statement check that fails in 39 of 128 runs is
     then seen by the claim's verdict, whatever the base width shows."""
-    checks: dict[str, dict] = {}
-    for width in widths:
-        for name, rate in width["checks"].items():
-            total = checks.setdefault(name, {**{key: 0 for key in COUNTED}, "evidence": rate.get("evidence", "statement")})
-            for key in COUNTED:
-                total[key] += rate.get(key, 0)
+    def summed(key: str) -> dict[str, dict]:
+        checks: dict[str, dict] = {}
+        for width in widths:
+            for name, rate in width.get(key, {}).items():
+                total = checks.setdefault(name, {**{k: 0 for k in COUNTED}, "evidence": rate.get("evidence", "statement")})
+                for k in COUNTED:
+                    total[k] += rate.get(k, 0)
+        return checks
+
     premises = []
     for premise in first["premises"]:
         found = [p["met"] for w in widths for p in w["premises"] if p["id"] == premise["id"]]
         met = False if False in found else (True if found and all(found) else None)
         premises.append({**premise, "met": met, "met_in": f"{sum(v is True for v in found)}/{len(found)} runs"})
-    return {"m": None, "m1": None, "premises": premises, "premises_met": all(p["met"] is not False for p in premises),
-            "checks": checks, "first_seed": first["first_seed"], "unit": "runs x seeds", "runs": len(widths)}
+    out = {"m": None, "m1": None, "premises": premises, "premises_met": all(p["met"] is not False for p in premises),
+           "checks": summed("checks"), "first_seed": first["first_seed"], "unit": "runs x seeds", "runs": len(widths)}
+    if all("checks_relaxed" in w for w in widths):
+        out["checks_relaxed"] = summed("checks_relaxed")
+    return out
 
 
 def verdict_text(rate: dict) -> str:

@@ -9,6 +9,7 @@ import numpy as np
 from coocflow.config import Config
 from coocflow.phases.claims import claims_markdown, claims_table, summary_line
 from coocflow.phases.premises import Premise, premises_markdown
+from coocflow.phases.rate_test import ORDER_TOLERANCE, log_slack
 from coocflow.phases.verify import every_run_summary
 from coocflow.phases.scaling import WEIGHT_SPACE_MAX_WIDTH
 from coocflow.report.write import write_report
@@ -40,6 +41,12 @@ def write_scaling(out: Path, report: dict, base: Config) -> list[Path]:
     return [folder.record_file, folder.markdown_file, folder.figure_file, write_report(folder.path)]
 
 
+def _logs_in_tolerance(values) -> str:
+    """How many factors of log m the rate test's tolerance is worth over these widths."""
+    slack = log_slack([float(v) for v in values])
+    return f"{ORDER_TOLERANCE / slack:.1f}" if slack > 0 else "-"
+
+
 def scaling_markdown(report: dict, base: Config) -> str:
     """scaling.md: the design, the premises per width, the claims table and every fitted rate."""
     base_c0 = report["config"]["init"]["c0"]
@@ -49,10 +56,15 @@ def scaling_markdown(report: dict, base: Config) -> str:
              f"Seeds per width: {len(report['seeds'])} ({', '.join(map(str, report['seeds']))}); init scale c0 = "
              f"{', '.join(f'{c:g}' for c in c0_values)}, each a whole sweep. Each width is a run folder under `runs/`; "
              f"without resolved neurons, widths up to m = {WEIGHT_SPACE_MAX_WIDTH} run in weight space. Exponents are "
-             "least-squares slopes of the per-width mean of log|value| with 95% seed-bootstrap intervals "
+             "least-squares slopes of log|value| fitted within seeds (a seed is the same data at every width, so "
+             "seeds are paired across widths) with 95% whole-seed bootstrap intervals "
              "(`coocflow/phases/exponents.py`), judged by the pre-registered rate test (`coocflow/phases/rate_test.py`, "
              "power: docs/power.md): pass when the whole interval lies in the claim's band, fail when it lies wholly "
-             "outside, inconclusive otherwise.", "",
+             "outside (unless the largest widths' slope reaches or bends toward the band: inconclusive), vacuous "
+             "when an upper bound is undercut by more than 1, inconclusive otherwise. Each O~ allows one factor of "
+             f"log m; the tolerance 0.1 is itself worth about {_logs_in_tolerance(report['values'])} factors of "
+             "log m at these widths. The claims' check verdicts count every run of the sweep; each claim's "
+             "verdict with P7 relaxed to L. D.8's own bound (P7r) is given beside the stated one.", "",
              "| width | c0 | m | m1 | space | premises not met |", "| --- | --- | --- | --- | --- | --- |"]
     for w in report["widths"]:
         unmet = [p["id"] for p in w["premises"] if p["met"] is False]
