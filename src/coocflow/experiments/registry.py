@@ -55,7 +55,7 @@ THEORY = {
 }
 """Premises (docs/claims.md section 1) at m = 2^15, m1 = 64: m/(m1 log^2(m1/delta)) = 10.0, m1 >= 8 log(4/delta)
 = 35 (L. D.6), m/L^2 = 3641, m1/m = 1/512, n/L^2 = 10.7, d - 3 = 64 random slots all distinct, Fmax0 within
-L. D.8's bound. The paper's times are declared before any run: T1 = C_T1/U0 with C_T1 = 20 (Lemma 4.1:
+L. D.8's own bound (P7r; the paper's literal Fmax0 <= 0.01, P7, needs c0 c1 <~ 1e-3 and is not met). The paper's times are declared before any run: T1 = C_T1/U0 with C_T1 = 20 (Lemma 4.1:
 dG(mu1)/dt ~ W0/6 ~ U0/6 brings G(mu1) to order one by about 6/U0; 20 leaves room), T* = first loss
 <= m^-2, T0.5 where Lemma 4.3's sandwich with C = 0.1 sets in (C <= 1/3, typo 12). The flow observes from 0.01/U0 (Phase 1 resolved at every width) to 50 m (past T* ~ 14 m), in two
 chunks (a width is the sweep's unit of resumption; 25 chunks cost 11 s of 23 s per 8-seed width, measured)."""
@@ -78,7 +78,8 @@ EXPERIMENTS: dict[str, Experiment] = {
         ),
         Experiment(
             "theory",
-            "The theory's regime, every premise of docs/claims.md met: distinct random tokens with n L <= d "
+            "The theory's regime, every premise of docs/claims.md met but the literal P7 (Fmax0 <= 0.01; L. D.8's own "
+            "bound, P7r, is met): distinct random tokens with n L <= d "
             "(n=96, L=3, d=67), Gaussian Condition 1 init (c0=0.02, c1=1), m=2^15 >> m1=64 neurons (resolved in the "
             "Gram space) and L^2, the flow from 0.01/U0 to 50 m (past T* = first loss <= m^-2), T1 = 20/U0 declared.",
             THEORY, scaling_widths=THEORY_WIDTHS, scaling_seeds=8, scaling_c0=(0.02, 0.063, 0.2),
