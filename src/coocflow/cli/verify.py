@@ -135,7 +135,7 @@ SUMMARY_WIDTH = 80
 
 
 SHORT_VERDICTS = {"pass": "pass", "fail": "FAIL", "fail outside premises": "fail*", "not applicable": "n/a",
-                  "inconclusive": "incon.", "vacuous": "vacuous", "holds under an unstated condition": "unstated",
+                  "inconclusive": "incon.", "vacuous": "vac.", "holds under an unstated condition": "unstat.",
                   "no verdict": "-"}
 
 
@@ -184,11 +184,18 @@ def _print_summary_of_claims(title: str, premises, table: list[dict], summary: s
         if outside and row["verdict"] == "pass":
             label, starred = "pass*", True
         relaxed = row.get("verdict_relaxed")
-        beside = f" [P7r: {SHORT_VERDICTS[relaxed]}]" if relaxed is not None and relaxed != row["verdict"] else ""
-        line = f"{label:<7}{row['id']:<7}{_main_number(row)}{beside}"
+        beside = f"[P7r: {SHORT_VERDICTS[relaxed]}] " if relaxed is not None and relaxed != row["verdict"] else ""
+        line = f"{label:<7}{row['id']:<7}{beside}{_main_number(row)}"
         say(line if len(line) < SUMMARY_WIDTH else line[:SUMMARY_WIDTH - 2] + "…", VERDICT_COLOURS[row["verdict"]])
     if starred or any(row["verdict"] == "fail outside premises" for row in table):
         say("* a premise of the claim is not met: outside the theory's regime")
+    shown = {row["verdict"] for row in table}
+    if "vacuous" in shown:
+        say("vac. = vacuous: every bound beaten by far (1e3x, or m^1): neither pass nor fail")
+    if "holds under an unstated condition" in shown:
+        say("unstat. = fails only where a condition the paper does not state is missing")
+    if any(row.get("verdict_relaxed") not in (None, row["verdict"]) for row in table):
+        say("[P7r: ...] = the verdict with P7 relaxed to L. D.8's own bound")
     say(summary)
     if any(row["verdict"] == "fail" for row in table):
         say(f"failures explained: {FINDINGS_EXPLAINED}")
