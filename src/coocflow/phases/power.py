@@ -226,7 +226,8 @@ def power_markdown(cells: list[PowerCell], test: RateTest, widths: Sequence[floa
         f"Made by `{command}`. Each cell judges {trials} simulated sweeps at the default design of "
         f"`coocflow verify theory --scaling both` ({len(widths)} widths, m = {span}, {seeds} seeds each): "
         "log|X| = (p + error) log m + noise z, z standard normal, judged as a Theta(m^p) claim with "
-        f"tolerance {test.tol:g} and no log factor (`coocflow.phases.rate_test`). A cell is the fraction of sweeps "
+        f"tolerance {test.tol:g} and no log factor, seeds paired as verify pairs them (`coocflow.phases.rate_test`). "
+        "A cell is the fraction of sweeps "
         "that **pass**; the rest are inconclusive or fail (in brackets: the fraction that fail).",
         "",
         "| exponent error | " + " | ".join(f"noise {n:g}" for n in noises) + " |",
