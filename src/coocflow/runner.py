@@ -22,7 +22,7 @@ import numpy as np
 from coocflow import interrupts
 from coocflow.config import Config, format1_records
 from coocflow.data import Dataset
-from coocflow.flow import EnsembleTraining, integrate, observation_steps, observation_times
+from coocflow.flow import EnsembleTraining, event_record, integrate, observation_steps, observation_times
 from coocflow.model import Transformer
 from coocflow.model.state import State
 from coocflow.observables import Problem
@@ -253,7 +253,7 @@ def summary(result: RunResult) -> dict:
         per_seed.append({"seed": seed, "status": tr.status[i], "T1": result.t1[i],
                          "initial_loss": float(s["loss"][0]) if len(s["loss"]) else None,
                          "final": {k: float(s[k][-1]) for k in FINAL_KEYS} if len(s["loss"]) else None,
-                         "divergence": tr.divergence[i]})
+                         "divergence": tr.divergence[i], **event_record(tr, i)})
     finished = [p for p in per_seed if p["final"] is not None]
     statuses = set(tr.status)
     return {
@@ -267,6 +267,7 @@ def summary(result: RunResult) -> dict:
         "final": {k: float(np.median([p["final"][k] for p in finished])) for k in FINAL_KEYS} if finished else None,
         "per_seed": per_seed,
         "solver_stats": tr.stats,
+        **({"event_levels": tr.event_levels} if tr.event_levels else {}),
         "warnings": health_warnings(result),
     }
 

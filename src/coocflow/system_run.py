@@ -26,7 +26,7 @@ import numpy as np
 
 from coocflow import interrupts
 from coocflow.config import Config
-from coocflow.flow.system import EnsembleTraining, integrate
+from coocflow.flow.system import EnsembleTraining, event_record, integrate
 from coocflow.plots.system import system_figure
 from coocflow.runner import TIME_CONVENTIONS, config_hash, config_hashes
 from coocflow.storage import FORMAT_VERSION, atomic_write_json, write_arrays, write_metrics
@@ -123,7 +123,8 @@ def manifest_of(run: SystemRun, figures: tuple[str, ...]) -> dict:
         mine = {name: values[index] for name, values in columns.items()}
         per_seed.append({"seed": seed, "status": training.status[index],
                          "initial_loss": float(mine[run.system.loss_name][0]) if keep else None,
-                         "final": _finals(mine, training.t, keep), "divergence": training.divergence[index]})
+                         "final": _finals(mine, training.t, keep), "divergence": training.divergence[index],
+                         **event_record(training, index)})
     finished = [p for p in per_seed if p["final"] is not None]
     statuses = set(training.status)
     return {
@@ -139,7 +140,8 @@ def manifest_of(run: SystemRun, figures: tuple[str, ...]) -> dict:
         "initial_loss": float(np.median([p["initial_loss"] for p in finished])) if finished else None,
         "final": ({key: float(np.median([p["final"][key] for p in finished])) for key in finished[0]["final"]}
                   if finished else None),
-        "per_seed": per_seed, "solver_stats": training.stats, **provenance(),
+        "per_seed": per_seed, "solver_stats": training.stats,
+        **({"event_levels": training.event_levels} if training.event_levels else {}), **provenance(),
     }
 
 

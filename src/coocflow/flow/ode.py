@@ -61,9 +61,9 @@ class Solver(eqx.Module):
     def diffrax_solver(self) -> diffrax.AbstractSolver:
         return make_solver(self.name, self.rtol, self.atol)
 
-    def controller(self, norm=None) -> diffrax.PIDController:
+    def controller(self, norm=None, dtmax=None) -> diffrax.PIDController:
         extra = {} if norm is None else {"norm": norm}
-        return diffrax.PIDController(rtol=self.rtol, atol=self.atol, **extra)
+        return diffrax.PIDController(rtol=self.rtol, atol=self.atol, dtmax=dtmax, **extra)
 
 
 def vector_field(frozen: Transformer | None, problem: Problem, moving: str = "all"):

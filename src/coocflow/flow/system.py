@@ -13,6 +13,7 @@ the one `config.train` asks for, on the observation grid of `config.observe`.
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import time
 from dataclasses import dataclass, field
 from typing import Any, Callable
@@ -25,6 +26,7 @@ import numpy as np
 
 from coocflow import interrupts
 from coocflow.config import Config
+from coocflow.flow.events import event_carry, event_holds, locate, record_events
 from coocflow.flow.discrete import TRACE_COUNTS, Optimizer, chunk_length, minibatch, steps_then_observe
 from coocflow.flow.grid import observation_steps, observation_times
 from coocflow.flow.ode import Solver, result_message, total_stats
@@ -42,7 +44,7 @@ from coocflow.flow.trajectory import (
     take_seeds,
 )
 from coocflow.storage.checkpoint import DriveState
-from coocflow.systems.base import WEIGHTS_NORM2, AbstractSystem
+from coocflow.systems.base import WEIGHTS_NORM2, AbstractSystem, FirstHit
 
 
 def weights_norm2(params: Any) -> jax.Array:
@@ -75,6 +77,12 @@ class EnsembleTraining:
     train: Any = None
     test: Any = None
     snapshots: Snapshots | None = None
+    events: dict[str, np.ndarray] = field(default_factory=dict)
+    """The system's event times per seed (`AbstractSystem.events`), NaN where a seed never reached
+    one; `events_located` says which were located between observations (the flow; else the first
+    observation where the event holds), `event_levels` the level each event was declared at."""
+    events_located: dict[str, np.ndarray] = field(default_factory=dict)
+    event_levels: dict[str, float] = field(default_factory=dict)
 
     @property
     def n_seeds(self) -> int:
@@ -84,6 +92,15 @@ class EnsembleTraining:
         """How many observations of this seed are valid (all of them unless it stopped)."""
         record = self.divergence[index]
         return len(self.steps) if record is None else int(record["observation"])
+
+
+def event_record(training: EnsembleTraining, index: int) -> dict:
+    """A seed's event times for its manifest entry: {"events": {name: t or None}, "events_located":
+    [names located between observations]}; empty for a training without events."""
+    if not training.events:
+        return {}
+    times = {name: (float(v[index]) if np.isfinite(v[index]) else None) for name, v in training.events.items()}
+    return {"events": times, "events_located": [name for name, v in training.events_located.items() if v[index]]}
 
 
 def _stack(trees: list) -> Any:
@@ -98,6 +115,14 @@ def build_ensemble(system: AbstractSystem, seeds: tuple[int, ...]) -> tuple[Any,
     params = _stack([system.init(jax.random.fold_in(jax.random.PRNGKey(seed), system.key_stream)) for seed in seeds])
     sets = [system.data(seed) for seed in seeds]
     return params, _stack([train for train, _ in sets]), _stack([test for _, test in sets])
+
+
+def _observed_only(system: AbstractSystem, names: frozenset[str] | None, moving: Any, fixed: Any, initial: Any,
+                   train: Any, test: Any) -> dict:
+    """The observables `names` (all when None) of one seed's moving parameters: what an event reads."""
+    params = system.join(moving, fixed)
+    return (system.observe(params, initial, train, test) if names is None
+            else system.observe_only(names, params, initial, train, test))
 
 
 def _observed(system: AbstractSystem, moving: Any, fixed: Any, initial: Any, train: Any, test: Any) -> dict:
@@ -141,14 +166,15 @@ def _discrete_chunk(system: AbstractSystem, optimizer: Optimizer, moving, opt_st
 
 
 @eqx.filter_jit
-def _flow_chunk(system: AbstractSystem, solver: Solver, moving, snap, initial, fixed, train, test, t0, ts, index,
-                slot):
+def _flow_chunk(system: AbstractSystem, solver: Solver, events: tuple[FirstHit, ...], moving, snap, found, initial,
+                fixed, train, test, t0, ts, index, slot, levels):
     """For every seed: the flow from t0 to ts[-1], observed at ts; returns the state at ts[-1]. The
     parameters at ts (the very ones observed) are saved too, and `record_snapshot` keeps those of
-    observation `index[k]` in slot `slot[k]` and at the system's `reached` event."""
+    observation `index[k]` in slot `slot[k]` and at the system's `reached` event; `record_events`
+    those just before each of `events` (at `levels`) first holds."""
     TRACE_COUNTS["flow"] += 1
 
-    def one_seed(y0, snap, initial, fixed, train, test):
+    def one_seed(y0, snap, found, initial, fixed, train, test):
         objective = system.objective(train)
         saveat = diffrax.SaveAt(subs=[
             diffrax.SubSaveAt(ts=ts, fn=lambda t, y, args: (_observed(system, y, fixed, initial, train, test), y)),
@@ -158,13 +184,19 @@ def _flow_chunk(system: AbstractSystem, solver: Solver, moving, snap, initial, f
             t0, ts[-1], None, y0, saveat=saveat, stepsize_controller=solver.controller(system.error_norm),
             max_steps=solver.max_steps, throw=False)
         (observed, states), last = solution.ys
-        snap, _ = jax.lax.scan(
-            lambda kept, marks: (record_snapshot(kept, marks[0], system.reached(marks[1]), marks[2], marks[3]), None),
-            snap, (states, observed, index, slot))
-        stats = {key: solution.stats[key] for key in ("num_steps", "num_accepted_steps", "num_rejected_steps")}
-        return jax.tree.map(lambda a: a[0], last), observed, {**stats, "result": solution.result._value}, snap
 
-    return map_seeds(one_seed, moving, snap, initial, fixed, train, test)
+        def keep(carry, marks):
+            kept, found = carry
+            params, seen, at, into, t = marks
+            kept = record_snapshot(kept, params, system.reached(seen), at, into)
+            found = record_events(found, params, event_holds(events, seen, levels, t), at)
+            return (kept, found), None
+
+        (snap, found), _ = jax.lax.scan(keep, (snap, found), (states, observed, index, slot, ts))
+        stats = {key: solution.stats[key] for key in ("num_steps", "num_accepted_steps", "num_rejected_steps")}
+        return jax.tree.map(lambda a: a[0], last), observed, {**stats, "result": solution.result._value}, snap, found
+
+    return map_seeds(one_seed, moving, snap, found, initial, fixed, train, test)
 
 
 def _drive(advance: Callable, carry: Any, plan: np.ndarray, pad: int | None, system: AbstractSystem,
@@ -208,8 +240,9 @@ class _Ensemble:
     snapshot_obs: np.ndarray
     started: float
 
-    def result(self, steps: np.ndarray, t: np.ndarray, driven: DriveState, fixed: Any, checkpoint: Checkpoint | None,
-               stats: dict | None = None, failures: dict[int, str] | None = None) -> EnsembleTraining:
+    def result(self, steps: np.ndarray, t: np.ndarray, driven: DriveState, snap: SnapshotCarry, fixed: Any,
+               checkpoint: Checkpoint | None, stats: dict | None = None, failures: dict[int, str] | None = None
+               ) -> EnsembleTraining:
         series, status, divergence = driven.series, [], []
         for s, ok in enumerate(driven.alive):
             if ok:
@@ -231,7 +264,7 @@ class _Ensemble:
             train_s=checkpoint.elapsed_s if checkpoint is not None else time.perf_counter() - self.started,
             resumed=checkpoint.resumed_from if checkpoint is not None else None, stats=stats or {},
             initial=self.initial, final=self.system.join(driven.good_params, fixed), train=self.train,
-            test=self.test, snapshots=_snapshots(self.system, driven.carry[-1], fixed, self.snapshot_obs))
+            test=self.test, snapshots=_snapshots(self.system, snap, fixed, self.snapshot_obs))
 
 
 def _ensemble(system, seeds, ensemble, snapshot_obs) -> _Ensemble:
@@ -277,7 +310,7 @@ def integrate_discrete(system: AbstractSystem, optimizer: Optimizer, steps: np.n
     driven = _drive(advance, (moving, opt_state, step, snap), intervals, 0, system, seeds, chunks, checkpoint,
                     progress, lambda done: float(np.sum(done)) / total)
     steps = np.asarray(steps, dtype=np.int64)
-    return run.result(steps, steps * lr, driven, fixed, checkpoint)
+    return run.result(steps, steps * lr, driven, driven.carry[-1], fixed, checkpoint)
 
 
 def integrate_flow(system: AbstractSystem, solver: Solver, times: np.ndarray, seeds: tuple[int, ...],
@@ -297,19 +330,25 @@ def integrate_flow(system: AbstractSystem, solver: Solver, times: np.ndarray, se
     dtype = jax.tree.leaves(run.initial)[0].dtype
     slots = slot_table(len(times), run.snapshot_obs)
 
+    events = system.events()
+    shapes = tuple(dataclasses.replace(e, level=0.0) for e in events.values())  # levels are traced inputs
+    levels = jnp.asarray([e.level for e in events.values()], dtype)
+
     def advance(carry, block, index):
-        moving, t0, snap = carry
-        marks = (jnp.asarray(t0, dtype), jnp.asarray(block, dtype), jnp.asarray(index), jnp.asarray(slots[index]))
+        moving, t0, snap, found = carry
+        marks = (jnp.asarray(t0, dtype), jnp.asarray(block, dtype), jnp.asarray(index), jnp.asarray(slots[index]),
+                 levels)
 
         def group(members):
-            return _flow_chunk(compiled, solver, *take_seeds((moving, snap, run.initial, fixed, run.train, run.test),
-                                                           members), *marks)
+            return _flow_chunk(compiled, solver, shapes, *take_seeds((moving, snap, found, run.initial, fixed,
+                                                                      run.train, run.test), members), *marks)
 
-        moving, observed, stats, snap = over_seed_groups(group, len(seeds))
-        return (moving, np.float64(block[-1]), snap), observed, stats
+        moving, observed, stats, snap, found = over_seed_groups(group, len(seeds))
+        return (moving, np.float64(block[-1]), snap, found), observed, stats
 
     snap = snapshot_carry(moving, len(seeds), len(run.snapshot_obs))
-    driven = _drive(advance, (moving, np.float64(0.0), snap), times, None, system, seeds, chunks, checkpoint,
+    found = event_carry(moving, len(seeds), len(events))
+    driven = _drive(advance, (moving, np.float64(0.0), snap, found), times, None, system, seeds, chunks, checkpoint,
                     progress, lambda done: len(done) / len(times))
     stats = total_stats(driven.extras, solver.name) if driven.extras else {}
     failures = {}
@@ -317,7 +356,15 @@ def integrate_flow(system: AbstractSystem, solver: Solver, times: np.ndarray, se
         codes = [code for code in stats.pop(f"_results_{s}", []) if code != 0]
         if codes and not driven.alive[s]:
             failures[s] = result_message(codes[0])
-    return run.result(np.full(len(times), -1, dtype=np.int64), times, driven, fixed, checkpoint, stats, failures)
+    result = run.result(np.full(len(times), -1, dtype=np.int64), times, driven, driven.carry[2], fixed, checkpoint, stats,
+                        failures)
+    if events:
+        located = locate(compiled, solver, _observed_only, events, np.asarray(levels), driven.carry[3], times,
+                         driven.series, fixed, run.initial, run.train, run.test)
+        result.events = {name: located.times[:, k] for k, name in enumerate(events)}
+        result.events_located = {name: located.located[:, k] for k, name in enumerate(events)}
+        result.event_levels = {name: float(e.level) for name, e in events.items()}
+    return result
 
 
 def observation_grid(config: Config) -> np.ndarray:

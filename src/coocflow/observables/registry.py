@@ -83,11 +83,14 @@ def neuron_only() -> list[str]:
     return [name for name, obs in OBSERVABLES.items() if obs.neurons]
 
 
-def observe(model: Transformer, problem: Problem) -> dict[str, jnp.ndarray]:
-    """Evaluate every registered observable; a dict of scalars keyed by column name."""
+def observe(model: Transformer, problem: Problem, only: frozenset[str] | None = None) -> dict[str, jnp.ndarray]:
+    """Evaluate every registered observable (or those named in `only`); a dict of scalars keyed
+    by column name."""
     shared: dict[Callable, dict] = {}
     out = {}
     for name, obs in OBSERVABLES.items():
+        if only is not None and name not in only:
+            continue
         if obs.neurons and not has_neurons(model):
             continue
         if obs.shared is None:

@@ -105,6 +105,11 @@ class SeedData:
     t1_declared: float | None = None
     """The paper's T1 = C_T1 / U0 when the configuration declares C_T1 (`verify.c_t1`); otherwise
     T1 is the first all-correct time. `bounds["all_correct"]` is always the latter."""
+    events: dict[str, float | None] = field(default_factory=dict)
+    """The run's event times located between observations (`flow.events`; the manifest's
+    `events_located`): all_correct, T0.5 (the catch-up time), T_prime, T_star."""
+    event_levels: dict[str, float] = field(default_factory=dict)
+    """The level each event was located at (T_star: m^-k with the k of the run's configuration)."""
 
     def __post_init__(self):
         self.bounds = phase_boundaries(self.series) if "d_G_mu1_dt" in self.series else {
@@ -118,6 +123,16 @@ class SeedData:
     @property
     def t(self) -> np.ndarray:
         return self.series["t"]
+
+    def event_time(self, name: str, grid: float | None, level: float | None = None) -> float | None:
+        """Event `name` located between observations when the run located it (at `level`, when
+        given), else `grid`, its first observed time. The bounds (`bounds`) stay on the grid: they
+        index the observations."""
+        if name not in self.events or grid is None:
+            return grid
+        if level is not None and not np.isclose(self.event_levels.get(name, np.nan), level, rtol=1e-12, atol=0.0):
+            return grid
+        return self.events[name]
 
     def at(self, name: str, time: float) -> float:
         return float(self.series[name][np.searchsorted(self.t, time)])

@@ -149,12 +149,15 @@ def score_rate_at_0(d):
 # Phase 1 -------------------------------------------------------------------------------------
 @quantity("T0.5", "T0.5 (Lemma 4.3's sandwich sets in)")
 def t_half(d):
-    return d.bounds["T0.5"]
+    """The catch-up time located between observations; with Lemma 4.3's C declared
+    (`verify.sandwich_c`) the start of the sandwich's last stretch before T1, on the grid."""
+    return d.bounds["T0.5"] if d.sandwich_c > 0 else d.event_time("T0.5", d.bounds["T0.5"])
 
 
 @quantity("T_prime", "T' (I2 and I3 all correct)")
 def t_prime(d):
-    return first_time(d.t, d.series["min_margin_I2_I3"] > 0) if "min_margin_I2_I3" in d.series else None
+    grid = first_time(d.t, d.series["min_margin_I2_I3"] > 0) if "min_margin_I2_I3" in d.series else None
+    return d.event_time("T_prime", grid)
 
 
 @quantity("I2_I3_gap_phase1", "max |S2 - S3|/n on [0, T1]")
@@ -178,8 +181,9 @@ def loss_i2_peak_time(d):
 @quantity("all_correct_time", "first time every training sample is correct")
 def all_correct_time(d):
     """Thm 3.1: every sample is correct by T1 = O~(1/m); the paper's T1 = C_T1/U0 is -1 by
-    definition, so the rate is measured on the first all-correct time."""
-    return d.bounds["all_correct"]
+    definition, so the rate is measured on the first all-correct time (located between
+    observations on the flow: `SeedData.event_time`)."""
+    return d.event_time("all_correct", d.bounds["all_correct"])
 
 
 @quantity("loss_at_T1", "loss at T1")
@@ -388,7 +392,8 @@ def score_max_at_end(d):
 
 @quantity("T_star", "T* (loss <= m^-k, k = verify.loss_exponent)")
 def t_star_quantity(d):
-    return t_star(d)
+    """Located between observations when the run located T* at this k's level m^-k."""
+    return d.event_time("T_star", t_star(d), float(d.m) ** -d.loss_exponent)
 
 
 @quantity("score_change_at_T_star", "mean |A(T*) - A(0)|, target scores")

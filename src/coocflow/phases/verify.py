@@ -197,7 +197,10 @@ def seed_data(run: LoadedRun) -> list[tuple[int, SeedData]]:
             states["T1"] = None
         if paper_t1 is not None:
             states["T1"] = _snapshot_at(run.state_snapshots, index, paper_t1, initial_arrays[index])
-        out.append((seed, SeedData(series, scales.m, n=scales.n, L=scales.L,
+        entry = next((p for p in run.manifest.get("per_seed", []) if p.get("seed") == seed), {})
+        located = {name: entry["events"][name] for name in entry.get("events_located", [])}
+        out.append((seed, SeedData(series, scales.m, n=scales.n, L=scales.L, events=located,
+                                   event_levels=run.manifest.get("event_levels", {}),
                                    A_init=states["init"].scores, A_final=states["final"].scores,
                                    states=states, scales=scales, t1_declared=paper_t1,
                                    loss_exponent=run.config.get("verify", {}).get("loss_exponent", 1.0),

@@ -94,9 +94,30 @@ def _flat(tree, prefix: str) -> dict[str, np.ndarray]:
     return {f"{prefix}_{i}": np.asarray(leaf) for i, leaf in enumerate(jax.tree.leaves(tree))}
 
 
+class AddedLater:
+    """Marks a part of a driver's carry that checkpoints written before it existed lack: such a
+    part must come last in the carry, and a checkpoint without its leaves restores with the
+    part as the run starts it (`flow.events.EventCarry`)."""
+
+
+def _later_leaves(template) -> int:
+    """How many trailing leaves of `template` belong to `AddedLater` parts at its end."""
+    parts = jax.tree.leaves(template, is_leaf=lambda x: isinstance(x, AddedLater))
+    count = 0
+    for part in reversed(parts):
+        if not isinstance(part, AddedLater):
+            break
+        count += len(jax.tree.leaves(part))
+    return count
+
+
 def _unflat(arrays: dict[str, np.ndarray], prefix: str, template, path: Path):
     leaves, treedef = jax.tree.flatten(template)
     saved = [arrays.get(f"{prefix}_{i}") for i in range(len(leaves))]
+    later = _later_leaves(template)
+    first_missing = len(leaves) - later
+    if later and f"{prefix}_{first_missing}" not in arrays and all(a is not None for a in saved[:first_missing]):
+        saved = saved[:first_missing] + [np.asarray(leaf) for leaf in leaves[first_missing:]]
     if f"{prefix}_{len(leaves)}" in arrays or any(a is None for a in saved):
         raise RunFolderError(f"{path}: checkpoint does not match this run's model or optimizer; "
                              "delete it to restart the run from t = 0")

@@ -13,6 +13,7 @@ and see one seed (the integrators vmap them over the seed ensemble).
 from __future__ import annotations
 
 import abc
+from dataclasses import dataclass
 from typing import Any, Callable, ClassVar
 
 import equinox as eqx
@@ -32,6 +33,42 @@ FULL_BATCH_METHODS = ("gd", "momentum", "adam", "adamw", "flow")
 WEIGHTS_NORM2 = "weights_norm2"
 """Sum of squares of the moving parameters, observed with the loss so that non-finite weights stop
 a seed (the driver's watched quantities); dropped from the series that come back."""
+
+
+@dataclass(frozen=True)
+class FirstHit:
+    """The first observed time at which `value(observed)` is above `level` (`rising`) or below it
+    (not `rising`); `strict` excludes equality, `after_start` ignores t = 0 (so an event that
+    holds at the start is the first observation after it). `value` reads one observation (the dict
+    a system's `observe` returns) and must be continuous in time, so that its crossing of `level`
+    can be located."""
+
+    value: Callable[[dict[str, jax.Array]], jax.Array]
+    level: float = 0.0
+    rising: bool = True
+    strict: bool = False
+    after_start: bool = False
+    needs: tuple[str, ...] = ()
+    """The observables `value` reads: locating the event computes only these (`observe_only`);
+    empty: every observable."""
+
+    def gap(self, observed: dict[str, Any], level) -> Any:
+        """How far past the level an observation is: >= 0 (> 0 when `strict`) once the event holds."""
+        value = self.value(observed)
+        return value - level if self.rising else level - value
+
+    def holds(self, observed: dict[str, Any], level) -> Any:
+        gap = self.gap(observed, level)
+        return gap > 0 if self.strict else gap >= 0
+
+    def first_index(self, t: np.ndarray, series: dict[str, np.ndarray], level: float) -> int | None:
+        """The observation at which the event first holds on the grid (one seed's series), or None."""
+        with np.errstate(invalid="ignore"):
+            holds = np.asarray(self.holds(series, level), dtype=bool) & np.isfinite(np.asarray(t))
+        if self.after_start:
+            holds &= np.asarray(t) > 0
+        hits = np.flatnonzero(holds)
+        return int(hits[0]) if hits.size else None
 
 
 class AbstractSystem(eqx.Module):
@@ -110,6 +147,19 @@ class AbstractSystem(eqx.Module):
         """Whether an observation is the event whose parameters the run keeps (`state_t1.npz`):
         every training sample correct for eq. (1); never by default."""
         return jnp.asarray(False)
+
+    def observe_only(self, names: frozenset[str], params: Any, initial: Any, train: Any, test: Any
+                     ) -> dict[str, jax.Array]:
+        """The observables `names` (at least): what locating an event evaluates at every Newton
+        iteration, so a system whose `observe` is large may compute just these. All of them by default."""
+        return self.observe(params, initial, train, test)
+
+    def events(self) -> dict[str, FirstHit]:
+        """Named event times the flow locates between observations (`flow.events`): the first time
+        an observable reaches a level. None by default; eq. (1): the first all-correct time, T0.5,
+        T' and T*. The compiled programs take the levels as inputs, so `traced()` may keep
+        placeholders for levels that depend on dropped settings."""
+        return {}
 
     def watched(self) -> tuple[str, ...]:
         """The observables whose first non-finite value marks a seed as diverged: the loss and the

@@ -39,9 +39,38 @@ from coocflow.model.gram_init import (
 )
 from coocflow.model.state import State
 from coocflow.observables import Problem, observe
-from coocflow.systems.base import AbstractSystem
+from coocflow.systems.base import AbstractSystem, FirstHit
 
 WATCHED = ("loss", "u_norm2", "A_mu1_mu2", "V_mu1_mu1")
+
+
+def _min_margin(observed):
+    return observed["min_margin"]
+
+
+def _catch_up(observed):
+    """-dG(mu_3)/dt - max(dG(mu_1)/dt, dG(mu_2)/dt): >= 0 once the common token's alignment moves
+    at least as fast as either target's (Lemma 4.3; `phases.boundaries.common_token_catch_up`)."""
+    return -observed["d_G_mu3_dt"] - jnp.maximum(observed["d_G_mu1_dt"], observed["d_G_mu2_dt"])
+
+
+def _min_margin_i2_i3(observed):
+    return observed["min_margin_I2_I3"]
+
+
+def _loss(observed):
+    return observed["loss"]
+
+
+EVENTS = {
+    "all_correct": FirstHit(_min_margin, 0.0, rising=True, strict=True, needs=("min_margin",)),
+    "T0.5": FirstHit(_catch_up, 0.0, rising=True, after_start=True, needs=("d_G_mu1_dt", "d_G_mu2_dt", "d_G_mu3_dt")),
+    "T_prime": FirstHit(_min_margin_i2_i3, 0.0, rising=True, strict=True, needs=("min_margin_I2_I3",)),
+    "T_star": FirstHit(_loss, float("nan"), rising=False, needs=("loss",)),
+}
+"""eq. (1)'s event times, as `phases` reads them off the grid: the first all-correct time
+(Thm 3.1), T0.5 (Lemma 4.3, the catch-up time), T' (Cor. E.20: I2 and I3 all correct) and
+T* (Thm F.20: the first loss <= m^-k, k = `verify.loss_exponent`, its level set per run)."""
 """Quantities whose first non-finite value marks a seed of eq. (1) as diverged (loss and weight scales)."""
 
 WEIGHT_ENTRIES_FOR_GRAMS = 20_000_000
@@ -130,6 +159,8 @@ class Eq1System(AbstractSystem):
     `init` and `data` read; None in the `traced` system the compiled loops see."""
     moving_set: str = eqx.field(static=True)
     """`train.trainable`: `all`, or `mlp-value` (W_Q, W_K fixed at init)."""
+    t_star_level: float | None = eqx.field(static=True, default=None)
+    """T*'s loss level m^-k (k = `verify.loss_exponent`); None in the `traced` system."""
 
     name: ClassVar[str] = "eq1"
     methods: ClassVar[tuple[str, ...]] = TRAIN_METHODS
@@ -139,7 +170,7 @@ class Eq1System(AbstractSystem):
         section = dataclasses.replace(config, name="eq1", seed=0, seeds=(), train=TrainConfig(),
                                       optimizer=OptimizerConfig(), solver=SolverConfig(),
                                       observe=ObserveConfig(), verify=VerifyConfig())
-        return cls(section, config.train.trainable)
+        return cls(section, config.train.trainable, float(config.model.m) ** -config.verify.loss_exponent)
 
     def traced(self) -> "Eq1System":
         """Without `section`: the widths and data settings shape the ensemble, not the compiled loops
@@ -158,6 +189,10 @@ class Eq1System(AbstractSystem):
 
     def observe(self, params: State, initial: State, train: Dataset, test: Dataset) -> dict[str, jax.Array]:
         return observe(params, Problem(train, test, self.moving_set))
+
+    def observe_only(self, names: frozenset[str], params: State, initial: State, train: Dataset, test: Dataset
+                     ) -> dict[str, jax.Array]:
+        return observe(params, Problem(train, test, self.moving_set), only=names)
 
     def split(self, params: State) -> tuple[Any, Any]:
         return params.split(self.moving_set)
@@ -181,6 +216,10 @@ class Eq1System(AbstractSystem):
     def reached(self, observed: dict[str, jax.Array]) -> jax.Array:
         """Every training sample correct (min_i y_i F(x_i) > 0): the observation of T1."""
         return observed["min_margin"] > 0
+
+    def events(self) -> dict[str, FirstHit]:
+        level = float("nan") if self.t_star_level is None else self.t_star_level
+        return {**EVENTS, "T_star": dataclasses.replace(EVENTS["T_star"], level=level)}
 
     def watched(self) -> tuple[str, ...]:
         return WATCHED

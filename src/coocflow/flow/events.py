@@ -1,0 +1,170 @@
+"""Event times located between observations (issue 28, item 8): the first time an observable
+reaches a level, to the solver's tolerance rather than to the observation grid.
+
+A system declares its events (`AbstractSystem.events`: eq. (1)'s first all-correct time, T0.5,
+T', T*). While the flow runs, the compiled driver keeps, per seed and event, the parameters at the
+last observation before the event first holds (`EventCarry`, part of the checkpointed carry).
+After the run one compiled program (`locate`) restarts the flow from there to the next
+observation with a Diffrax event on the event's gap, `value - level`, whose root a Newton solve
+finds on the solver's own dense interpolation. So an event time moves with the solver's
+tolerance, not with `observe.points`: tests/test_events.py holds 100 and 400 observations to
+1e-6 relative. Discrete training (GD, Adam) has no time between its steps: its events are the
+first observed step, as on the grid.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from typing import Any, Callable, NamedTuple
+
+import diffrax
+import equinox as eqx
+import jax
+import jax.numpy as jnp
+import numpy as np
+import optimistix
+
+from coocflow.storage.checkpoint import AddedLater
+from coocflow.systems.base import FirstHit
+
+ROOT_RTOL = 1e-13
+"""Relative tolerance of the Newton solve for an event's time on the solver's interpolation:
+far below any solver rtol, so the located time is as good as the solution it is read from."""
+
+LOCATE_STEPS = 16
+"""The solve that locates an event takes at least this many steps between its two observations:
+a root found on a step's interpolation is only as good as the interpolant inside the step, which
+for the flow's late, long steps is far worse than the step's own error (T* at m = 2^15 moved
+1.5e-6 relative between 100 and 199 observations where the loss itself agreed to 1.2e-8)."""
+
+
+class EventCarry(eqx.Module, AddedLater):
+    """Per seed (leading axis) and event: the parameters at the last observation before the
+    event first held (`before`, an event axis after the seed axis), that observation (`before_obs`)
+    and the first one where it held (`hit_obs`), -1 until known. Part of the flow's checkpointed
+    carry; a checkpoint written before events existed resumes with it empty, and events that held
+    before the resume then keep their grid time."""
+
+    before: Any
+    before_obs: jax.Array
+    hit_obs: jax.Array
+
+
+def event_carry(trainable: Any, n_seeds: int, n_events: int) -> EventCarry:
+    """Empty bookkeeping for `n_events` events of the seed-batched `trainable` parameters."""
+    return EventCarry(
+        before=jax.tree.map(lambda leaf: jnp.zeros((leaf.shape[0], n_events) + leaf.shape[1:], leaf.dtype), trainable),
+        before_obs=jnp.full((n_seeds, n_events), -1, dtype=jnp.int32),
+        hit_obs=jnp.full((n_seeds, n_events), -1, dtype=jnp.int32))
+
+
+def record_events(carry: EventCarry, params: Any, holds: jax.Array, index: jax.Array) -> EventCarry:
+    """One seed, one observation (traced): `holds` (events,) says which events hold at
+    observation `index` (-1: padding, ignored)."""
+    real = index >= 0
+    first = (carry.hit_obs < 0) & holds & real
+    hit_obs = jnp.where(first, index.astype(carry.hit_obs.dtype), carry.hit_obs)
+    waiting = (hit_obs < 0) & real
+
+    def keep(kept, p):
+        mask = waiting.reshape((-1,) + (1,) * p.ndim)
+        return jnp.where(mask, p[None], kept)
+
+    return EventCarry(before=jax.tree.map(keep, carry.before, params),
+                      before_obs=jnp.where(waiting, index.astype(carry.before_obs.dtype), carry.before_obs),
+                      hit_obs=hit_obs)
+
+
+def event_holds(events: tuple[FirstHit, ...], observed: dict[str, jax.Array], levels: jax.Array, t) -> jax.Array:
+    """Which of `events` hold at one observation at time `t` (traced), (events,) booleans."""
+    if not events:
+        return jnp.zeros((0,), dtype=bool)
+    return jnp.stack([e.holds(observed, levels[k]) & ((t > 0) | (not e.after_start)) for k, e in enumerate(events)])
+
+
+class Located(NamedTuple):
+    """Per seed (rows) and event (columns): the event's time (NaN: never on the observed grid) and
+    whether it was located between observations (False: the grid time, which is then exact only
+    to the grid)."""
+
+    times: np.ndarray
+    located: np.ndarray
+
+
+LOCATE_MAX_STEPS = 64 * LOCATE_STEPS
+"""A locating solve that needs more steps than this gives up, and the event keeps its grid time."""
+
+
+@eqx.filter_jit
+def _locate_program(system, solver, observe: Callable, events: tuple[FirstHit, ...], before, t_lo, t_hi, which,
+                    levels, fixed, initial, train, test):
+    """For every (seed, event) pair (leading axis of every argument but `levels`): the flow from
+    `t_lo` (parameters `before`) towards `t_hi`, stopped where event `which`'s gap crosses zero
+    (its root found by Newton on the solver's interpolation)."""
+    signs = [1.0 if e.rising else -1.0 for e in events]
+    needs = None if any(not e.needs for e in events) else frozenset(n for e in events for n in e.needs)
+
+    def one_pair(y0, t0, t1, which, fixed, initial, train, test):
+        objective = system.objective(train)
+
+        def gap(t, y, args, **kwargs):
+            observed = observe(system, needs, y, fixed, initial, train, test)
+            gaps = jnp.stack([signs[k] * (e.value(observed) - levels[k]) for k, e in enumerate(events)])
+            return gaps[which]
+
+        root = optimistix.Newton(rtol=ROOT_RTOL, atol=1e-300, cauchy_termination=False)
+        solution = diffrax.diffeqsolve(
+            diffrax.ODETerm(lambda t, y, args: system.velocity(objective, y, fixed, train)), solver.diffrax_solver(),
+            t0, t1, None, y0, saveat=diffrax.SaveAt(t1=True),
+            stepsize_controller=solver.controller(system.error_norm, (t1 - t0) / LOCATE_STEPS),
+            max_steps=LOCATE_MAX_STEPS, throw=False, event=diffrax.Event(gap, root_finder=root, direction=True))
+        return solution.ts[-1], solution.event_mask
+
+    # One pair after another (lax.map): the solves are short, and tracing a vmapped Diffrax solve with
+    # an event costs about twice an unbatched one (issue 31 measures what the flow's programs cost).
+    return jax.lax.map(lambda args: one_pair(*args), (before, t_lo, t_hi, which, fixed, initial, train, test))
+
+
+def locate(system, solver, observe: Callable, events: dict[str, FirstHit], levels: np.ndarray, carry: EventCarry,
+           times: np.ndarray, series: dict[str, np.ndarray], fixed, initial, train, test) -> Located:
+    """Every event's time per seed: located between the observations that bracket its first hit
+    when the driver kept the parameters before it (`carry`), else the grid time (an event at the
+    first observation, or one that held before a resume from a checkpoint without events).
+
+    `series` are the run's observations (seeds, observed times), `times` the observed times;
+    `observe(system, names, params, fixed, initial, train, test)` gives the observables `names`
+    (all when None) of one seed's parameters."""
+    names = tuple(events)
+    before_obs, hit_obs = np.asarray(carry.before_obs), np.asarray(carry.hit_obs)
+    n_seeds = len(hit_obs)
+    times = np.asarray(times, dtype=np.float64)
+    grid = np.full((n_seeds, len(names)), np.nan)
+    bracket = np.zeros((n_seeds, len(names)), dtype=bool)
+    for s in range(n_seeds):
+        one = {name: np.asarray(values[s]) for name, values in series.items()}
+        t = times[: len(next(iter(one.values())))] if one else times
+        for k, name in enumerate(names):
+            index = events[name].first_index(t, one, float(levels[k]))
+            if index is None:
+                continue
+            grid[s, k] = t[index]
+            bracket[s, k] = index > 0 and hit_obs[s, k] == index and before_obs[s, k] == index - 1
+    if not bracket.any():
+        return Located(grid, np.zeros_like(bracket))
+    # One solve per (seed, event) pair; pairs without a bracket repeat the first one (the program's
+    # shape stays seeds x events, so it compiles once) and are ignored.
+    pairs = np.argwhere(bracket)
+    flat = np.arange(bracket.size).reshape(bracket.shape)
+    pick = np.where(bracket.ravel(), flat.ravel(), flat[tuple(pairs[0])])
+    seed_of, event_of = np.unravel_index(pick, bracket.shape)
+    lo = times[before_obs[seed_of, event_of]]
+    hi = grid[seed_of, event_of]
+    per_pair = jax.tree.map(lambda leaf: leaf[seed_of], (fixed, initial, train, test))
+    start = jax.tree.map(lambda leaf: leaf[seed_of, event_of], carry.before)
+    shapes = tuple(dataclasses.replace(e, level=0.0) for e in events.values())  # levels are traced inputs
+    found, fired = _locate_program(system, solver, observe, shapes, start, jnp.asarray(lo), jnp.asarray(hi),
+                                   jnp.asarray(event_of), jnp.asarray(levels, dtype=jnp.asarray(lo).dtype), *per_pair)
+    found, fired = np.asarray(found).reshape(bracket.shape), np.asarray(fired).reshape(bracket.shape)
+    lo, hi = lo.reshape(bracket.shape), hi.reshape(bracket.shape)
+    use = bracket & fired & np.isfinite(found) & (found >= lo) & (found <= hi)
+    return Located(np.where(use, found, grid), use)
