@@ -53,7 +53,10 @@ def test_t_star_uses_the_declared_loss_exponent(sparse):
         assert found is not None
         at = int(np.searchsorted(data.t, found))
         assert data.series["loss"][at] <= 32768.0**-2 < data.series["loss"][at - 1]
-        assert QUANTITIES["all_correct_time"].fn(data) == data.bounds["all_correct"]
+        grid = data.bounds["all_correct"]  # the first observation with every sample correct
+        k = int(np.searchsorted(data.t, grid))
+        located = QUANTITIES["all_correct_time"].fn(data)  # issue 28, item 8: located between observations
+        assert data.t[k - 1] < located < grid and data.events["all_correct"] == located
 
 
 def test_doubling_the_observed_points_changes_no_verdict(sparse, dense):
