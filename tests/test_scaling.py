@@ -12,6 +12,7 @@ from coocflow.api import resolve_config
 from coocflow.phases.checks import CHECKS
 from coocflow.phases.claims import CLAIMS, claims_table, combine, judge, premises_of_check
 from coocflow.phases.scaling import QUANTITIES
+from coocflow.report.scaling import c_t1_sensitivity
 from coocflow.sweep.width import width_overrides, width_scaling
 
 DOCS = Path(__file__).resolve().parents[1] / "docs" / "claims.md"
@@ -137,6 +138,9 @@ def test_the_command_reuses_the_sweep_and_prints_the_claims(sweep):
     failed = [row["id"] for row in report["claims"] if row["verdict"] == "fail"]
     assert done.returncode == (2 if failed else 0), done.stderr
     assert "claims:" in done.stdout and "premises at m=512" in done.stdout and "premises over the " in done.stdout
+    assert "C_T1 = 10/20/40, same runs re-judged:" in done.stdout
+    assert "## C_T1 sensitivity: the same runs judged at C_T1 = 10 / 20 / 40" in (out / "scaling.md").read_text()
+    assert report["c_t1_sensitivity"]["c_t1"] == [10.0, 20.0, 40.0] and "c_t1_judged" not in report
     lines = done.stdout.strip().splitlines()
     assert len(lines) <= 60 and max(map(len, lines)) <= 80, done.stdout
     assert all(any(line[7:].startswith(f"{claim.id} ") for line in lines) for claim in CLAIMS)
@@ -168,3 +172,25 @@ def test_borrowed_checks_constants_are_judged_only_where_they_belong():
 
     assert "corE.24_attention_change" in BY_ID["E3"].checks and BY_ID["E3"].borrowed == ("corE.24_attention_change",)
     assert not BY_ID["E24"].borrowed
+
+
+def test_a_declared_c_t1_is_judged_at_half_and_twice_it_on_the_same_runs(sweep):
+    """Issue 28, item 4: the theory preset declares C_T1 = 20; the sweep judges the same runs at 10
+    and 40 too. The checks that read the saved state at T1 have it only at 20."""
+    config, out, report = sweep
+    judged = report["c_t1_judged"]
+    assert sorted(judged) == [10.0, 40.0] and config.verify.c_t1 == 20.0
+    at_20, at_10 = report["widths"][-1]["checks"], judged[10.0]["widths"][-1]["checks"]
+    def decided(check):
+        return check["of"] - check["unchecked"] - check["no_verdict"]
+
+    state_checks = [name for name, check in at_20.items() if decided(check) and not decided(at_10[name])]
+    assert "propE.12_neuron_gram_change" in state_checks, state_checks
+    assert decided(at_10["thm3.1_correct_by_T1"]) == decided(at_20["thm3.1_correct_by_T1"]) > 0
+    sensitivity = c_t1_sensitivity({**report, "claims": claims_table(report["widths"][-1], report["rates"])},
+                                   judged, config)
+    assert sensitivity["c_t1"] == [10.0, 20.0, 40.0] and sensitivity["declared"] == 20.0
+    assert set(sensitivity["claims"]) == {c.id for c in CLAIMS}
+    assert all(len(v["verdicts"]) == 3 for v in sensitivity["claims"].values())
+    assert sensitivity["changes"] == [c for c, v in sensitivity["claims"].items()
+                                      if len(set(v["verdicts"]) - {"not applicable"}) > 1]

@@ -329,10 +329,25 @@ def _verify_scaling(target, set_, seed, seeds, out, force, axis, values, strict,
             premises_where=f" at m={base['m']} (the sentences' width; checks count every run)",
             widths_line=f"premises over the {runs} runs: " + ("all met" if not unmet_at else "all met but " + ", ".join(
                 f"{premise} (not met in {count})" for premise, count in unmet_at.items())))
-    console.print(f"written: {', '.join(str(path) for path in written)}; runs under {out / 'runs'}")
+    sensitivity = _sensitivity_line(report.get("c_t1_sensitivity"))
+    if sensitivity:
+        console.print(escape(sensitivity), highlight=False)
+    console.print(f"written in {out}: {', '.join(path.name for path in written)}; runs under runs/")
     findings = [row["id"] for row in table if row["verdict"] == "fail"]
     if strict and findings:
         raise CoocflowError(f"verify --strict: {len(findings)} claims failed with their premises met: {', '.join(findings)}")
+
+
+def _sensitivity_line(sensitivity: dict | None) -> str | None:
+    """One sentence: the claims whose verdict changes when the same runs are judged at other C_T1
+    (issue 28, item 4; each claim's verdicts are in scaling.md)."""
+    if not sensitivity:
+        return None
+    values = "/".join(f"{c:g}" for c in sensitivity["c_t1"])
+    changes = sensitivity["changes"]
+    return (f"C_T1 = {values}, same runs re-judged: "
+            + (f"{len(changes)} claims change ({', '.join(changes)})" if changes else "no verdict changes")
+            + "; verdicts in scaling.md")
 
 
 def _width_trainer_on_ray(out: Path, address: str, workers: Optional[int], bar, task):

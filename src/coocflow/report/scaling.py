@@ -32,6 +32,9 @@ def write_scaling(out: Path, report: dict, base: Config) -> list[Path]:
     width = base_width(report, base)
     report["base_width"] = width["value"]
     report["claims"] = claims_table(every_run_summary(report["widths"], width), report["rates"])
+    judged = report.pop("c_t1_judged", None)
+    if judged:
+        report["c_t1_sensitivity"] = c_t1_sensitivity(report, judged, base)
     folder = ScalingFolder(out)
     atomic_write_json(folder.record_file, report)
     atomic_write_text(folder.markdown_file, scaling_markdown(report, base))
@@ -39,6 +42,38 @@ def write_scaling(out: Path, report: dict, base: Config) -> list[Path]:
     figure(report, tmp)
     tmp.replace(folder.figure_file)
     return [folder.record_file, folder.markdown_file, folder.figure_file, write_report(folder.path)]
+
+
+def c_t1_sensitivity(report: dict, judged: dict[float, dict], base: Config) -> dict:
+    """Issue 28, item 4: every claim's verdict (stated, and with P7 relaxed) with the same runs judged
+    at each C_T1 of `judged` (`sweep.width.C_T1_SENSITIVITY`) beside the declared one."""
+    tables = {float(base.verify.c_t1): report["claims"]}
+    for c_t1, again in judged.items():
+        tables[float(c_t1)] = claims_table(every_run_summary(again["widths"], base_width(again, base)), again["rates"])
+    values = sorted(tables)
+    claims = {row["id"]: {"verdicts": [], "verdicts_relaxed": []} for row in report["claims"]}
+    for c_t1 in values:
+        for row in tables[c_t1]:
+            claims[row["id"]]["verdicts"].append(row["verdict"])
+            claims[row["id"]]["verdicts_relaxed"].append(row.get("verdict_relaxed") or row["verdict"])
+    return {"c_t1": values, "declared": float(base.verify.c_t1), "claims": claims,
+            "changes": [claim for claim, v in claims.items() if len(set(v["verdicts"]) - {"not applicable"}) > 1]}
+
+
+def _sensitivity_markdown(sensitivity: dict | None) -> list[str]:
+    if not sensitivity:
+        return []
+    values = " / ".join(f"{c:g}" for c in sensitivity["c_t1"])
+    lines = [f"## C_T1 sensitivity: the same runs judged at C_T1 = {values}", "",
+             f"C_T1 = {sensitivity['declared']:g} was declared before any run; it stands for the theorem's \"large "
+             "enough\" constant, so every claim is judged again at half and twice it. Checks that read the saved state "
+             "at T1 have it only at the declared value and are not applicable at the others; a claim changes when "
+             "it gets two different verdicts where it is applicable.", "",
+             f"| claim | verdict at C_T1 = {values} | with P7r |", "| --- | --- | --- |"]
+    for claim, v in sensitivity["claims"].items():
+        mark = " (changes)" if claim in sensitivity["changes"] else ""
+        lines.append(f"| {claim} | {' / '.join(v['verdicts'])}{mark} | {' / '.join(v['verdicts_relaxed'])} |")
+    return lines + [""]
 
 
 def _logs_in_tolerance(values) -> str:
@@ -74,6 +109,7 @@ def scaling_markdown(report: dict, base: Config) -> str:
               "its verdicts count every run)", "",
               premises_markdown([Premise(**p) for p in width["premises"]]).rstrip(), "",
               "## Claims", "", summary_line(report["claims"]) + ".", "", claims_markdown(report["claims"]).rstrip(), "",
+              *_sensitivity_markdown(report.get("c_t1_sensitivity")),
               "## Every fitted rate", "",
               "| claim | c0 | quantity | class | exponent (95% CI) | largest widths | band | verdict | medians per width |",
               "| --- | --- | --- | --- | --- | --- | --- | --- | --- |"]

@@ -4,6 +4,7 @@ interrupted; each is measured and judged by `coocflow.phases.scaling`."""
 
 from __future__ import annotations
 
+import dataclasses
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable
@@ -98,21 +99,15 @@ def width_scaling(base: Config, axis: str, values: list[int], out: Path,
     planned = width_runs(base, axis, values, out, c0_values)
     if train is not None:
         train(planned)
-    rows, widths = [], []
+    loaded = []
     for planned_run in planned:
-        value, c0, config, folder = planned_run.value, planned_run.c0, planned_run.config, planned_run.folder
+        config = planned_run.config
         if progress:
-            progress(f"{axis}={value}: m={config.model.m}, m1={config.model.m1}, c0={c0:g}, {config.model.space} "
-                     f"space, {len(config.seed_list)} seeds")
-        run = load_run(ensure_run(config, folder).folder)
-        verification = verify_run(run)
-        widths.append({"value": value, "c0": c0, "space": config.model.space, "folder": str(folder),
-                       **width_summary(verification, config.model.m, config.model.m1)})
-        for (seed, data), results in zip(seed_data(run), verification.per_seed):
-            rows.append({"value": value, "c0": c0, "m": config.model.m, "m1": config.model.m1, "seed": seed,
-                         **measure(data), **fitted_constants(results)})
-
+            progress(f"{axis}={planned_run.value}: m={config.model.m}, m1={config.model.m1}, c0={planned_run.c0:g}, "
+                     f"{config.model.space} space, {len(config.seed_list)} seeds")
+        loaded.append(load_run(ensure_run(config, planned_run.folder).folder))
     predictions_apply = base.init.scheme == "theory" and axis == "both"
+    rows, widths = _measure(planned, loaded)
     x = np.asarray(values, float)
     base_rows = [r for r in rows if r["c0"] == base.init.c0] or rows
     quantities = {}
@@ -121,11 +116,53 @@ def width_scaling(base: Config, axis: str, values: list[int], out: Path,
         medians = [float(np.median(found)) if found else None for found in per_width]
         quantities[name] = {"label": q.label, "medians": medians,
                             "fit": fit_exponent(x, seed_table(base_rows, values, name), name=name, paired=True).to_dict()}
+    report = {"axis": axis, "values": list(values), "c0_values": list(c0_values), "seeds": list(base.seed_list),
+              "widths": widths, "rows": rows, "quantities": quantities,
+              "rates": _rates(rows, widths, values, c0_values, predictions_apply),
+              "predictions_apply": predictions_apply,
+              "m1_slope": m1_slope([r["m"] for r in rows], [r["m1"] for r in rows]), "config": base.to_dict()}
+    if base.verify.c_t1 > 0 and base.init.scheme == "theory":
+        report["c_t1_judged"] = {}
+        for factor in C_T1_SENSITIVITY:
+            c_t1 = factor * base.verify.c_t1
+            rows_c, widths_c = _measure(planned, [_with_c_t1(run, c_t1) for run in loaded])
+            report["c_t1_judged"][c_t1] = {"widths": widths_c,
+                                           "rates": _rates(rows_c, widths_c, values, c0_values, predictions_apply)}
+    return report
+
+
+C_T1_SENSITIVITY = (0.5, 2.0)
+"""Issue 28, item 4: C_T1 stands for the theorem's "large enough" constant, so a sweep that declares
+it is also judged at half and at twice its value, on the same runs (`verify.c_t1` is not part of
+what training reads). Checks that read the saved state at T1 have it only at the declared C_T1
+(state_snapshots.npz) and are not applicable at the others."""
+
+
+def _with_c_t1(run, c_t1: float):
+    """`run` as verify reads it with `verify.c_t1` set to `c_t1` (the folder is not touched)."""
+    config = {**run.config, "verify": {**run.config.get("verify", {}), "c_t1": c_t1}}
+    return dataclasses.replace(run, config=config)
+
+
+def _measure(planned: list[WidthRun], loaded: list) -> tuple[list[dict], list[dict]]:
+    """Every seed's measured quantities and fitted constants (`rows`) and every width's judged checks
+    and premises (`widths`)."""
+    rows, widths = [], []
+    for planned_run, run in zip(planned, loaded):
+        value, c0, config = planned_run.value, planned_run.c0, planned_run.config
+        verification = verify_run(run)
+        widths.append({"value": value, "c0": c0, "space": config.model.space, "folder": str(planned_run.folder),
+                       **width_summary(verification, config.model.m, config.model.m1)})
+        for (seed, data), results in zip(seed_data(run), verification.per_seed):
+            rows.append({"value": value, "c0": c0, "m": config.model.m, "m1": config.model.m1, "seed": seed,
+                         **measure(data), **fitted_constants(results)})
+    return rows, widths
+
+
+def _rates(rows: list[dict], widths: list[dict], values: list[int], c0_values: tuple[float, ...],
+           predictions_apply: bool) -> list[dict]:
     rates = []
     for c0 in c0_values:
         of_c0 = [r for r in rows if r["c0"] == c0]
         rates += judge_rates(of_c0, [w for w in widths if w["c0"] == c0], values, predictions_apply, c0)
-    return {"axis": axis, "values": list(values), "c0_values": list(c0_values), "seeds": list(base.seed_list),
-            "widths": widths, "rows": rows, "quantities": quantities, "rates": rates,
-            "predictions_apply": predictions_apply, "m1_slope": m1_slope([r["m"] for r in rows], [r["m1"] for r in rows]),
-            "config": base.to_dict()}
+    return rates
