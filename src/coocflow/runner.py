@@ -267,7 +267,7 @@ def summary(result: RunResult) -> dict:
         "final": {k: float(np.median([p["final"][k] for p in finished])) for k in FINAL_KEYS} if finished else None,
         "per_seed": per_seed,
         "solver_stats": tr.stats,
-        **({"event_levels": tr.event_levels} if tr.event_levels else {}),
+        **({"event_settings": tr.event_settings} if tr.event_settings else {}),
         "warnings": health_warnings(result),
     }
 

@@ -141,7 +141,7 @@ def manifest_of(run: SystemRun, figures: tuple[str, ...]) -> dict:
         "final": ({key: float(np.median([p["final"][key] for p in finished])) for key in finished[0]["final"]}
                   if finished else None),
         "per_seed": per_seed, "solver_stats": training.stats,
-        **({"event_levels": training.event_levels} if training.event_levels else {}), **provenance(),
+        **({"event_settings": training.event_settings} if training.event_settings else {}), **provenance(),
     }
 
 

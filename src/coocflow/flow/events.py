@@ -58,13 +58,21 @@ def event_carry(trainable: Any, n_seeds: int, n_events: int) -> EventCarry:
         hit_obs=jnp.full((n_seeds, n_events), -1, dtype=jnp.int32))
 
 
-def record_events(carry: EventCarry, params: Any, holds: jax.Array, index: jax.Array) -> EventCarry:
-    """One seed, one observation (traced): `holds` (events,) says which events hold at
-    observation `index` (-1: padding, ignored)."""
+def record_events(carry: EventCarry, params: Any, holds: jax.Array, index: jax.Array, t, events: tuple[FirstHit, ...],
+                  ends: jax.Array, closing: tuple[int, ...]) -> EventCarry:
+    """One seed, one observation at time `t` (traced): `holds` (events,) says which events hold at
+    observation `index` (-1: padding, ignored). A first-hit event keeps the parameters of every
+    observation before its first hit; a `last_entry` event those of every observation inside its
+    window (t <= `ends`, and up to the first hit of event `closing` where that is >= 0) where it
+    does not hold."""
     real = index >= 0
     first = (carry.hit_obs < 0) & holds & real
     hit_obs = jnp.where(first, index.astype(carry.hit_obs.dtype), carry.hit_obs)
-    waiting = (hit_obs < 0) & real
+    entry = jnp.asarray([e.last_entry for e in events], dtype=bool)
+    closed_by = jnp.asarray([hit_obs[c] if c >= 0 else -1 for c in closing], dtype=hit_obs.dtype)
+    in_window = (t > 0) & (t <= ends) & ((closed_by < 0) | (index <= closed_by))
+    waiting = real & jnp.where(entry, ~holds & in_window, hit_obs < 0)
+    hit_obs = jnp.where(entry, -1, hit_obs)
 
     def keep(kept, p):
         mask = waiting.reshape((-1,) + (1,) * p.ndim)
@@ -80,6 +88,30 @@ def event_holds(events: tuple[FirstHit, ...], observed: dict[str, jax.Array], le
     if not events:
         return jnp.zeros((0,), dtype=bool)
     return jnp.stack([e.holds(observed, levels[k]) & ((t > 0) | (not e.after_start)) for k, e in enumerate(events)])
+
+
+def event_settings(event: FirstHit) -> dict:
+    """What fixes an event besides its name, as the manifest records it (`event_settings`) and
+    verify compares before it reads a located time: its level, a last entry's window, and the
+    fields of a dataclass `value` (Lemma 4.3's C)."""
+    settings = {"level": float(event.level)}
+    if event.last_entry:
+        settings["window_end"] = float(event.window_end) if np.isfinite(event.window_end) else None
+        settings["window_event"] = event.window_event
+    if dataclasses.is_dataclass(event.value):
+        settings.update(dataclasses.asdict(event.value))
+    return settings
+
+
+def closing_events(events: dict[str, FirstHit]) -> tuple[int, ...]:
+    """Per event, the index of the event whose first hit closes its window (-1: none)."""
+    names = list(events)
+    return tuple(names.index(e.window_event) if e.window_event else -1 for e in events.values())
+
+
+def traced_shapes(events: dict[str, FirstHit]) -> tuple[FirstHit, ...]:
+    """The events as the compiled programs see them: levels and window ends are traced inputs."""
+    return tuple(dataclasses.replace(e, level=0.0, window_end=0.0) for e in events.values())
 
 
 class Located(NamedTuple):
@@ -140,15 +172,22 @@ def locate(system, solver, observe: Callable, events: dict[str, FirstHit], level
     times = np.asarray(times, dtype=np.float64)
     grid = np.full((n_seeds, len(names)), np.nan)
     bracket = np.zeros((n_seeds, len(names)), dtype=bool)
+    order = sorted(range(len(names)), key=lambda k: events[names[k]].last_entry)  # windows after their closers
     for s in range(n_seeds):
         one = {name: np.asarray(values[s]) for name, values in series.items()}
         t = times[: len(next(iter(one.values())))] if one else times
-        for k, name in enumerate(names):
-            index = events[name].first_index(t, one, float(levels[k]))
+        for k in order:
+            event = events[names[k]]
+            end = event.window_end
+            if event.window_event is not None:
+                closer = grid[s, names.index(event.window_event)]
+                end = min(end, closer) if np.isfinite(closer) else -np.inf
+            index = event.first_index(t, one, float(levels[k]), end)
             if index is None:
                 continue
             grid[s, k] = t[index]
-            bracket[s, k] = index > 0 and hit_obs[s, k] == index and before_obs[s, k] == index - 1
+            first_hit = event.last_entry or hit_obs[s, k] == index
+            bracket[s, k] = index > 0 and first_hit and before_obs[s, k] == index - 1
     if not bracket.any():
         return Located(grid, np.zeros_like(bracket))
     # One solve per (seed, event) pair; pairs without a bracket repeat the first one (the program's
@@ -161,7 +200,7 @@ def locate(system, solver, observe: Callable, events: dict[str, FirstHit], level
     hi = grid[seed_of, event_of]
     per_pair = jax.tree.map(lambda leaf: leaf[seed_of], (fixed, initial, train, test))
     start = jax.tree.map(lambda leaf: leaf[seed_of, event_of], carry.before)
-    shapes = tuple(dataclasses.replace(e, level=0.0) for e in events.values())  # levels are traced inputs
+    shapes = traced_shapes(events)
     found, fired = _locate_program(system, solver, observe, shapes, start, jnp.asarray(lo), jnp.asarray(hi),
                                    jnp.asarray(event_of), jnp.asarray(levels, dtype=jnp.asarray(lo).dtype), *per_pair)
     found, fired = np.asarray(found).reshape(bracket.shape), np.asarray(fired).reshape(bracket.shape)

@@ -13,7 +13,6 @@ the one `config.train` asks for, on the observation grid of `config.observe`.
 from __future__ import annotations
 
 import contextlib
-import dataclasses
 import time
 from dataclasses import dataclass, field
 from typing import Any, Callable
@@ -26,7 +25,15 @@ import numpy as np
 
 from coocflow import interrupts
 from coocflow.config import Config
-from coocflow.flow.events import event_carry, event_holds, locate, record_events
+from coocflow.flow.events import (
+    closing_events,
+    event_carry,
+    event_holds,
+    event_settings,
+    locate,
+    record_events,
+    traced_shapes,
+)
 from coocflow.flow.discrete import TRACE_COUNTS, Optimizer, chunk_length, minibatch, steps_then_observe
 from coocflow.flow.grid import observation_steps, observation_times
 from coocflow.flow.ode import Solver, result_message, total_stats
@@ -80,9 +87,10 @@ class EnsembleTraining:
     events: dict[str, np.ndarray] = field(default_factory=dict)
     """The system's event times per seed (`AbstractSystem.events`), NaN where a seed never reached
     one; `events_located` says which were located between observations (the flow; else the first
-    observation where the event holds), `event_levels` the level each event was declared at."""
+    observation where the event holds), `event_settings` what each was declared with (level, window;
+    `flow.events.event_settings`)."""
     events_located: dict[str, np.ndarray] = field(default_factory=dict)
-    event_levels: dict[str, float] = field(default_factory=dict)
+    event_settings: dict[str, dict] = field(default_factory=dict)
 
     @property
     def n_seeds(self) -> int:
@@ -166,8 +174,8 @@ def _discrete_chunk(system: AbstractSystem, optimizer: Optimizer, moving, opt_st
 
 
 @eqx.filter_jit
-def _flow_chunk(system: AbstractSystem, solver: Solver, events: tuple[FirstHit, ...], moving, snap, found, initial,
-                fixed, train, test, t0, ts, index, slot, levels):
+def _flow_chunk(system: AbstractSystem, solver: Solver, events: tuple[FirstHit, ...], closing: tuple[int, ...], moving,
+                snap, found, initial, fixed, train, test, t0, ts, index, slot, levels, ends):
     """For every seed: the flow from t0 to ts[-1], observed at ts; returns the state at ts[-1]. The
     parameters at ts (the very ones observed) are saved too, and `record_snapshot` keeps those of
     observation `index[k]` in slot `slot[k]` and at the system's `reached` event; `record_events`
@@ -189,7 +197,7 @@ def _flow_chunk(system: AbstractSystem, solver: Solver, events: tuple[FirstHit, 
             kept, found = carry
             params, seen, at, into, t = marks
             kept = record_snapshot(kept, params, system.reached(seen), at, into)
-            found = record_events(found, params, event_holds(events, seen, levels, t), at)
+            found = record_events(found, params, event_holds(events, seen, levels, t), at, t, events, ends, closing)
             return (kept, found), None
 
         (snap, found), _ = jax.lax.scan(keep, (snap, found), (states, observed, index, slot, ts))
@@ -331,16 +339,17 @@ def integrate_flow(system: AbstractSystem, solver: Solver, times: np.ndarray, se
     slots = slot_table(len(times), run.snapshot_obs)
 
     events = system.events()
-    shapes = tuple(dataclasses.replace(e, level=0.0) for e in events.values())  # levels are traced inputs
+    shapes, closing = traced_shapes(events), closing_events(events)
     levels = jnp.asarray([e.level for e in events.values()], dtype)
+    ends = jnp.asarray([e.window_end for e in events.values()], dtype)
 
     def advance(carry, block, index):
         moving, t0, snap, found = carry
         marks = (jnp.asarray(t0, dtype), jnp.asarray(block, dtype), jnp.asarray(index), jnp.asarray(slots[index]),
-                 levels)
+                 levels, ends)
 
         def group(members):
-            return _flow_chunk(compiled, solver, shapes, *take_seeds((moving, snap, found, run.initial, fixed,
+            return _flow_chunk(compiled, solver, shapes, closing, *take_seeds((moving, snap, found, run.initial, fixed,
                                                                       run.train, run.test), members), *marks)
 
         moving, observed, stats, snap, found = over_seed_groups(group, len(seeds))
@@ -363,7 +372,7 @@ def integrate_flow(system: AbstractSystem, solver: Solver, times: np.ndarray, se
                          driven.series, fixed, run.initial, run.train, run.test)
         result.events = {name: located.times[:, k] for k, name in enumerate(events)}
         result.events_located = {name: located.located[:, k] for k, name in enumerate(events)}
-        result.event_levels = {name: float(e.level) for name, e in events.items()}
+        result.event_settings = {name: event_settings(e) for name, e in events.items()}
     return result
 
 

@@ -108,8 +108,9 @@ class SeedData:
     events: dict[str, float | None] = field(default_factory=dict)
     """The run's event times located between observations (`flow.events`; the manifest's
     `events_located`): all_correct, T0.5 (the catch-up time), T_prime, T_star."""
-    event_levels: dict[str, float] = field(default_factory=dict)
-    """The level each event was located at (T_star: m^-k with the k of the run's configuration)."""
+    event_settings: dict[str, dict] = field(default_factory=dict)
+    """What each event was located with (`flow.events.event_settings`: its level, T_star's m^-k with
+    the k of the run's configuration; a window; Lemma 4.3's C)."""
 
     def __post_init__(self):
         self.bounds = phase_boundaries(self.series) if "d_G_mu1_dt" in self.series else {
@@ -124,14 +125,19 @@ class SeedData:
     def t(self) -> np.ndarray:
         return self.series["t"]
 
-    def event_time(self, name: str, grid: float | None, level: float | None = None) -> float | None:
-        """Event `name` located between observations when the run located it (at `level`, when
-        given), else `grid`, its first observed time. The bounds (`bounds`) stay on the grid: they
-        index the observations."""
+    def event_time(self, name: str, grid: float | None, **expected) -> float | None:
+        """Event `name` located between observations when the run located it with the settings
+        `expected` (its level, window, C: what this verification assumes), else `grid`, its first
+        observed time. The bounds (`bounds`) stay on the grid: they index the observations."""
         if name not in self.events or grid is None:
             return grid
-        if level is not None and not np.isclose(self.event_levels.get(name, np.nan), level, rtol=1e-12, atol=0.0):
-            return grid
+        settings = self.event_settings.get(name, {})
+        for key, want in expected.items():
+            got = settings.get(key, "absent")
+            same = (got == want if not isinstance(want, float) or not isinstance(got, float)
+                    else bool(np.isclose(got, want, rtol=1e-12, atol=0.0)))
+            if not same:
+                return grid
         return self.events[name]
 
     def at(self, name: str, time: float) -> float:

@@ -149,9 +149,14 @@ def score_rate_at_0(d):
 # Phase 1 -------------------------------------------------------------------------------------
 @quantity("T0.5", "T0.5 (Lemma 4.3's sandwich sets in)")
 def t_half(d):
-    """The catch-up time located between observations; with Lemma 4.3's C declared
-    (`verify.sandwich_c`) the start of the sandwich's last stretch before T1, on the grid."""
-    return d.bounds["T0.5"] if d.sandwich_c > 0 else d.event_time("T0.5", d.bounds["T0.5"])
+    """The catch-up time; with Lemma 4.3's C declared (`verify.sandwich_c`) the start of the
+    sandwich's last stretch up to T1. Each located between observations when the run located it
+    with this C and this T1."""
+    if d.sandwich_c <= 0:
+        return d.event_time("T0.5", d.bounds["T0.5"])
+    window = {"window_end": d.t1_declared, "window_event": None} if d.t1_declared is not None else {
+        "window_end": None, "window_event": "all_correct"}
+    return d.event_time("T0.5_sandwich", d.bounds["T0.5"], c=float(d.sandwich_c), **window)
 
 
 @quantity("T_prime", "T' (I2 and I3 all correct)")
@@ -393,7 +398,7 @@ def score_max_at_end(d):
 @quantity("T_star", "T* (loss <= m^-k, k = verify.loss_exponent)")
 def t_star_quantity(d):
     """Located between observations when the run located T* at this k's level m^-k."""
-    return d.event_time("T_star", t_star(d), float(d.m) ** -d.loss_exponent)
+    return d.event_time("T_star", t_star(d), level=float(d.m) ** -d.loss_exponent)
 
 
 @quantity("score_change_at_T_star", "mean |A(T*) - A(0)|, target scores")

@@ -200,7 +200,7 @@ def seed_data(run: LoadedRun) -> list[tuple[int, SeedData]]:
         entry = next((p for p in run.manifest.get("per_seed", []) if p.get("seed") == seed), {})
         located = {name: entry["events"][name] for name in entry.get("events_located", [])}
         out.append((seed, SeedData(series, scales.m, n=scales.n, L=scales.L, events=located,
-                                   event_levels=run.manifest.get("event_levels", {}),
+                                   event_settings=run.manifest.get("event_settings", {}),
                                    A_init=states["init"].scores, A_final=states["final"].scores,
                                    states=states, scales=scales, t1_declared=paper_t1,
                                    loss_exponent=run.config.get("verify", {}).get("loss_exponent", 1.0),

@@ -3,7 +3,7 @@
     config.json       resolved configuration
     manifest.json     format version, seed, versions, git commit, device, timings, T1, status;
                       on the flow per seed `events` (event times located between observations:
-                      coocflow/flow/events.py), `events_located`, and `event_levels`
+                      coocflow/flow/events.py), `events_located`, and `event_settings`
     metrics.parquet   one row per observed time: `t`, `step`, then one column per observable
     state_init.npz    tokens, labels, groups, W_Q, W_K, W_V, W, a at t = 0 (golden-file keys);
                       a Gram-space run: A, P, K, V, G, s, m, m1 instead of the weights, and

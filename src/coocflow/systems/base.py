@@ -41,7 +41,12 @@ class FirstHit:
     (not `rising`); `strict` excludes equality, `after_start` ignores t = 0 (so an event that
     holds at the start is the first observation after it). `value` reads one observation (the dict
     a system's `observe` returns) and must be continuous in time, so that its crossing of `level`
-    can be located."""
+    can be located.
+
+    With `last_entry`, the event is instead the start of the last stretch of observations, in
+    (0, window end], over which it holds without a break, when it holds at the window's last
+    observation (Lemma 4.3's T0.5 for a declared C: the sandwich holds from T0.5 to T1). The window
+    ends at `window_end` or, with `window_event`, at the first observation of that event."""
 
     value: Callable[[dict[str, jax.Array]], jax.Array]
     level: float = 0.0
@@ -51,6 +56,9 @@ class FirstHit:
     needs: tuple[str, ...] = ()
     """The observables `value` reads: locating the event computes only these (`observe_only`);
     empty: every observable."""
+    last_entry: bool = False
+    window_end: float = float("inf")
+    window_event: str | None = None
 
     def gap(self, observed: dict[str, Any], level) -> Any:
         """How far past the level an observation is: >= 0 (> 0 when `strict`) once the event holds."""
@@ -61,12 +69,23 @@ class FirstHit:
         gap = self.gap(observed, level)
         return gap > 0 if self.strict else gap >= 0
 
-    def first_index(self, t: np.ndarray, series: dict[str, np.ndarray], level: float) -> int | None:
-        """The observation at which the event first holds on the grid (one seed's series), or None."""
+    def first_index(self, t: np.ndarray, series: dict[str, np.ndarray], level: float,
+                    window_end: float = float("inf")) -> int | None:
+        """The observation at which the event first holds on the grid (one seed's series), or None;
+        with `last_entry`, where its last unbroken stretch up to `window_end` starts."""
+        t = np.asarray(t)
         with np.errstate(invalid="ignore"):
-            holds = np.asarray(self.holds(series, level), dtype=bool) & np.isfinite(np.asarray(t))
+            holds = np.asarray(self.holds(series, level), dtype=bool) & np.isfinite(t)
+        if self.last_entry:
+            if np.isfinite(window_end) and window_end > t[-1]:
+                return None  # the window has not closed within the run
+            inside = np.flatnonzero((t > 0) & (t <= window_end))
+            if not inside.size or not holds[inside[-1]]:
+                return None
+            broken = inside[~holds[inside]]
+            return int(inside[0] if not broken.size else broken[-1] + 1)
         if self.after_start:
-            holds &= np.asarray(t) > 0
+            holds &= t > 0
         hits = np.flatnonzero(holds)
         return int(hits[0]) if hits.size else None
 

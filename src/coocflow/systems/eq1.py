@@ -42,6 +42,7 @@ from coocflow.observables import Problem, observe
 from coocflow.systems.base import AbstractSystem, FirstHit
 
 WATCHED = ("loss", "u_norm2", "A_mu1_mu2", "V_mu1_mu1")
+"""Quantities whose first non-finite value marks a seed of eq. (1) as diverged (loss and weight scales)."""
 
 
 def _min_margin(observed):
@@ -62,6 +63,19 @@ def _loss(observed):
     return observed["loss"]
 
 
+@dataclasses.dataclass(frozen=True)
+class Sandwich:
+    """Lemma 4.3's sandwich with constant `c`, (1+C) max(dG(mu_1), dG(mu_2)) <= -dG(mu_3) <= (1-C)
+    (dG(mu_1) + dG(mu_2)), as one continuous gap: the smaller of the two inequalities' slacks, >= 0
+    exactly where both hold (`phases.boundaries.sandwich_start`)."""
+
+    c: float
+
+    def __call__(self, observed):
+        g1, g2, g3 = (observed[f"d_G_mu{k}_dt"] for k in (1, 2, 3))
+        return jnp.minimum(-g3 - (1 + self.c) * jnp.maximum(g1, g2), (1 - self.c) * (g1 + g2) + g3)
+
+
 EVENTS = {
     "all_correct": FirstHit(_min_margin, 0.0, rising=True, strict=True, needs=("min_margin",)),
     "T0.5": FirstHit(_catch_up, 0.0, rising=True, after_start=True, needs=("d_G_mu1_dt", "d_G_mu2_dt", "d_G_mu3_dt")),
@@ -70,8 +84,9 @@ EVENTS = {
 }
 """eq. (1)'s event times, as `phases` reads them off the grid: the first all-correct time
 (Thm 3.1), T0.5 (Lemma 4.3, the catch-up time), T' (Cor. E.20: I2 and I3 all correct) and
-T* (Thm F.20: the first loss <= m^-k, k = `verify.loss_exponent`, its level set per run)."""
-"""Quantities whose first non-finite value marks a seed of eq. (1) as diverged (loss and weight scales)."""
+T* (Thm F.20: the first loss <= m^-k, k = `verify.loss_exponent`, its level set per run); with
+Lemma 4.3's C declared (`verify.sandwich_c`) also `T0.5_sandwich`, the start of the sandwich's
+last stretch up to T1 (`Eq1System.events`)."""
 
 WEIGHT_ENTRIES_FOR_GRAMS = 20_000_000
 """`init.gram_from = "auto"` draws the weights and takes their Grams while the weights have at
@@ -161,6 +176,10 @@ class Eq1System(AbstractSystem):
     """`train.trainable`: `all`, or `mlp-value` (W_Q, W_K fixed at init)."""
     t_star_level: float | None = eqx.field(static=True, default=None)
     """T*'s loss level m^-k (k = `verify.loss_exponent`); None in the `traced` system."""
+    sandwich_c: float = eqx.field(static=True, default=0.0)
+    """Lemma 4.3's C when declared (`verify.sandwich_c`), else 0."""
+    t1_declared: float | None = eqx.field(static=True, default=None)
+    """The paper's T1 = C_T1 / U0 when declared (`Config.paper_t1`): where T0.5's window ends."""
 
     name: ClassVar[str] = "eq1"
     methods: ClassVar[tuple[str, ...]] = TRAIN_METHODS
@@ -170,7 +189,8 @@ class Eq1System(AbstractSystem):
         section = dataclasses.replace(config, name="eq1", seed=0, seeds=(), train=TrainConfig(),
                                       optimizer=OptimizerConfig(), solver=SolverConfig(),
                                       observe=ObserveConfig(), verify=VerifyConfig())
-        return cls(section, config.train.trainable, float(config.model.m) ** -config.verify.loss_exponent)
+        return cls(section, config.train.trainable, float(config.model.m) ** -config.verify.loss_exponent,
+                   config.verify.sandwich_c, config.paper_t1)
 
     def traced(self) -> "Eq1System":
         """Without `section`: the widths and data settings shape the ensemble, not the compiled loops
@@ -219,7 +239,13 @@ class Eq1System(AbstractSystem):
 
     def events(self) -> dict[str, FirstHit]:
         level = float("nan") if self.t_star_level is None else self.t_star_level
-        return {**EVENTS, "T_star": dataclasses.replace(EVENTS["T_star"], level=level)}
+        events = {**EVENTS, "T_star": dataclasses.replace(EVENTS["T_star"], level=level)}
+        if self.sandwich_c > 0:
+            events["T0.5_sandwich"] = FirstHit(
+                Sandwich(self.sandwich_c), 0.0, last_entry=True, needs=EVENTS["T0.5"].needs,
+                window_end=float("inf") if self.t1_declared is None else self.t1_declared,
+                window_event="all_correct" if self.t1_declared is None else None)
+        return events
 
     def watched(self) -> tuple[str, ...]:
         return WATCHED
