@@ -31,8 +31,18 @@ def test_json_for_a_true_and_a_wrong_exponent(tmp_path):
     low, high = result["ci"]
     assert low < result["exponent"] < high and abs(result["exponent"] + 1.0) < 0.02
     assert result["band"] == [pytest.approx(-1.1), pytest.approx(-0.9)]
-    off = json.loads(coocflow("fit-rate", str(table), "--exponent", "-0.8", "--json").stdout)
-    assert off["verdict"] == "fail"
+    wrong = coocflow("fit-rate", str(table), "--exponent", "-0.8", "--json")
+    assert json.loads(wrong.stdout)["verdict"] == "fail" and wrong.returncode == 1, "a script gates on the exit code"
+
+
+def test_the_exit_code_says_the_verdict(tmp_path):
+    """0 pass, 1 fail, 3 inconclusive, 4 vacuous; 2 is bad input, as for every command."""
+    noisy = write_sweep(tmp_path / "noisy.csv", -1.0, widths=(1e3, 2e3, 4e3), seeds=3, noise=1.0)
+    done = coocflow("fit-rate", str(noisy), "--exponent", "-1")
+    assert done.returncode == 3 and "verdict: inconclusive" in done.stdout, done.stdout
+    steep = write_sweep(tmp_path / "steep.csv", -3.0, noise=0.01)
+    done = coocflow("fit-rate", str(steep), "--exponent", "-1", "--kind", "upper")
+    assert done.returncode == 4 and "verdict: vacuous" in done.stdout, done.stdout
 
 
 def test_upper_lower_tolerance_and_log_power(tmp_path):

@@ -65,7 +65,8 @@ def fit_rate(
     """Judge a power law in your own width sweep with coocflow's rate test: the exponent, its 95%
     interval, the slope over the largest third of the widths, and pass / fail / inconclusive /
     vacuous. A seed id seen at several widths is the same seed there (the same data): the fit pairs
-    it across widths unless --unpaired.
+    it across widths unless --unpaired. Exit code: 0 pass, 1 fail, 3 inconclusive, 4 vacuous, 2 bad
+    input.
 
     Example: coocflow fit-rate sweep.csv --exponent -1 --kind order --json
     """
@@ -86,12 +87,18 @@ def fit_rate(
     judged = judge_rate(test, data.widths, data.by_seed if paired else data.values, name=table.stem, paired=paired)
     if json_output:
         print(json.dumps(judged.to_dict()))
-        return
-    colour = {"pass": "green", "fail": "red", "inconclusive": "yellow", "vacuous": "magenta"}.get(judged.verdict, "white")
-    console.print(f"{table}: {len(data.widths)} widths, m = {data.widths[0]:g}..{data.widths[-1]:g}, up to {data.seeds} seeds"
-                  + (", paired across widths" if paired else ""), highlight=False)
-    console.print(judged.sentence().rsplit(": ", 1)[0], highlight=False, soft_wrap=True)
-    console.print(f"verdict: [{colour}]{judged.verdict}[/]", highlight=False)
+    else:
+        colour = {"pass": "green", "fail": "red", "inconclusive": "yellow", "vacuous": "magenta"}.get(judged.verdict, "white")
+        console.print(f"{table}: {len(data.widths)} widths, m = {data.widths[0]:g}..{data.widths[-1]:g}, up to "
+                      f"{data.seeds} seeds" + (", paired across widths" if paired else ""), highlight=False)
+        console.print(judged.sentence().rsplit(": ", 1)[0], highlight=False, soft_wrap=True)
+        console.print(f"verdict: [{colour}]{judged.verdict}[/]", highlight=False)
+    raise typer.Exit(FIT_RATE_EXIT[judged.verdict])
+
+
+FIT_RATE_EXIT = {"pass": 0, "fail": 1, "inconclusive": 3, "vacuous": 4}
+"""`coocflow fit-rate`'s exit code per verdict, so a script can gate on it (issue 29): 0 pass, 1 fail,
+3 inconclusive, 4 vacuous; 2 stays every command's bad input (a one-line error)."""
 
 
 @app.command()
