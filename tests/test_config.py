@@ -129,3 +129,18 @@ def test_choices_come_from_the_literal_types_and_a_near_miss_gets_a_suggestion()
         Config().replace({"train.method": "adm"})
     with pytest.raises(ConfigError, match=r"^solver.name: must be one of tsit5, dopri5, dopri8, kvaerno5 \(got 7\)$"):
         Config().replace({"solver.name": 7})
+
+
+def test_the_command_line_seeds_win_over_the_file(tmp_path):
+    """Issue 29: a .toml's seeds are a default like every other key; --seeds and --seed override
+    them, and only seeds listed on the same command line (--set seeds=[...]) conflict."""
+    from coocflow.api import resolve_config
+    from coocflow.errors import ConfigError
+
+    path = tmp_path / "two.toml"
+    path.write_text('name = "two"\nseeds = [0, 1]\n\n[model]\nm = 8\nm1 = 8\n')
+    assert resolve_config(path).seed_list == (0, 1)
+    assert resolve_config(path, n_seeds=3).seed_list == (0, 1, 2)
+    assert resolve_config(path, seed=5).seed_list == (5, 6)
+    with pytest.raises(ConfigError, match="--seeds: this command already lists seeds = \\[4\\]"):
+        resolve_config(path, ["seeds=[4]"], n_seeds=3)

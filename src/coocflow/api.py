@@ -71,10 +71,11 @@ def resolve_config(target: str | Path | Config, overrides: Sequence[str] | Mappi
     """A target (see `config_of_target`), then `--set` overrides (strings `key=value` or a
     mapping), then `--seed` and `--seeds` (N consecutive seeds from the seed, or a list).
 
-    The seeds an experiment or a run folder comes with are a default: `--seeds N` replaces
-    them, and `--seed S` alone keeps their number and starts them at S. Seeds listed in the same
-    command (`--set seeds=[...]` or the .toml given) conflict with `--seed`/`--seeds` and are
-    refused rather than one silently winning."""
+    The seeds an experiment, a .toml file or a run folder comes with are a default (the command
+    line wins over the file, as for every other key): `--seeds N` replaces them, and `--seed S`
+    alone keeps their number and starts them at S. Seeds listed on the same command line
+    (`--set seeds=[...]`) conflict with `--seed`/`--seeds` and are refused rather than one silently
+    winning."""
     config = target if isinstance(target, Config) else config_of_target(target)
     if isinstance(overrides, Mapping):
         parsed = {current_key(key): value for key, value in overrides.items()}
@@ -89,7 +90,7 @@ def resolve_config(target: str | Path | Config, overrides: Sequence[str] | Mappi
         if _names_a_run(target) and "name" not in parsed:
             config = config.replace({"name": variant_name(base, config)})
     listed = list(config.seeds)
-    if listed and (n_seeds is not None or seed is not None) and _lists_seeds_itself(target, parsed):
+    if listed and (n_seeds is not None or seed is not None) and "seeds" in parsed:
         flag = "--seeds" if n_seeds is not None else "--seed"
         raise ConfigError(f"{flag}: this command already lists seeds = {listed}; drop {flag}, or drop the list "
                           "(or replace it with --set seeds=[...])")
@@ -153,16 +154,6 @@ def time_axis_changes(before: Config, after: Config) -> list[str]:
     if after.is_flow and before.is_flow and before.flow_start != after.flow_start:
         changes.append(f"first observed time {before.flow_start:g} -> {after.flow_start:g}")
     return changes
-
-
-def _lists_seeds_itself(target, overrides: dict) -> bool:
-    """Whether the seeds list comes from this command (an override or the .toml passed), not
-    from an experiment's preset, a run folder or a Config object."""
-    if "seeds" in overrides:
-        return True
-    if isinstance(target, (str, Path)) and Path(str(target)).suffix == ".toml" and Path(str(target)).is_file():
-        return "seeds" in load_toml(Path(str(target)))
-    return False
 
 
 def figure_writer(figures: bool | Sequence[str] = True) -> Callable[["RunResult", Path], None] | None:
