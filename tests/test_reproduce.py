@@ -1,6 +1,7 @@
 """`coocflow run --check-reproduce`: same config and seed give the same bits; a change is named."""
 
 import numpy as np
+import pytest
 from conftest import TINY
 from typer.testing import CliRunner
 
@@ -29,3 +30,15 @@ def test_float32_too_coarse_for_the_score_changes_is_warned():
     result = train(resolve_config("tiny", [f"{k}={v}" for k, v in overrides.items()]))
     assert any(w.startswith("float32: A_mu") for w in health_warnings(result))
     assert not health_warnings(train(resolve_config("tiny", [f"{k}={v}" for k, v in TINY.items()])))
+
+
+@pytest.mark.parametrize("method", ["gd", "flow"])
+def test_a_grid_with_fewer_points_than_asked_is_warned(method):
+    """Issue 29: asking for more observations than the grid has distinct times is said, with the fix."""
+    from coocflow.runner import health_warnings, train
+
+    overrides = {**TINY, "train.steps": 20, "observe.points": 30, "train.method": method, "observe.chunks": 1}
+    result = train(resolve_config("tiny", [f"{k}={v}" for k, v in overrides.items()]))
+    assert len(result.trajectory.t) == 21
+    said = [w for w in health_warnings(result) if w.startswith("observe.points: 30 asked, 21 observed")]
+    assert said and ("observe.start=" if method == "flow" else "train.steps=29") in said[0], health_warnings(result)

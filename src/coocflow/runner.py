@@ -231,6 +231,14 @@ def health_warnings(result: RunResult) -> list[str]:
                f"--set optimizer.lr={config.optimizer.lr / 100:g} --set train.steps={config.train.steps * 100}")
         warnings.append(f"resolution: T1 is the first observed time t = {first:g}, so Phase 1 ended before any "
                         f"observation; observe earlier: {fix}")
+    asked = result.config.observe.points
+    if len(t) < asked and result.trajectory.status.count("completed") == len(result.seeds):
+        config = result.config
+        grid = ("t_end / observe.start + 1" if config.is_flow else "train.steps + 1")
+        fix = (f"--set observe.start={config.t_end / (asked - 1):g}" if config.is_flow
+               else f"--set train.steps={asked - 1} (or fewer points)")
+        warnings.append(f"observe.points: {asked} asked, {len(t)} observed: the grid has at most {grid} = "
+                        f"{len(t)} distinct times; for more: {fix}")
     stats = result.trajectory.stats
     if stats.get("num_steps"):
         for seed, steps, rejected in zip(result.seeds, stats["num_steps"], stats["num_rejected_steps"]):
