@@ -65,6 +65,8 @@ def test_the_example_trains_by_gd_and_by_the_flow_through_run(at_root, tmp_path)
         assert loss[-1] < 0.8 * loss[0]
         with np.load(out / "state_final.npz") as state:
             assert state["W_KQ"].shape == (2, 6, 6)
+        shown = cli("show", str(out))
+        assert "gamma_error" in shown and ("solver" in shown) == (method == "flow"), shown
 
 
 def test_a_parameter_without_gradient_never_moves(at_root):

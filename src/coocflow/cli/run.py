@@ -337,14 +337,31 @@ def _print_summary(run_dir: Path) -> None:
     table.add_row("R(t) final", f"{final['R']:.4g}")
     if man.get("divergence"):
         table.add_row("stopped early", str(man["divergence"]))
+    _solver_and_events(man, table)
+    table.add_row("wall time", f"{man['timings'].get('train_s', float('nan')):.2f} s (training, compile included)")
+    console.print(table)
+
+
+def _solver_and_events(man: dict, table: Table) -> None:
+    """The flow's solver statistics and the system's event times (`flow.events`), medians over seeds."""
+    import numpy as np  # lazy: defers NumPy, 0.1 s
+
+    median = " (median over seeds)" if len(man.get("seeds", [])) > 1 else ""
     stats = man.get("solver_stats") or {}
     if stats.get("num_steps"):
         table.add_row("solver", f"{stats['solver']}: {int(np.median(stats['num_steps']))} steps "
                                 f"({int(np.median(stats['num_rejected_steps']))} rejected), "
-                                f"~{int(np.median(stats['gradient_evaluations']))} gradient evaluations"
-                                + (" (median over seeds)" if median else ""))
-    table.add_row("wall time", f"{man['timings'].get('train_s', float('nan')):.2f} s (training, compile included)")
-    console.print(table)
+                                f"~{int(np.median(stats['gradient_evaluations']))} gradient evaluations" + median)
+    per_seed = [p for p in man.get("per_seed") or [] if p.get("events")]
+    if per_seed:
+        parts = []
+        for name in per_seed[0]["events"]:
+            found = [p["events"][name] for p in per_seed if p["events"].get(name) is not None]
+            located = sum(name in p.get("events_located", []) for p in per_seed)
+            parts.append(f"{name} {np.median(found):.6g}" + ("" if located == len(per_seed) else
+                                                              f" ({located}/{len(per_seed)} located)")
+                         if found else f"{name} not reached")
+        table.add_row("events (located)" + median, ", ".join(parts))
 
 
 def _print_system_summary(man: dict, cfg: dict, table: Table) -> None:
@@ -363,5 +380,6 @@ def _print_system_summary(man: dict, cfg: dict, table: Table) -> None:
                                                   if k not in ("t", man["loss_name"]))[:400])
     if man.get("divergence"):
         table.add_row("stopped early", str(man["divergence"]))
+    _solver_and_events(man, table)
     table.add_row("wall time", f"{man['timings'].get('train_s', float('nan')):.2f} s (training, compile included)")
     console.print(table)
