@@ -38,3 +38,13 @@ def test_run_prints_the_estimate_before_training_when_it_is_long(tmp_path, monke
     lines = done.output.splitlines()
     where = next(i for i, line in enumerate(lines) if line.startswith("estimated "))
     assert where < next(i for i, line in enumerate(lines) if "100.0%" in line)
+
+
+def test_the_python_api_says_a_long_estimate_before_training(tmp_path, monkeypatch, capsys):
+    """Issue 29: `coocflow.run(...)` said nothing before a 438 s run; it now prints the estimate."""
+    import coocflow
+
+    monkeypatch.setattr(cost, "LONG_RUN_SECONDS", 0.0)
+    run = coocflow.run("paper", overrides={**TINY, "train.steps": 20}, out=tmp_path / "run", figures=False)
+    assert run.manifest["status"] == "completed"
+    assert "paper: estimated " in capsys.readouterr().err

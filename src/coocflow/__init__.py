@@ -43,6 +43,8 @@ def run(experiment_or_config: "str | Path | Config" = "paper", *, seeds: int | S
         (`["optimizer.lr=0.05"]`).
     figures: also draw figure1.png and overview.png.
     force: replace `out` if it exists.
+
+    A run estimated to take over a minute prints its estimate (stderr) before it starts.
     """
     from coocflow.notebook import run as _run  # lazy: defers pyarrow, 0.3 s
 

@@ -7,6 +7,7 @@ a notebook and one made by the CLI are the same object and can be verified and r
 
 from __future__ import annotations
 
+import sys
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Mapping, Sequence
@@ -15,8 +16,9 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from coocflow.api import execute, resolve_config
+from coocflow.api import execute, resolve_config, study_of
 from coocflow.config import Config
+from coocflow.estimate import estimate
 from coocflow.report import write_report
 from coocflow.storage import load_run
 from coocflow.storage.folders import RunFolder, StudyFolder
@@ -144,7 +146,8 @@ def run(experiment_or_config: str | Path | Config = "paper", *, seeds: int | Seq
         force: bool = False) -> Run | Study:
     """Train and write a run folder (default `runs/NAME-TIMESTAMP`, like `coocflow run`), then
     load it; see `coocflow.run` for the arguments. A study's name (deep, markov, ...) runs the
-    study, as `coocflow run NAME` does (`api.execute`), and returns a `Study`. The folder is locked
+    study, as `coocflow run NAME` does (`api.execute`), and returns a `Study`. A run estimated to
+    take over `estimate.LONG_RUN_SECONDS` says so on stderr before it starts. The folder is locked
     and checkpointed while it trains, so an interrupted run continues with
     `coocflow run --resume FOLDER`."""
     if isinstance(overrides, str):
@@ -152,6 +155,10 @@ def run(experiment_or_config: str | Path | Config = "paper", *, seeds: int | Seq
     resolved = resolve_config(experiment_or_config, overrides or (), seed, seeds)
     folder = Path(out) if out is not None else default_out(resolved.name)
     refuse_existing_out(folder, force)
+    if study_of(resolved) is None:
+        cost = estimate(resolved)
+        if cost.long:  # said before the work starts, as `coocflow run` does (issue 29)
+            print(f"{resolved.name}: {cost.sentence()}", file=sys.stderr, flush=True)
     execute(resolved, folder, force=force, figures=figures)
     return load(folder)
 
