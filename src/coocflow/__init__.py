@@ -32,19 +32,22 @@ def run(experiment_or_config: "str | Path | Config" = "paper", *, seeds: int | S
         overrides: Mapping[str, Any] | Sequence[str] | None = None, figures: bool = True,
         force: bool = False) -> "Run | Study":
     """Train and write a run folder, then load it, exactly as `coocflow run` does (a study's
-    name, such as `deep`, runs that study and returns a `Study`).
+    name, such as `deep`, runs that study and returns a `Study`). A run estimated to take over a
+    minute prints its estimate (stderr) before it starts.
 
-    experiment_or_config: an experiment name (`coocflow experiments`), a config .toml, a run
-        folder (start from its configuration), or a `Config`.
-    seeds: N consecutive seeds from `seed`, or an explicit list; one vmapped ensemble.
-    seed: the first (or only) seed.
-    out: the run folder; default `runs/NAME-TIMESTAMP`, like the CLI.
-    overrides: dotted keys, as a mapping (`{"optimizer.lr": 0.05}`) or `--set` strings
-        (`["optimizer.lr=0.05"]`).
-    figures: also draw figure1.png and overview.png.
-    force: replace `out` if it exists.
+    Args:
+        experiment_or_config: An experiment name (`coocflow experiments`), a config .toml, a run
+            folder (start from its configuration), or a `Config`.
+        seeds: N consecutive seeds from `seed`, or an explicit list; one vmapped ensemble.
+        seed: The first (or only) seed.
+        out: The run folder; default `runs/NAME-TIMESTAMP`, like the CLI.
+        overrides: Dotted keys, as a mapping (`{"optimizer.lr": 0.05}`) or `--set` strings
+            (`["optimizer.lr=0.05"]`).
+        figures: Also draw figure1.png and overview.png.
+        force: Replace `out` if it exists.
 
-    A run estimated to take over a minute prints its estimate (stderr) before it starts.
+    Returns:
+        The written run, loaded (`Run`), or a `Study` for a study's name.
     """
     from coocflow.notebook import run as _run  # lazy: defers pyarrow, 0.3 s
 
