@@ -128,7 +128,9 @@ def test_the_example_sweeps_compares_and_reports_through_the_commands(at_root, t
     assert len(runs) == 2
     compared = cli("compare", *map(str, runs), "--out", str(tmp_path / "cmp"))
     assert "data.L" in compared and "G(mu1)" not in compared
-    assert json.loads((tmp_path / "cmp" / "compare.json").read_text())["columns"][0] == "loss"
+    record = json.loads((tmp_path / "cmp" / "compare.json").read_text())
+    assert record["columns"][0] == "loss"
+    assert all(r["final gamma_error"] is not None for r in record["results"]), "a system's own observables"
     for folder in (runs[0], sweep, tmp_path / "cmp"):
         assert "report:" in cli("report", str(folder))
         page = (folder / "report.html").read_text()

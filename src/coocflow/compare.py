@@ -3,7 +3,9 @@
 A comparison folder holds
 
     compare.json   the folders (as given and resolved), the configuration keys that differ,
-                   the key results of each run and the plotted columns
+                   the key results of each run (the flow solver's steps and gradient
+                   evaluations, a system's own final observables as `final NAME`, the event
+                   times as `event NAME`) and the plotted columns
     compare.png    one panel per column, every run a line (median and 10-90% band over seeds
                    for an ensemble) on a shared log time axis, each run's T1 marked
 
@@ -47,6 +49,8 @@ RESULT_FIELDS = (
     ("loss_at_common_t", "loss at the common time"),
     ("first_t", "first observed t > 0"),
     ("delta_A_mu1_mu2", "A_mu1_mu2(T) - A_mu1_mu2(0)"),
+    ("solver_steps", "flow solver steps (median over seeds)"),
+    ("gradient_evaluations", "gradient evaluations (median over seeds)"),
     ("wall_s", "wall time (s, training)"),
 )
 """(key in each result dict, row title) in display order; every result also has run, name, folder."""
@@ -212,6 +216,17 @@ def run_results(run, label: str) -> dict[str, Any]:
         "final_G_mu1": final.get("G_mu1"), "final_G_mu2": final.get("G_mu2"), "final_G_mu3": final.get("G_mu3"),
         "delta_A_mu1_mu2": delta, "wall_s": (man.get("timings") or {}).get("train_s"),
     }
+    stats = man.get("solver_stats") or {}
+    if stats.get("num_steps"):
+        result["solver_steps"] = float(np.median(stats["num_steps"]))
+        result["gradient_evaluations"] = float(np.median(stats["gradient_evaluations"]))
+    shown = {"t", man.get("loss_name", "loss")} | {key[len("final_"):] for key in result if key.startswith("final_")}
+    if "system" in man:  # a system's own observables (eq. (1)'s are the fixed fields)
+        result.update({f"final {name}": value for name, value in final.items() if name not in shown})
+    located = [p for p in man.get("per_seed") or [] if p.get("events")]
+    for name in (located[0]["events"] if located else ()):
+        found = [p["events"][name] for p in located if p["events"].get(name) is not None]
+        result[f"event {name}"] = float(np.median(found)) if found else None
     return {key: _finite(value) for key, value in result.items()}
 
 
@@ -378,9 +393,14 @@ def format_value(value: Any) -> str:
 
 
 def result_rows(comparison: Comparison) -> list[tuple[str, list[str]]]:
-    """(row title, one formatted cell per run) for the results table; a row no run has a value
-    for (the paper's quantities, for other systems) is left out."""
-    return [(title, [format_value(r.get(key)) for r in comparison.results]) for key, title in RESULT_FIELDS
+    """(row title, one formatted cell per run) for the results table: the fixed fields, then a
+    system's own final observables and the event times; a row no run has a value for (the paper's
+    quantities, for other systems) is left out."""
+    fields = list(RESULT_FIELDS)
+    for prefix, title in (("final ", "final {} (a system's own observable)"), ("event ", "{} (median, located)")):
+        names = dict.fromkeys(key for r in comparison.results for key in r if key.startswith(prefix))
+        fields += [(key, title.format(key[len(prefix):])) for key in names]
+    return [(title, [format_value(r.get(key)) for r in comparison.results]) for key, title in fields
             if any(r.get(key) is not None for r in comparison.results)]
 
 
