@@ -200,3 +200,56 @@ def test_sweep_plot_orders_its_legend_by_value_and_labels_the_widths_plainly():
     fig.canvas.draw()
     assert [t.get_text() for t in ax.get_xticklabels()] == ["32", "64", "128"]
     plt.close(fig)
+
+
+def _children(pid: int) -> list[int]:
+    """The live processes whose parent is `pid` (from /proc)."""
+    found = []
+    for entry in Path("/proc").iterdir():
+        if entry.name.isdigit():
+            try:
+                fields = (entry / "stat").read_text().rsplit(")", 1)[1].split()
+            except OSError:
+                continue
+            if int(fields[1]) == pid and fields[0] != "Z":
+                found.append(int(entry.name))
+    return found
+
+
+def _alive(pid: int) -> bool:
+    try:
+        state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
+    except OSError:
+        return False
+    return state != "Z"
+
+
+@pytest.mark.parametrize("whom", ["group", "parent"])
+def test_ctrl_c_stops_every_worker_keeps_finished_jobs_and_says_how_to_resume(tmp_path, whom):
+    """Issue 29, item 2: SIGINT to the terminal's process group, or to the sweep alone, while two
+    workers train: exit 130, no worker left within 10 s, one line with the command that resumes."""
+    spec = tmp_path / "long.toml"
+    spec.write_text('name = "long"\nbase = "tiny"\nseeds = 2\n[set]\n"train.steps" = 40000\n"observe.points" = 12\n'
+                    '"observe.chunks" = 20\n[grid]\n"model.m" = [4, 6, 8, 10]\n')
+    out = tmp_path / "sweep"
+    process = subprocess.Popen([str(BIN), "sweep", str(spec), "--out", str(out), "--workers", "2"],
+                               stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True, start_new_session=True)
+    deadline = time.time() + 240
+    while time.time() < deadline and len(list(out.glob("jobs/*/config.json"))) < 2:
+        assert process.poll() is None, process.stderr.read()
+        time.sleep(0.2)
+    time.sleep(1.0)
+    workers = _children(process.pid)
+    assert len(workers) >= 2, "two workers train"
+    if whom == "group":
+        os.killpg(process.pid, signal.SIGINT)
+    else:
+        process.send_signal(signal.SIGINT)
+    _, stderr = process.communicate(timeout=60)
+    assert process.returncode == 130, stderr
+    lines = stderr.strip().splitlines()
+    assert len(lines) == 1 and f"resume with: coocflow sweep {spec} --out {out}" in lines[0], stderr
+    until = time.time() + 10
+    while time.time() < until and any(_alive(pid) for pid in workers):
+        time.sleep(0.1)
+    assert not any(_alive(pid) for pid in workers), "a worker outlived the interrupted sweep"

@@ -17,6 +17,7 @@ import os
 import signal
 import sys
 import threading
+import time
 from contextlib import contextmanager
 from typing import Callable, Iterator
 
@@ -71,9 +72,40 @@ def exposed() -> Iterator[None]:
         _state["shielded"] = saved
 
 
+CHILD_GRACE_S = 5.0
+"""How long the worker processes of an interrupted command (a sweep's) get to stop after SIGTERM
+before they are killed: the whole command leaves within about twice this."""
+
+
+def stop_children(grace: float = CHILD_GRACE_S) -> None:
+    """Terminate this process's multiprocessing children (a sweep's workers), wait up to `grace`
+    seconds, kill what is left: an interrupted command leaves no process behind. Imports nothing
+    (a command with children has imported multiprocessing)."""
+    mp = sys.modules.get("multiprocessing")
+    if mp is None:
+        return
+    try:
+        children = mp.active_children()
+        for child in children:
+            child.terminate()
+        deadline = time.monotonic() + grace
+        for child in children:
+            child.join(max(0.0, deadline - time.monotonic()))
+        for child in children:
+            if child.is_alive():
+                child.kill()
+                child.join(1.0)
+        if children:  # release the pool's named semaphores now (the exit skips their finalizers)
+            mp.util._run_finalizers(0)
+    except Exception:  # leaving is what matters
+        pass
+
+
 def exit_interrupted() -> None:
-    """Write the one-line message and leave with code 130, now (from any thread)."""
+    """Stop any worker processes, write the one-line message and leave with code 130, now (from
+    any thread)."""
     _exit_lock.acquire(timeout=2.0)
+    stop_children()
     text = "interrupted"
     if _state["message"] is not None:
         try:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+import shlex
 from pathlib import Path
 from typing import Optional
 
@@ -13,6 +14,7 @@ from rich.markup import escape
 from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn, TimeRemainingColumn
 from rich.table import Table
 
+from coocflow import interrupts
 from coocflow.cli.app import app, console, errors
 from coocflow.errors import CoocflowError
 
@@ -81,12 +83,16 @@ def sweep(
             bar.update(task, advance=1, description=describe())
 
         bar.update(task, description=describe())
+        resume = f"coocflow sweep {shlex.quote(str(spec))} --out {shlex.quote(str(out))}"
+        interrupts.set_message(lambda: f"interrupted: {counts['done']} of {len(parsed.jobs)} jobs are done and kept, "
+                                       f"the workers stopped; resume with: {resume}")
         if ray:
             run_on_ray(out, todo, ray, workers, report, started)
         elif workers == 1:
             run_in_process(out, todo, report, started)
         else:
             run_in_workers(out, todo, workers, report, started)
+    interrupts.set_message(None)
     for failure in errors_seen:
         first = failure["error"].splitlines()[0] if failure.get("error") else ""
         errors.print(f"[red]job {escape(str(failure['id']))} failed:[/] {escape(first)}", highlight=False)
