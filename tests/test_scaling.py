@@ -185,7 +185,7 @@ def test_a_declared_c_t1_is_judged_at_half_and_twice_it_on_the_same_runs(sweep):
         return check["of"] - check["unchecked"] - check["no_verdict"]
 
     state_checks = [name for name, check in at_20.items() if decided(check) and not decided(at_10[name])]
-    assert "propE.12_neuron_gram_change" in state_checks, state_checks
+    assert "lemmaE.7_neuron_value_change" in state_checks, state_checks
     assert decided(at_10["thm3.1_correct_by_T1"]) == decided(at_20["thm3.1_correct_by_T1"]) > 0
     sensitivity = c_t1_sensitivity({**report, "claims": claims_table(report["widths"][-1], report["rates"])},
                                    judged, config)
