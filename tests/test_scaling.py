@@ -62,6 +62,51 @@ def test_width_overrides_keep_p1_and_the_runs_own_time_scale():
     assert width_overrides("both", 64, resolve_config("tiny")) == {"model.m": 64, "model.m1": 64}
 
 
+def test_the_m1_axis_runs_at_fixed_m_in_the_runs_own_time_scale():
+    """Along m1 (issue 28, item 5) theory's flow still ends at 50 m (T* inside), m fixed; the
+    preset's default design is 9 neuron counts 64..1024 at m = 2^24, each meeting P1."""
+    from coocflow.experiments import EXPERIMENTS
+    from coocflow.phases.premises import DELTA, MUCH_GREATER
+
+    base = resolve_config("theory", ["model.m=16777216"])
+    assert width_overrides("m1", 512, base) == {"model.m1": 512, "train.t_end": 50.0 * 2**24}
+    theory = EXPERIMENTS["theory"]
+    assert theory.scaling_m1[0] == 64 and theory.scaling_m1[-1] == 1024 and len(theory.scaling_m1) == 9
+    m = theory.scaling_m1_at
+    assert all(m / (m1 * np.log(m1 / DELTA) ** 2) >= MUCH_GREATER for m1 in theory.scaling_m1)
+
+
+def test_rates_along_each_axis_predict_from_the_m_and_m1_powers():
+    """A rate's exponent along x is (d log m / d log x) predicted + (d log m1 / d log x) m1_power: F9's
+    relative change of u2, O~(m1/m), is -2 along m (m1 fixed), -1 along both (m1 = m / 8), +1 along m1;
+    a rate stated without m1 is flat along m1 (uniform in m1)."""
+    from coocflow.phases.claims import Rate
+    from coocflow.phases.scaling import axis_slopes
+
+    change = Rate("u_norm2_change_after_T1", -2.0, "upper bound", 0.1, 2, m1_power=1.0)
+    along = {"m": [{"value": v, "m": v, "m1": 64} for v in (2**15, 2**16, 2**17)],
+             "both": [{"value": v, "m": v, "m1": v // 8} for v in (2**15, 2**16, 2**17)],
+             "m1": [{"value": v, "m": 2**24, "m1": v} for v in (64, 128, 256)]}
+    slopes = {axis: axis_slopes(rows) for axis, rows in along.items()}
+    assert slopes == {"m": (1.0, 0.0), "both": (pytest.approx(1.0), pytest.approx(1.0)), "m1": (0.0, 1.0)}
+    predicted = {axis: change.test(s_m1, s_m).predicted for axis, (s_m, s_m1) in slopes.items()}
+    assert predicted == {"m": -2.0, "both": pytest.approx(-1.0), "m1": 1.0}
+    assert Rate("T_prime", -1.0, "upper bound").test(*reversed(slopes["m1"])).predicted == 0.0
+
+
+def test_a_quantity_the_same_at_every_width_is_not_evidence():
+    """An init quantity of W_K, W_Q, W_V does not move with m1: each seed's value is the same at
+    every width, so a slope of 0 holds by construction and its rate is not applicable."""
+    from coocflow.phases.scaling import invariant_along_axis
+
+    seeds = np.array([0.3, 2.0, 0.07])
+    assert invariant_along_axis(np.tile(seeds, (4, 1)))
+    assert invariant_along_axis(np.vstack([seeds, seeds * (1 + 1e-14), seeds, [np.nan, 2.0, 0.07]]))
+    assert not invariant_along_axis(np.vstack([seeds, seeds * (1 + 1e-9)]))
+    assert not invariant_along_axis(np.vstack([seeds, seeds[::-1]]))
+    assert not invariant_along_axis(seeds[None, :])
+
+
 @pytest.fixture(scope="module")
 def sweep(tmp_path_factory):
     config = resolve_config("theory", ["data.n=24", "data.d=40", "observe.points=60", "observe.chunks=1"], n_seeds=2)

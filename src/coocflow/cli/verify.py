@@ -32,7 +32,7 @@ def verify(
                                           help="fit every claimed rate over a width sweep: m, m1 or both (m and m1 together)"),
     values: Optional[str] = typer.Option(None, "--values", metavar="W,W,...",
                                          help="widths for --scaling, comma-separated (default: the experiment's, "
-                                              "else 32,64,128,256)"),
+                                              "with m1 its neuron counts at its fixed m; else 32,64,128,256)"),
     strict: bool = typer.Option(False, "--strict",
                                 help="exit non-zero when any check fails where its premises are met"),
     full: bool = typer.Option(False, "--full", help="print every table (premises, each claim's evidence, "
@@ -267,8 +267,10 @@ def _verify_scaling(target, set_, seed, seeds, out, force, axis, values, strict,
         raise CoocflowError("--workers: sets Ray's CPUs for --ray local; add --ray local or drop --workers")
 
     experiment = EXPERIMENTS.get(str(target))
+    along_neurons = axis == "m1" and experiment is not None and bool(experiment.scaling_m1)
     if values is None:
-        values = ",".join(map(str, experiment.scaling_widths if experiment and experiment.scaling_widths
+        values = ",".join(map(str, experiment.scaling_m1 if along_neurons else
+                              experiment.scaling_widths if experiment and experiment.scaling_widths
                               else (32, 64, 128, 256)))
     if seeds is None:
         seeds = experiment.scaling_seeds if experiment else 4
@@ -279,6 +281,8 @@ def _verify_scaling(target, set_, seed, seeds, out, force, axis, values, strict,
     if len(widths) < 2 or min(widths) < 1:
         raise CoocflowError(f"--values {values!r}: need at least two positive widths to fit an exponent")
     overrides = ["train.method=flow"] + list(set_)
+    if along_neurons and experiment.scaling_m1_at and not any(o.startswith("model.m=") for o in set_):
+        overrides.insert(1, f"model.m={experiment.scaling_m1_at}")
     config = resolve_config(target, overrides, seed, seeds)
     if out is None:
         out = default_out(config.name, prefix=f"scaling-{axis}-")

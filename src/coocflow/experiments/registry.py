@@ -30,6 +30,10 @@ class Experiment:
     """... and this many seeds per width without --seeds."""
     scaling_c0: tuple[float, ...] = ()
     """... and these init scales c0 as a second axis (each a whole width sweep; default the base c0)."""
+    scaling_m1: tuple[int, ...] = ()
+    """`--scaling m1` without --values runs these neuron counts (default: `scaling_widths`) ..."""
+    scaling_m1_at: int | None = None
+    """... at this width m (unless --set model.m=...): one where P1 holds at the largest m1."""
 
     def config(self) -> Config:
         return Config(name=self.name).replace(self.overrides)
@@ -45,6 +49,10 @@ THEORY_WIDTHS = (32768, 49667, 75281, 114105, 172951, 262144, 397336, 602249, 91
                  4817990, 7302707, 11068835, 16777216)
 """16 widths from 2^15 to 2^24, evenly spaced in log m: the smallest is the first where m1 = 64 neurons
 meet P1 (m >= 10 m1 log^2(m1/delta)); power of the rate test at this design: docs/power.md."""
+THEORY_NEURONS = (64, 91, 128, 181, 256, 362, 512, 724, 1024)
+"""The m1 axis (issue 28, item 5): 9 neuron counts 2^6..2^10, evenly spaced in log m1, at m = 2^24. The
+smallest is the first power of two above Cond. 1's m1 >= 8 log(4/delta) = 35 (`premises.min_neurons`); at
+the largest, m / (m1 log^2(m1/delta)) = 170 >> 10 (P1). The flow's cost grows as m1^2 (the Gram state)."""
 THEORY = {
     "data.n": 96, "data.L": 3, "data.d": 67, "data.random_tokens": "distinct", "data.n_test": 96,
     "model.m": THEORY_WIDTHS[0], "model.m1": 64, "model.space": "gram", "model.neurons": True,
@@ -83,6 +91,7 @@ EXPERIMENTS: dict[str, Experiment] = {
             "(n=96, L=3, d=67), Gaussian Condition 1 init (c0=0.02, c1=1), m=2^15 >> m1=64 neurons (resolved in the "
             "Gram space) and L^2, the flow from 0.01/U0 to 50 m (past T* = first loss <= m^-2), T1 = 20/U0 declared.",
             THEORY, scaling_widths=THEORY_WIDTHS, scaling_seeds=8, scaling_c0=(0.02, 0.063, 0.2),
+            scaling_m1=THEORY_NEURONS, scaling_m1_at=THEORY_WIDTHS[-1],
         ),
         Experiment(
             "generalization",

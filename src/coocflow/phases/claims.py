@@ -65,9 +65,12 @@ class Rate:
     m1_power: float = 0.0
     evidence: str = "statement"
 
-    def test(self, m1_slope: float = 0.0) -> RateTest:
-        """The `RateTest` for a sweep in which log m1 moves by `m1_slope` per unit of log m."""
-        return RateTest(self.predicted + self.m1_power * m1_slope, self.kind,
+    def test(self, m1_slope: float = 0.0, m_slope: float = 1.0) -> RateTest:
+        """The `RateTest` along a sweep's axis x in which log m moves by `m_slope` and log m1 by `m1_slope`
+        per unit of log x: predicted m_slope * `predicted` + m1_slope * `m1_power` (along m with m1 fixed,
+        `predicted`; along m1 at fixed m, `m1_power`). A rate stated without m1 has `m1_power` 0: the
+        paper states it for every m1 Condition 1 allows, so it holds uniformly in m1."""
+        return RateTest(m_slope * self.predicted + self.m1_power * m1_slope, self.kind,
                         0.0 if self.kind == "decays" else self.tol, self.log_power)
 
     def to_dict(self) -> dict:

@@ -15,7 +15,7 @@ import json
 import sys
 from importlib import resources
 
-from coocflow.phases import check_registry, checks, checks_phase2, exponents, premises, rate_test, state_values
+from coocflow.phases import check_registry, checks, checks_phase2, exponents, premises, rate_test, scaling, state_values
 from coocflow.phases.checks import EVIDENCE
 from coocflow.phases.claims import CLAIMS
 
@@ -50,6 +50,7 @@ def thresholds() -> dict[str, float]:
         "premises.FMAX0_LIMIT": premises.FMAX0_LIMIT,
         "premises.GD_STEP_LIMIT": premises.GD_STEP_LIMIT,
         "premises.E7_NEURON_FACTOR": premises.E7_NEURON_FACTOR,
+        "scaling.AXIS_INVARIANCE": scaling.AXIS_INVARIANCE,
     }
 
 

@@ -14,9 +14,10 @@ width. Each claim's rates (`phases.claims`) are then fitted (`phases.exponents`)
 where the premises the claim uses are met (all widths when fewer than two are): an order passes
 when its predicted exponent lies in the interval and the prefactor (value x m^-predicted) varies
 by at most 3x over the widths; an upper bound passes unless the interval lies wholly above it.
-Predictions hold for the theory's initialization (Condition 1, c0 and c1 fixed) with m and m1
-growing together (`both`); under Kaiming initialization, or one width moving alone, the exponents
-are reported without a verdict.
+Predictions hold for the theory's initialization (Condition 1, c0 and c1 fixed) along every axis:
+m and m1 growing together (`both`), m alone, or m1 alone at a fixed m (each rate's exponent in m and
+its `m1_power`, `claims.Rate.test`); a quantity the axis does not move (`invariant_along_axis`) gets no
+verdict. Under Kaiming initialization the exponents are reported without a verdict.
 """
 
 from __future__ import annotations
@@ -463,6 +464,28 @@ def m1_slope(ms, m1s) -> float:
     return 0.0 if not np.any(spread) else float(spread @ (log_m1 - log_m1.mean()) / (spread @ spread))
 
 
+def axis_slopes(rows: list[dict]) -> tuple[float, float]:
+    """How log m and log m1 move per unit of log x over a sweep's runs, x its axis (`value`): (1, 0)
+    along m with m1 fixed, (1, 1) when m1 = rho m, (0, 1) along m1 at fixed m."""
+    values = [r["value"] for r in rows]
+    return m1_slope(values, [r["m"] for r in rows]), m1_slope(values, [r["m1"] for r in rows])
+
+
+AXIS_INVARIANCE = 1e-12
+"""A quantity whose every seed gives the same value at every width of a sweep, to this relative
+difference, does not depend on the axis (an init quantity of W_K, W_Q, W_V along m1): its slope 0 holds by
+construction and is not evidence, so its rates are 'not applicable' along that axis."""
+
+
+def invariant_along_axis(table: np.ndarray) -> bool:
+    """Whether a widths x seeds table is the same at every width for every seed (`AXIS_INVARIANCE`)."""
+    finite = np.isfinite(table).all(axis=0)
+    if table.shape[0] < 2 or not finite.any():
+        return False
+    kept = table[:, finite]
+    return bool(np.all(np.abs(kept - kept[:1]) <= AXIS_INVARIANCE * np.abs(kept[:1])))
+
+
 PAPER_BOUND_CONSTANTS = frozenset({"lemma4.2_common_token_rate:lemma_bound_constant"})
 """Constants of a refinement check that measure the paper's own bound (Lemma 4.2's, beside the
 refinement's derived error term): judged as statements."""
@@ -521,7 +544,7 @@ def judge_rates(rows: list[dict], widths: list[dict], values: list[int], predict
     `premises.RELAXED` in its relaxed form (`verdict_relaxed`). A claim whose proof takes a step the
     paper does not justify (`Claim.unstated`) and whose rate fails is refitted over the widths meeting
     that condition: a pass there is 'holds under an unstated condition'."""
-    slope_m1 = m1_slope([r["m"] for r in rows], [r["m1"] for r in rows])
+    slope_m, slope_m1 = axis_slopes(rows)
     rates = []
     for claim in CLAIMS:
         fitted, met = _regime(claim, widths, values, relaxed=False)
@@ -532,16 +555,17 @@ def judge_rates(rows: list[dict], widths: list[dict], values: list[int], predict
                      for name in claim.checks if name not in claim.borrowed
                      for key in sorted({k for r in rows for k in r if k.startswith(f"{name}:")})]
         for rate in (*claim.rates, *constants):
-            test = rate.test(slope_m1)
+            test = rate.test(slope_m1, slope_m)
+            applies = predictions_apply and not invariant_along_axis(seed_table(rows, values, rate.quantity))
 
             def judged_over(chosen, rate=rate, test=test):
                 return judge_rate(test, np.asarray(chosen, float), seed_table(rows, chosen, rate.quantity),
                                   name=rate.quantity, paired=True)
 
             judged = judged_over(fitted)
-            raw = judged.verdict if predictions_apply else "not applicable"
+            raw = judged.verdict if applies else "not applicable"
             raw_relaxed = raw if fitted_relaxed == fitted else (
-                judged_over(fitted_relaxed).verdict if predictions_apply else "not applicable")
+                judged_over(fitted_relaxed).verdict if applies else "not applicable")
             verdict = judge_rate_verdict(raw, claim.premises, met)
             unstated_note = None
             if verdict == "fail" and claim.unstated:
@@ -558,7 +582,8 @@ def judge_rates(rows: list[dict], widths: list[dict], values: list[int], predict
                           "medians": [float(np.median(found)) if found else None for found in
                                       ([r[rate.quantity] for r in rows if r["value"] == v and r.get(rate.quantity) is not None]
                                        for v in values)],
-                          "predicted": test.predicted if predictions_apply else None, "kind": rate.kind,
+                          "predicted": test.predicted if applies else None, "kind": rate.kind,
+                          "invariant": predictions_apply and not applies,
                           "tol": test.tol, "log_power": test.log_power, "m1_power": rate.m1_power,
                           "fit": judged.fit.to_dict(), "judgement": judged.to_dict(), "sentence": judged.sentence(),
                           "log_slack": judged.log_slack, "left_out": left_out, "verdict": verdict,

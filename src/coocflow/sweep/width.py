@@ -36,22 +36,22 @@ T_END_PER_LOSS_SCALE = 50.0
 def width_overrides(axis: str, value: int, base: Config) -> dict:
     """`m` or `m1` moves one width alone. `both` moves m and, under the theory init, gives m1 the
     most neurons (a power of two, at most the base m1) that keep P1 at that m
-    (`premises.neurons_meeting_p1`), with the flow's grid and end in the run's own time scale
-    (from `Config.flow_start` = 0.01 / U0, well before T1 ~ C_T1 / U0, to past T*); otherwise it keeps the base ratio m1 / m. A Gram-space
-    base runs in weight space up to `WEIGHT_SPACE_MAX_WIDTH` unless it resolves the neurons."""
+    (`premises.neurons_meeting_p1`); otherwise it keeps the base ratio m1 / m. Under the theory init
+    every axis runs the flow in the run's own time scale: from `Config.flow_start` = 0.01 / U0, well
+    before T1 ~ C_T1 / U0, to past T* (`T_END_PER_LOSS_SCALE`). A Gram-space base runs in weight space
+    up to `WEIGHT_SPACE_MAX_WIDTH` unless it resolves the neurons."""
     if axis == "m":
         widths = {"model.m": value}
     elif axis == "m1":
         widths = {"model.m1": value}
     elif base.init.scheme == "theory":
         widths = {"model.m": value, "model.m1": neurons_meeting_p1(value, DELTA, base.model.m1)}
-        if base.is_flow:
-            c1_squared = base.init.c1 ** 2
-            widths["train.t_end"] = T_END_PER_LOSS_SCALE * value ** (base.verify.loss_exponent - 1) / c1_squared
     else:
         ratio = base.model.m1 / base.model.m
         widths = {"model.m": value, "model.m1": max(1, int(round(ratio * value)))}
     m = widths.get("model.m", base.model.m)
+    if base.init.scheme == "theory" and base.is_flow:
+        widths["train.t_end"] = T_END_PER_LOSS_SCALE * m ** (base.verify.loss_exponent - 1) / base.init.c1 ** 2
     if base.model.space == "gram" and m <= WEIGHT_SPACE_MAX_WIDTH and not getattr(base.model, "neurons", False):
         widths["model.space"] = "weights"
     return widths
@@ -106,7 +106,7 @@ def width_scaling(base: Config, axis: str, values: list[int], out: Path,
             progress(f"{axis}={planned_run.value}: m={config.model.m}, m1={config.model.m1}, c0={planned_run.c0:g}, "
                      f"{config.model.space} space, {len(config.seed_list)} seeds")
         loaded.append(load_run(ensure_run(config, planned_run.folder).folder))
-    predictions_apply = base.init.scheme == "theory" and axis == "both"
+    predictions_apply = base.init.scheme == "theory"
     rows, widths = _measure(planned, loaded)
     x = np.asarray(values, float)
     base_rows = [r for r in rows if r["c0"] == base.init.c0] or rows
