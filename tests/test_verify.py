@@ -291,6 +291,8 @@ def test_strict_exit_codes_and_the_summary_line(tmp_path):
 
     from conftest import TINY
 
+    from coocflow.cli.verify import LEGEND
+
     cli = Path(sys.executable).parent / "coocflow"
     folder, _ = run_and_write(resolve_config("paper", [f"{k}={v}" for k, v in TINY.items()]), tmp_path / "tiny",
                               figures=False)
@@ -301,9 +303,15 @@ def test_strict_exit_codes_and_the_summary_line(tmp_path):
     assert relaxed.returncode == 0, relaxed.stderr
     assert "premises" in relaxed.stdout and "fail outside premises" in relaxed.stdout
     summary = relaxed.stdout.strip().splitlines()
-    assert len(summary) <= 60 and max(map(len, summary)) <= 80, "\n".join(summary)
-    assert any(line.startswith("pass*") for line in summary) and "outside the theory's regime" in "\n".join(summary)
-    assert sum("not met (" in line for line in summary) == 1 and "add --full" in " ".join(summary)
+    assert max(map(len, summary)) <= 80 and "…" not in relaxed.stdout, "\n".join(summary)
+    piped = subprocess.run([str(cli), "verify", str(folder)], capture_output=True, text=True,
+                           env={k: v for k, v in os.environ.items() if k != "COLUMNS"})
+    assert piped.stdout.split() == relaxed.stdout.split(), "a pipe gets the same words, whole lines"
+    claim_lines = [line for line in piped.stdout.splitlines() if line[:7].strip() in LEGEND]
+    assert len(claim_lines) == 41 and max(map(len, piped.stdout.splitlines())) > 80
+    assert "pass* = passes, but a premise" in piped.stdout and "fail* = fails" in piped.stdout
+    assert any(line.startswith("pass*") for line in summary) and "outside the theory's regime" in " ".join(relaxed.stdout.split())
+    assert sum(line.startswith("premises: ") and "not met (" in line for line in piped.stdout.splitlines()) == 1 and "add --full" in " ".join(relaxed.stdout.split())
     full = subprocess.run([str(cli), "verify", str(folder), "--full"], capture_output=True, text=True, env=env)
     assert "implementation identities" in full.stdout and len(full.stdout.splitlines()) > len(summary)
     rates = json.loads((folder / "verify.json").read_text())["pass_rates"]

@@ -2,10 +2,15 @@
 
 from __future__ import annotations
 
+import os
+import sys
+import textwrap
+
 import typer
 import typer.core
 from rich.console import Console
 from rich.markup import escape
+from rich.measure import Measurement
 
 from coocflow import __version__
 from coocflow.errors import ConfigError
@@ -31,10 +36,45 @@ app = typer.Typer(add_completion=False, no_args_is_help=True, rich_markup_mode=N
                        "(Yang et al., NeurIPS 2024).\n\nStart with: coocflow run tiny")
 
 
-console = Console()
+console = Console(soft_wrap=not sys.stdout.isatty() and not os.environ.get("COLUMNS", "").isdigit())
+"""Standard output: wrapped to a terminal's width (or `COLUMNS`); in a pipe or file without `COLUMNS`,
+whole lines (`line_width`)."""
 
 
 errors = Console(stderr=True)
+
+
+def line_width() -> int | None:
+    """The width sentences are wrapped to: a terminal's (Rich reads `COLUMNS` first), `COLUMNS` in a
+    pipe or file when it is set, else None: whole lines, never cut, for `less`, `grep` and files."""
+    if console.is_terminal:
+        return console.width
+    columns = os.environ.get("COLUMNS", "")
+    return int(columns) if columns.isdigit() and int(columns) > 0 else None
+
+
+def say(text: str, style: str | None = None, indent: int = 0) -> None:
+    """Print one sentence whole: wrapped at `line_width()` with continuation lines indented by `indent`
+    (never cut), or on one line where there is no width to keep."""
+    width = line_width()
+    if width is not None and len(text) > width:
+        text = textwrap.fill(text, width, subsequent_indent=" " * indent, break_long_words=False,
+                             break_on_hyphens=False)
+    console.print(f"[{style}]{escape(text)}[/]" if style else escape(text), highlight=False, soft_wrap=True)
+
+
+def print_whole(renderable) -> None:
+    """Print a Rich table at `line_width()`, or where there is none (a pipe or file without `COLUMNS`) at
+    the width its longest cells need, so no cell is folded or cut."""
+    width = line_width()
+    if width is None:
+        unbounded = Console(width=10_000)
+        width = Measurement.get(unbounded, unbounded.options, renderable).maximum
+    if width == console.width:
+        console.print(renderable)
+        return
+    Console(width=width, file=console.file, force_terminal=console.is_terminal,
+            color_system=console.color_system).print(renderable)
 
 
 @app.callback()

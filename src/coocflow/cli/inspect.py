@@ -12,7 +12,7 @@ from rich.console import Console
 from rich.measure import Measurement
 from rich.table import Column, Table
 
-from coocflow.cli.app import app, console
+from coocflow.cli.app import app, console, line_width, print_whole
 from coocflow.cli.run import _print_summary
 from coocflow.config import Config, all_keys
 from coocflow.docs import HELP, toml_template
@@ -66,8 +66,8 @@ def list_runs(folder: Path = typer.Argument(Path("runs"), metavar="[DIR]", help=
         table.add_row(e.name, e.kind, e.status, e.config, e.t1, e.final_loss, e.age)
     unbounded = Console(width=10_000)
     needed = Measurement.get(unbounded, unbounded.options, table).minimum
-    if needed <= console.width:
-        console.print(table)
+    if line_width() is None or needed <= console.width:
+        print_whole(table)  # a pipe or file: whole lines; a terminal: its width
         return
     wide = Console(width=needed, file=console.file, force_terminal=console.is_terminal,
                    color_system=console.color_system)
@@ -83,7 +83,7 @@ def experiments() -> None:
     table = Table("name", "description")
     for exp in EXPERIMENTS.values():
         table.add_row(exp.name, exp.description)
-    console.print(table)
+    print_whole(table)
 
 
 @app.command()
@@ -113,4 +113,4 @@ def keys(
         for part in key.split("."):
             node = node[part]
         table.add_row(key, repr(node), HELP[key])
-    console.print(table)
+    print_whole(table)

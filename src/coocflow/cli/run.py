@@ -13,7 +13,7 @@ from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn, Ti
 from rich.table import Table
 
 from coocflow import interrupts
-from coocflow.cli.app import _refuse_unused, app, console
+from coocflow.cli.app import _refuse_unused, app, console, print_whole
 from coocflow.config import config_from_dict
 from coocflow.errors import ConfigError, CoocflowError, Interrupted, RunFolderError
 from coocflow.estimate import estimate
@@ -144,7 +144,7 @@ def _check_reproduce(folder: Path) -> None:
         table.add_column(column)
     for d in differences:
         table.add_row(d.name, f"{d.max_abs:.3g}", f"{d.max_rel:.3g}")
-    console.print(table)
+    print_whole(table)
     raise CoocflowError(f"{folder}: not reproduced: {len(differences)} quantities differ (largest relative "
                         f"difference {max(d.max_rel for d in differences):.3g}); see the table above")
 
@@ -323,7 +323,7 @@ def _print_summary(run_dir: Path) -> None:
     final = man["final"]
     if final is None:
         table.add_row("result", "no valid observation")
-        console.print(table)
+        print_whole(table)
         return
     median = " (median over seeds)" if len(man.get("seeds", [])) > 1 else ""
     table.add_row("loss" + median, f"{man['initial_loss']:.4g} -> {final['loss']:.4g} at t={final['t']:.4g}")
@@ -339,7 +339,7 @@ def _print_summary(run_dir: Path) -> None:
         table.add_row("stopped early", str(man["divergence"]))
     _solver_and_events(man, table)
     table.add_row("wall time", f"{man['timings'].get('train_s', float('nan')):.2f} s (training, compile included)")
-    console.print(table)
+    print_whole(table)
 
 
 def _solver_and_events(man: dict, table: Table) -> None:
@@ -382,4 +382,4 @@ def _print_system_summary(man: dict, cfg: dict, table: Table) -> None:
         table.add_row("stopped early", str(man["divergence"]))
     _solver_and_events(man, table)
     table.add_row("wall time", f"{man['timings'].get('train_s', float('nan')):.2f} s (training, compile included)")
-    console.print(table)
+    print_whole(table)

@@ -15,7 +15,7 @@ from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn, Ti
 from rich.table import Table
 
 from coocflow import interrupts
-from coocflow.cli.app import app, console, errors
+from coocflow.cli.app import app, console, errors, print_whole
 from coocflow.errors import CoocflowError
 
 
@@ -124,7 +124,7 @@ def sweep_status(folder: Path = typer.Argument(..., metavar="SWEEP_DIR", help="a
             note = json.loads(store.failed_file(job_id).read_text()).get("error", "")
         color = {"done": "green", "failed": "red", "pending": "yellow"}[state]
         table.add_row(job_id, f"[{color}]{state}[/]", note)
-    console.print(table)
+    print_whole(table)
     totals = {s: sum(v == s for v in states.values()) for s in ("done", "failed", "pending")}
     console.print(", ".join(f"{n} {s}" for s, n in totals.items()))
 

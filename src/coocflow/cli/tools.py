@@ -11,7 +11,7 @@ import typer.core
 from rich.progress import Progress
 from rich.table import Table
 
-from coocflow.cli.app import app, console
+from coocflow.cli.app import app, console, print_whole
 from coocflow.errors import CoocflowError
 from coocflow.experiments.registry import EXPERIMENTS
 
@@ -44,7 +44,7 @@ def bench(
         rss = "-" if r["peak_rss_mib"] != r["peak_rss_mib"] else f"{r['peak_rss_mib']:.0f} MiB"
         table.add_row(r["case"], f"{r['value']:.3g} {r['unit']}", f"{r['target']:g}", "yes" if r["met"] else "[red]no[/]",
                       f"{r['baseline']:.3g} ({r['baseline_name']})", f"{r['ratio']:.2f}x", rss, r["detail"])
-    console.print(table)
+    print_whole(table)
     if json_out is not None:
         atomic_write_json(json_out, results)
 

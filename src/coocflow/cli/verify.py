@@ -14,7 +14,7 @@ from rich.markup import escape
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 from rich.table import Column, Table
 
-from coocflow.cli.app import VERDICT_COLOURS, _refuse_unused, app, console
+from coocflow.cli.app import VERDICT_COLOURS, _refuse_unused, app, console, print_whole, say
 from coocflow.cli.run import _train_and_write
 from coocflow.errors import CoocflowError
 from coocflow.experiments import EXPERIMENTS
@@ -111,7 +111,7 @@ def _print_verification(folder: Path, verification) -> None:
                        f"The closed-form rates of all six kinds of variables match the JVP to "
                        f"{verification.appendix_c_error:.1e} at the run's {states} states (first seed)."
                        if verification.appendix_c else "not evaluated: no weights saved (Gram space)")
-    console.print(identities)
+    print_whole(identities)
     counts = {key: sum(rate.get(key, 0) for rate in rates.values())
               for key in ("passed", "failed", "failed_outside_premises", "unchecked", "no_verdict")}
     premise_line = ""
@@ -131,15 +131,27 @@ FINDINGS_EXPLAINED = "docs/findings.md, 'What verify finds', and docs/claims.md 
 """Where a verdict against the paper is explained (printed under the summary when a claim fails)."""
 
 
-SUMMARY_WIDTH = 80
-
-
 SHORT_VERDICTS = {"pass": "pass", "fail": "FAIL", "fail outside premises": "fail*", "not applicable": "n/a",
                   "inconclusive": "incon.", "vacuous": "vac.", "holds under an unstated condition": "unstat.",
                   "no verdict": "-"}
 
 
 """Verdicts in the summary's first column; '*' marks a claim whose premises are not all met."""
+LEGEND = {
+    "pass": "every check and rate of the claim passes, its premises met",
+    "pass*": "passes, but a premise of the claim is not met (outside the theory's regime)",
+    "FAIL": "a check or rate fails with every premise met: a finding against the claim",
+    "fail*": "fails, but a premise of the claim is not met: outside the theory's regime, not a finding",
+    "incon.": "inconclusive: an interval too wide, or a crossover the widths do not settle",
+    "vac.": "vacuous: every bound beaten by far (1e3x, or m^1): neither pass nor fail",
+    "unstat.": "fails only where a condition the paper does not state is missing",
+    "n/a": "not applicable: nothing of the claim could be judged here (its rates need a width sweep, its "
+           "checks are diagnostics, or the run lacks what they read)",
+    "-": "a diagnostic: reported, never judged",
+    "[P7r: ...]": "the verdict with P7 relaxed to L. D.8's own bound",
+    "[shares ...]": "the same check or quantity as the claim named, judged against this claim's bound",
+}
+"""The summary's legend: each marker it shows, defined under the table (docs/verify.md has the rules)."""
 
 
 def _main_number(row: dict) -> str:
@@ -159,16 +171,16 @@ def _main_number(row: dict) -> str:
 
 def _print_summary_of_claims(title: str, premises, table: list[dict], summary: str, details: list[Path],
                              widths_line: str | None = None, premises_where: str = "") -> None:
-    """What verify prints by default, within 60 lines of 80 columns: the premises once, one line per
-    claim (its verdict, '*' where the claim's premises are not all met, and its main number), the
-    counts, and where the details and the explanations of failures are; `--full` prints every table."""
+    """What verify prints by default: the premises once, one line per claim (its verdict, '*' where the
+    claim's premises are not all met, and its main sentence, whole: wrapped to a terminal's width, one
+    line in a pipe), a legend of every marker shown, the counts, and where the details and the
+    explanations of failures are; `--full` prints every table."""
+    from coocflow.phases.claims import shared_evidence  # lazy: defers JAX, 1-3.6 s
+
     def get(p, key):
         return p[key] if isinstance(p, dict) else getattr(p, key)
 
-    def say(text: str, style: str | None = None) -> None:
-        console.print(f"[{style}]{escape(text)}[/]" if style else escape(text), highlight=False)
-
-    say(title[:SUMMARY_WIDTH])
+    say(title)
     unmet = [get(p, "id") for p in premises if get(p, "met") is False]
     if premises:
         met = sum(get(p, "met") is True for p in premises)
@@ -176,26 +188,26 @@ def _print_summary_of_claims(title: str, premises, table: list[dict], summary: s
         say(f"premises{premises_where}: {met} met" + (f", {len(unmet)} not met ({', '.join(unmet)})" if unmet else "")
             + (f", {unknown} not evaluated" if unknown else ""))
     if widths_line:
-        say(widths_line[:SUMMARY_WIDTH])
-    starred = False
+        say(widths_line)
+    shown = set()
     for row in table:
         outside = any(part.endswith("not met") for part in row["premises"].split(", "))
         label = SHORT_VERDICTS[row["verdict"]]
         if outside and row["verdict"] == "pass":
-            label, starred = "pass*", True
+            label = "pass*"
+        shown.add(label)
         relaxed = row.get("verdict_relaxed")
         beside = f"[P7r: {SHORT_VERDICTS[relaxed]}] " if relaxed is not None and relaxed != row["verdict"] else ""
-        line = f"{label:<7}{row['id']:<7}{beside}{_main_number(row)}"
-        say(line if len(line) < SUMMARY_WIDTH else line[:SUMMARY_WIDTH - 2] + "…", VERDICT_COLOURS[row["verdict"]])
-    if starred or any(row["verdict"] == "fail outside premises" for row in table):
-        say("* a premise of the claim is not met: outside the theory's regime")
-    shown = {row["verdict"] for row in table}
-    if "vacuous" in shown:
-        say("vac. = vacuous: every bound beaten by far (1e3x, or m^1): neither pass nor fail")
-    if "holds under an unstated condition" in shown:
-        say("unstat. = fails only where a condition the paper does not state is missing")
-    if any(row.get("verdict_relaxed") not in (None, row["verdict"]) for row in table):
-        say("[P7r: ...] = the verdict with P7 relaxed to L. D.8's own bound")
+        shared = shared_evidence(row["id"])
+        if beside:
+            shown.add("[P7r: ...]")
+        if shared:
+            beside += f"[shares {', '.join(shared)}'s evidence, own bound] "
+            shown.add("[shares ...]")
+        say(f"{label:<7}{row['id']:<7}{beside}{_main_number(row)}", VERDICT_COLOURS[row["verdict"]], indent=14)
+    for marker, meaning in LEGEND.items():
+        if marker in shown:
+            say(f"{marker} = {meaning}", indent=4)
     say(summary)
     if any(row["verdict"] == "fail" for row in table):
         say(f"failures explained: {FINDINGS_EXPLAINED}")
@@ -210,7 +222,7 @@ def _print_premises(premises, title: str) -> None:
         get = (lambda k: p[k]) if isinstance(p, dict) else (lambda k: getattr(p, k))
         met = {True: "[green]met[/]", False: "[red]not met[/]", None: "[yellow]n/a[/]"}[get("met")]
         table.add_row(get("id"), get("statement"), get("value"), get("threshold"), met)
-    console.print(table)
+    print_whole(table)
 
 
 def _print_claims(table: list[dict], title: str) -> None:
@@ -229,7 +241,7 @@ def _print_claims(table: list[dict], title: str) -> None:
                     f"not met: {', '.join(unmet)}" if unmet else "met")
         colour = VERDICT_COLOURS[row["verdict"]]
         claims.add_row(f"{row['id']}\n{escape(row['where'])}", premises, "\n".join(lines), f"[{colour}]{row['verdict']}[/]")
-    console.print(claims)
+    print_whole(claims)
 
 
 def _check_names() -> tuple[str, ...]:

@@ -221,6 +221,26 @@ CLAIMS: tuple[Claim, ...] = (
 BY_ID = {claim.id: claim for claim in CLAIMS}
 
 
+def shared_evidence(claim_id: str) -> tuple[str, ...]:
+    """The other claims judged on the same evidence as `claim_id`: a check one borrows from the other
+    (E3 reads E24's corE.24 check) or a rate of the same quantity with a different exponent (E3's
+    attention change against m^-0.5, E24's against m^-2), so equal sentences with unequal verdicts
+    are explained on the line."""
+    own = next((c for c in CLAIMS if c.id == claim_id), None)
+    if own is None:
+        return ()
+    quantities = {r.quantity: r.predicted for r in own.rates}
+    out = []
+    for other in CLAIMS:
+        if other.id == claim_id:
+            continue
+        borrowed = set(own.borrowed) & set(other.checks) or set(other.borrowed) & set(own.checks)
+        rebounded = any(r.quantity in quantities and r.predicted != quantities[r.quantity] for r in other.rates)
+        if borrowed or rebounded:
+            out.append(other.id)
+    return tuple(out)
+
+
 def premises_of_check(name: str) -> tuple[str, ...]:
     """The premises a check's verdict depends on: the union over the claims it tests of their
     premises (none for an identity); a check no claim lists depends on all of `DYNAMICS`."""
