@@ -28,6 +28,9 @@ from coocflow.config import GRAM_METHODS, Config
 
 LONG_RUN_SECONDS = 60.0
 """A run estimated to take longer than this gets its estimate printed before it starts."""
+CONFIRM_SECONDS = 1800.0
+"""Work (a run, a sweep's pending jobs, a width sweep's runs) estimated over this asks before it starts
+in a terminal (`--yes` skips the question)."""
 SECONDS_PER_W_ENTRY = 3e-9
 SECONDS_PER_OBSERVATION_FLOP = 1 / 22e9
 GRAM_SECONDS_PER_STEP = 200e-6
@@ -55,14 +58,15 @@ class Estimate:
 
     def sentence(self) -> str:
         """One line: the estimate and, where it would help, the Gram space's."""
-        text = f"estimated {_duration(self.seconds)} and {self.bytes / 2**30:.2g} GiB (cost model: coocflow.estimate)"
+        text = f"estimated {duration(self.seconds)} and {self.bytes / 2**30:.2g} GiB (cost model: coocflow.estimate)"
         if self.gram_seconds is not None and self.gram_seconds < self.seconds / 10:
-            text += (f"; the Gram space follows this run exactly in about {_duration(self.gram_seconds)}: "
+            text += (f"; the Gram space follows this run exactly in about {duration(self.gram_seconds)}: "
                      "--set model.space=gram")
         return text
 
 
-def _duration(seconds: float) -> str:
+def duration(seconds: float) -> str:
+    """A wall time in the unit a person reads it in (s, min, h)."""
     if seconds < 120:
         return f"{seconds:.0f} s"
     if seconds < 7200:

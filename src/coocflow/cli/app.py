@@ -63,6 +63,23 @@ def say(text: str, style: str | None = None, indent: int = 0) -> None:
     console.print(f"[{style}]{escape(text)}[/]" if style else escape(text), highlight=False, soft_wrap=True)
 
 
+def confirm_long_work(seconds: float, what: str, yes: bool) -> None:
+    """Before work estimated over `estimate.CONFIRM_SECONDS`: ask in a terminal (no: stop, exit 1), say
+    so and go on where there is no terminal to ask; `--yes` (`yes`) starts without asking."""
+    from coocflow.estimate import CONFIRM_SECONDS, duration  # lazy: keeps `coocflow --help` light
+
+    if seconds <= CONFIRM_SECONDS or yes:
+        return
+    text = f"{what} is estimated at {duration(seconds)} (coocflow.estimate; a guide within a few x)"
+    if sys.stdin.isatty() and console.is_terminal:
+        if not typer.confirm(f"{text}. Start it?", default=False):
+            console.print("not started; add --yes to start without this question")
+            raise typer.Exit(1)
+        return
+    console.print(f"[yellow]{escape(text)}; no terminal to ask, so it starts (--yes skips this note)[/]",
+                  highlight=False)
+
+
 def print_whole(renderable) -> None:
     """Print a Rich table at `line_width()`, or where there is none (a pipe or file without `COLUMNS`) at
     the width its longest cells need, so no cell is folded or cut."""

@@ -13,7 +13,7 @@ from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn, Ti
 from rich.table import Table
 
 from coocflow import interrupts
-from coocflow.cli.app import _refuse_unused, app, console, print_whole
+from coocflow.cli.app import _refuse_unused, app, confirm_long_work, console, print_whole
 from coocflow.config import config_from_dict
 from coocflow.errors import ConfigError, CoocflowError, Interrupted, RunFolderError
 from coocflow.estimate import estimate
@@ -38,6 +38,7 @@ def run(
                                           help="continue the interrupted run in DIR from its last checkpoint"),
     check_reproduce: bool = typer.Option(False, "--check-reproduce",
                                          help="TARGET is a run folder: re-run its config and report every number that differs"),
+    yes: bool = typer.Option(False, "--yes", "-y", help="start work estimated over 30 minutes without asking"),
 ) -> None:
     """Train as configured and write a run folder with metrics, states and figures.
 
@@ -49,7 +50,7 @@ def run(
                  if value]
         if given:
             raise CoocflowError(f"--resume: continues the folder's own config.json; drop {', '.join(given)}")
-        return _resume(resume, _figure_formats(figures, pdf))
+        return _resume(resume, _figure_formats(figures, pdf), yes)
     if target is None:
         raise CoocflowError("run: pass an experiment name, a config .toml or a run folder (or --resume DIR); "
                             "`coocflow experiments` lists the names")
@@ -62,7 +63,7 @@ def run(
     if target in EXPERIMENTS and EXPERIMENTS[target].study:
         _refuse_unused(f"{target} (a study writes its own figures)",
                        (("--figures/--no-figures", figures is not None), ("--pdf", pdf)))
-    _train_and_write(target, set_, seed, seeds, out, force, figures=_figure_formats(figures, pdf))
+    _train_and_write(target, set_, seed, seeds, out, force, figures=_figure_formats(figures, pdf), yes=yes)
 
 
 def _figure_formats(figures: Optional[bool], pdf: bool) -> tuple[str, ...]:
@@ -74,7 +75,7 @@ def _figure_formats(figures: Optional[bool], pdf: bool) -> tuple[str, ...]:
     return ("png", "pdf") if pdf else ("png",)
 
 
-def _resume(folder: Path, figures: tuple[str, ...]) -> None:
+def _resume(folder: Path, figures: tuple[str, ...], yes: bool = False) -> None:
     from coocflow.api import resumable_config  # lazy: defers pyarrow, 0.3 s
     from coocflow.experiments.study_folder import study_of_folder, study_progress  # lazy: defers JAX, 1-3.6 s
     from coocflow.storage.checkpoint import read_checkpoint_meta  # lazy: defers JAX, 1-3.6 s
@@ -108,7 +109,7 @@ def _resume(folder: Path, figures: tuple[str, ...]) -> None:
              else "t = 0 (it stopped before its first checkpoint)")
     console.print(f"resuming {folder} from {where}")
     _train_and_write(None, [], None, None, folder, False, resume_config=config, figures=figures,
-                     restored=meta is not None)
+                     restored=meta is not None, yes=yes)
 
 
 def _interrupted_message(out: Path) -> Interrupted:
@@ -151,7 +152,7 @@ def _check_reproduce(folder: Path) -> None:
 
 def _train_and_write(target: Optional[str], set_: list[str], seed: Optional[int], seeds: Optional[int],
                      out: Optional[Path], force: bool, resume_config=None, figures: tuple[str, ...] = ("png",),
-                     restored: bool = False) -> Path:
+                     restored: bool = False, yes: bool = False) -> Path:
     from coocflow.api import (  # lazy: defers pyarrow, 0.3 s
         _names_a_run,
         config_of_target,
@@ -186,6 +187,7 @@ def _train_and_write(target: Optional[str], set_: list[str], seed: Optional[int]
     cost = estimate(config)
     if cost.long:
         console.print(f"[yellow]{escape(cost.sentence())}[/]", highlight=False)
+    confirm_long_work(cost.seconds, f"training {config.name}", yes)
     columns = (TextColumn("{task.description:<9}"), BarColumn(), TextColumn("{task.percentage:>5.1f}%"),
                TimeElapsedColumn(), TextColumn("eta"), TimeRemainingColumn())
     import coocflow.storage.checkpoint  # noqa: F401  (the interrupt message reads it, and may not import)  # lazy: defers JAX, 1-3.6 s

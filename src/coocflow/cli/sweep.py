@@ -15,7 +15,7 @@ from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn, Ti
 from rich.table import Table
 
 from coocflow import interrupts
-from coocflow.cli.app import app, console, errors, print_whole
+from coocflow.cli.app import app, confirm_long_work, console, errors, print_whole
 from coocflow.errors import CoocflowError
 
 
@@ -27,6 +27,7 @@ def sweep(
     ray: Optional[str] = typer.Option(None, "--ray", metavar="ADDRESS", help="run as Ray tasks: local (start Ray here), auto, or an address"),
     retry_failed: bool = typer.Option(False, "--retry-failed", help="also re-run jobs that failed before"),
     force: bool = typer.Option(False, "--force", help="delete --out first if it holds a different sweep"),
+    yes: bool = typer.Option(False, "--yes", "-y", help="start a sweep estimated over 30 minutes without asking"),
 ) -> None:
     """Run every job of a sweep (seeds of one configuration batch into one job), resumably.
 
@@ -63,6 +64,11 @@ def sweep(
     counts = {"done": done_before, "failed": sum(state == "failed" for state in before.values()) if not retry_failed else 0,
               "running": 0}
     errors_seen = []
+    from coocflow.estimate import estimate  # lazy: defers the config model, with the sweep's own imports
+
+    pending = {job["id"] for job in todo}
+    confirm_long_work(sum(estimate(job.config).seconds for job in parsed.jobs if job.id in pending) / max(1, workers),
+                      f"the {len(todo)} pending jobs of {parsed.name}", yes)
     columns = (TextColumn("{task.description}"), BarColumn(), TextColumn("{task.completed}/{task.total} jobs"),
                TimeElapsedColumn(), TextColumn("eta"), TimeRemainingColumn())
     with Progress(*columns, console=console) as bar:

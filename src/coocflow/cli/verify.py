@@ -14,7 +14,7 @@ from rich.markup import escape
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 from rich.table import Column, Table
 
-from coocflow.cli.app import VERDICT_COLOURS, _refuse_unused, app, console, print_whole, say
+from coocflow.cli.app import VERDICT_COLOURS, _refuse_unused, app, confirm_long_work, console, print_whole, say
 from coocflow.cli.run import _train_and_write
 from coocflow.errors import CoocflowError
 from coocflow.experiments import EXPERIMENTS
@@ -42,13 +42,14 @@ def verify(
                                            "auto, or an address"),
     workers: Optional[int] = typer.Option(None, "--workers", metavar="N",
                                           help="with --scaling --ray local: Ray's CPUs (default: the cores)"),
+    yes: bool = typer.Option(False, "--yes", "-y", help="start training estimated over 30 minutes without asking"),
 ) -> None:
     """Check every claim of the paper on a run: premises, claims, identities (verify.json/.md/.png).
 
     Examples: coocflow verify runs/paper | coocflow verify tiny --seeds 4 | coocflow verify theory --scaling both
     """
     if scaling is not None:
-        _verify_scaling(target, set_, seed, seeds, out, force, scaling, values, strict, full, ray, workers)
+        _verify_scaling(target, set_, seed, seeds, out, force, scaling, values, strict, full, ray, workers, yes)
         return
     _refuse_unused("verify without --scaling", (("--values", values), ("--ray", ray), ("--workers", workers)))
     from coocflow.phases.verify import verify_run, write_verification  # lazy: defers JAX, 1-3.6 s
@@ -61,7 +62,7 @@ def verify(
                        "then verify the new folder)",
                        (("--set", set_), ("--seed", seed), ("--seeds", seeds), ("--out", out), ("--force", force)))
     else:
-        folder = _train_and_write(target, set_, seed, seeds, out, force)
+        folder = _train_and_write(target, set_, seed, seeds, out, force, yes=yes)
     loaded = load_run(folder)
     verification = verify_run(loaded)
     write_verification(loaded, verification)
@@ -259,8 +260,18 @@ def _verdict_text(rate: dict) -> str:
     return f"[{colour}]{text}[/]"
 
 
+def _training_left(config, axis: str, widths: list[int], out: Path, c0_values) -> float:
+    """The estimated seconds (`coocflow.estimate`) of the width sweep's runs not yet complete in `out`."""
+    from coocflow.estimate import estimate  # lazy: defers the config model
+    from coocflow.storage.folders import RunFolder  # lazy: defers pyarrow, 0.3 s
+    from coocflow.sweep.width import width_runs  # lazy: defers JAX, 1-3.6 s
+
+    planned = width_runs(config, axis, widths, out, c0_values)
+    return sum(estimate(run.config).seconds for run in planned if not RunFolder(run.folder).complete)
+
+
 def _verify_scaling(target, set_, seed, seeds, out, force, axis, values, strict, full=False, ray=None,
-                    workers=None) -> None:
+                    workers=None, yes=False) -> None:
     from coocflow.api import resolve_config  # lazy: defers pyarrow, 0.3 s
     from coocflow.phases.claims import summary_line  # lazy: defers JAX, 1-3.6 s
     from coocflow.phases.scaling import AXES  # lazy: defers JAX, 1-3.6 s
@@ -306,6 +317,8 @@ def _verify_scaling(target, set_, seed, seeds, out, force, axis, values, strict,
     c0_values = experiment.scaling_c0 if experiment and axis == "both" and not any(
         o.startswith("init.c0=") for o in set_) else ()
 
+    confirm_long_work(_training_left(config, axis, widths, out, c0_values),
+                      f"training the width sweep's runs in {out}", yes)
     columns = (TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn())
     with Progress(*columns, console=console, transient=True) as bar:
         task = bar.add_task("width sweep", total=len(widths) * max(1, len(c0_values)))
