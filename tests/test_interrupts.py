@@ -162,3 +162,27 @@ def test_an_interrupt_during_the_report_leaves_the_run_as_it_was(tmp_path):
     assert sorted(p.name for p in out.iterdir()) == sorted(before + ["report.html"]) and _left_behind(out) == []
     assert (out / "report.html").read_text().rstrip().endswith("</html>")
     assert load_run(out).manifest["figures"] == []
+
+
+def test_an_interrupted_width_sweep_keeps_its_runs_and_names_the_command_that_resumes(tmp_path):
+    """`verify --scaling` (issue 29, item 2): exit 130, one line, the same command with its --out;
+    --force, which would delete the kept widths, is not in it."""
+    out = tmp_path / "widths"
+    sets = [x for k, v in LONG.items() if k != "model.m" for x in ("--set", f"{k}={v}")]
+    args = [str(BIN), "verify", "paper", "--scaling", "m", "--values", "8,12", *sets, "--seeds", "1", "--force"]
+    process = subprocess.Popen([*args, "--out", str(out)], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                               env={**os.environ, "COLUMNS": "200"})
+    _wait_for(out / "runs" / "m-8" / "config.json", process)
+    time.sleep(1.0)
+    line = _interrupted(process)
+    resume = " ".join(arg for arg in args[1:] if arg != "--force")
+    assert f"kept in {out / 'runs'}" in line and line.endswith(f"resume with: coocflow {resume} --out {out}"), line
+
+
+def test_an_interrupted_power_table_says_how_to_run_it_again(tmp_path):
+    process = subprocess.Popen([str(BIN), "power", "--trials", "500"], stdout=subprocess.PIPE,
+                               stderr=subprocess.PIPE, text=True, env={**os.environ, "COLUMNS": "200"})
+    time.sleep(6.0)
+    assert process.poll() is None, process.stderr.read()
+    line = _interrupted(process, signal.SIGTERM)
+    assert line.endswith("run again: coocflow power --trials 500"), line

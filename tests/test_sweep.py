@@ -253,3 +253,41 @@ def test_ctrl_c_stops_every_worker_keeps_finished_jobs_and_says_how_to_resume(tm
     while time.time() < until and any(_alive(pid) for pid in workers):
         time.sleep(0.1)
     assert not any(_alive(pid) for pid in workers), "a worker outlived the interrupted sweep"
+
+
+def _tree(pid: int) -> list[int]:
+    """Every live process below `pid` (its children, theirs, ...)."""
+    found, todo = [], [pid]
+    while todo:
+        for child in _children(todo.pop()):
+            found.append(child)
+            todo.append(child)
+    return found
+
+
+@pytest.mark.parametrize("signum", [signal.SIGINT, signal.SIGTERM])
+def test_an_interrupted_ray_sweep_leaves_no_process_and_says_how_to_resume(tmp_path, signum):
+    """Issue 29, item 2, on Ray: a signal to the sweep alone while its local Ray instance trains two
+    jobs stops the raylet, the GCS and every Ray worker within 10 s, exits 130, and the last line
+    names the command that resumes; the resumed sweep runs only what was not finished."""
+    spec = tmp_path / "long.toml"
+    spec.write_text('name = "long"\nbase = "tiny"\nseeds = 1\n[set]\n"train.steps" = 60000\n"observe.points" = 12\n'
+                    '"observe.chunks" = 20\n[grid]\n"model.m" = [4, 6, 8]\n')
+    out = tmp_path / "sweep"
+    process = subprocess.Popen([str(BIN), "sweep", str(spec), "--out", str(out), "--ray", "local", "--workers", "2"],
+                               stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True, start_new_session=True)
+    deadline = time.time() + 240
+    while time.time() < deadline and len(list(out.glob("jobs/*/config.json"))) < 2:
+        assert process.poll() is None, process.stderr.read()
+        time.sleep(0.2)
+    time.sleep(1.0)
+    started = _tree(process.pid)
+    assert len(started) >= 3, "Ray's processes run under the sweep"
+    process.send_signal(signum)
+    _, stderr = process.communicate(timeout=60)
+    assert process.returncode == 130, stderr
+    assert f"resume with: coocflow sweep {spec} --out {out}" in stderr.strip().splitlines()[-1], stderr
+    until = time.time() + 10
+    while time.time() < until and any(_alive(pid) for pid in started):
+        time.sleep(0.1)
+    assert not any(_alive(pid) for pid in started), "a Ray process outlived the interrupted sweep"

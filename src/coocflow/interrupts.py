@@ -78,27 +78,70 @@ before they are killed: the whole command leaves within about twice this."""
 
 
 def stop_children(grace: float = CHILD_GRACE_S) -> None:
-    """Terminate this process's multiprocessing children (a sweep's workers), wait up to `grace`
-    seconds, kill what is left: an interrupted command leaves no process behind. Imports nothing
-    (a command with children has imported multiprocessing)."""
+    """Terminate every process this one started, and theirs (a sweep's multiprocessing workers, a
+    local Ray instance's raylet, GCS and workers): SIGTERM, up to `grace` seconds to stop, then SIGKILL.
+    An interrupted command leaves no process behind. Imports nothing."""
     mp = sys.modules.get("multiprocessing")
-    if mp is None:
-        return
     try:
-        children = mp.active_children()
+        children = mp.active_children() if mp is not None else []
         for child in children:
             child.terminate()
+        others = [pid for pid in _descendants(os.getpid()) if pid not in {c.pid for c in children}]
+        _signal_all(others, signal.SIGTERM)
         deadline = time.monotonic() + grace
         for child in children:
             child.join(max(0.0, deadline - time.monotonic()))
+        while time.monotonic() < deadline and any(_running(pid) for pid in others):
+            time.sleep(0.05)
         for child in children:
             if child.is_alive():
                 child.kill()
                 child.join(1.0)
+        _signal_all(_descendants(os.getpid()), signal.SIGKILL)
         if children:  # release the pool's named semaphores now (the exit skips their finalizers)
             mp.util._run_finalizers(0)
     except Exception:  # leaving is what matters
         pass
+
+
+def _descendants(root: int) -> list[int]:
+    """Every live process below `root` in the process tree (Linux /proc; empty elsewhere)."""
+    children: dict[int, list[int]] = {}
+    try:
+        entries = os.listdir("/proc")
+    except OSError:
+        return []
+    for entry in entries:
+        if entry.isdigit():
+            try:
+                with open(f"/proc/{entry}/stat") as stat:
+                    fields = stat.read().rsplit(")", 1)[1].split()
+            except (OSError, IndexError):
+                continue
+            if fields[0] != "Z":
+                children.setdefault(int(fields[1]), []).append(int(entry))
+    found, todo = [], [root]
+    while todo:
+        for child in children.get(todo.pop(), []):
+            found.append(child)
+            todo.append(child)
+    return found
+
+
+def _running(pid: int) -> bool:
+    try:
+        with open(f"/proc/{pid}/stat") as stat:
+            return stat.read().rsplit(")", 1)[1].split()[0] != "Z"
+    except (OSError, IndexError):
+        return False
+
+
+def _signal_all(pids: list[int], signum: int) -> None:
+    for pid in pids:
+        try:
+            os.kill(pid, signum)
+        except OSError:
+            pass
 
 
 def exit_interrupted() -> None:
@@ -148,6 +191,14 @@ def _watch(fd: int) -> None:
         _state["pending"] = True
 
 
+def reclaim() -> None:
+    """Take SIGINT and SIGTERM back after a library installed its own C-level handlers (Ray's driver
+    aborts on SIGTERM), when `install` has run; the watcher and its wakeup pipe stay as they are."""
+    if _state.get("installed"):
+        for signum in SIGNALS:
+            signal.signal(signum, _handler)
+
+
 def install() -> None:
     """Route SIGINT and SIGTERM of this process through the two regimes above (main thread
     only; the command line calls it first thing)."""
@@ -158,4 +209,5 @@ def install() -> None:
     signal.set_wakeup_fd(write_fd, warn_on_full_buffer=False)
     for signum in SIGNALS:
         signal.signal(signum, _handler)
+    _state["installed"] = True
     threading.Thread(target=_watch, args=(read_fd,), name="coocflow-interrupts", daemon=True).start()

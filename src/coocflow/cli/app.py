@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import shlex
 import sys
 import textwrap
 
@@ -78,6 +79,16 @@ def confirm_long_work(seconds: float, what: str, yes: bool) -> None:
         return
     console.print(f"[yellow]{escape(text)}; no terminal to ask, so it starts (--yes skips this note)[/]",
                   highlight=False)
+
+
+def again_command(out=None, drop: tuple[str, ...] = ("--force", "--yes", "-y")) -> str:
+    """The command line that continues this one where an interrupt left it: the same arguments, with
+    `--out OUT` added when the command chose OUT itself, and without `drop` (`--force` would delete
+    the work kept so far)."""
+    args = [arg for arg in sys.argv[1:] if arg not in drop]
+    if out is not None and "--out" not in args:
+        args += ["--out", str(out)]
+    return shlex.join(["coocflow", *args])
 
 
 def print_whole(renderable) -> None:

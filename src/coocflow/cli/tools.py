@@ -11,7 +11,8 @@ import typer.core
 from rich.progress import Progress
 from rich.table import Table
 
-from coocflow.cli.app import app, console, print_whole
+from coocflow import interrupts
+from coocflow.cli.app import again_command, app, console, print_whole
 from coocflow.errors import CoocflowError
 from coocflow.experiments.registry import EXPERIMENTS
 
@@ -128,11 +129,14 @@ def power(
         raise CoocflowError(f"--trials {trials}: give a positive number of simulated sweeps")
     theory = EXPERIMENTS["theory"]
     widths, seeds, test = [float(m) for m in theory.scaling_widths], theory.scaling_seeds, RateTest(-1.0)
+    again = again_command()
+    interrupts.set_message(lambda: f"interrupted before the table was written (nothing to keep); run again: {again}")
     with Progress(console=console, transient=True) as bar:
         task = bar.add_task("simulating sweeps",
                             total=len(ERRORS) * len(NOISES) + len(scenarios(widths)) * len(SCENARIO_NOISES))
         cells = power_table(test, widths, seeds, trials, progress=lambda: bar.advance(task))
         shapes = scenario_table(widths, seeds, trials, progress=lambda: bar.advance(task))
+    interrupts.set_message(None)
     command = "coocflow power" + (f" --trials {trials}" if trials != 200 else "") + (f" --out {out}" if out else "")
     text = power_markdown(cells, test, widths, seeds, command, shapes)
     console.print(text, highlight=False, markup=False)

@@ -14,7 +14,17 @@ from rich.markup import escape
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 from rich.table import Column, Table
 
-from coocflow.cli.app import VERDICT_COLOURS, _refuse_unused, app, confirm_long_work, console, print_whole, say
+from coocflow import interrupts
+from coocflow.cli.app import (
+    VERDICT_COLOURS,
+    _refuse_unused,
+    again_command,
+    app,
+    confirm_long_work,
+    console,
+    print_whole,
+    say,
+)
 from coocflow.cli.run import _train_and_write
 from coocflow.errors import CoocflowError
 from coocflow.experiments import EXPERIMENTS
@@ -329,7 +339,11 @@ def _verify_scaling(target, set_, seed, seeds, out, force, axis, values, strict,
             bar.update(task, description=f"width sweep ({text.split(', gram', 1)[0].split(', weights', 1)[0]})")
 
         train = _width_trainer_on_ray(out, ray, workers, bar, task) if ray else None
+        resume = again_command(out)
+        interrupts.set_message(lambda: f"interrupted: the finished widths are kept in {out / 'runs'} (an unfinished "
+                                       f"one from its last checkpoint); resume with: {resume}")
         report = width_scaling(config, axis, widths, out, progress=progress, c0_values=c0_values, train=train)
+        interrupts.set_message(None)
     written = write_scaling(out, report, config)
     base = base_width(report, config)
     table = report["claims"]

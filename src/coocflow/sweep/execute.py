@@ -17,6 +17,7 @@ from typing import Callable
 
 import numpy as np
 
+from coocflow import interrupts
 from coocflow.api import ensure_run
 from coocflow.config import config_from_dict
 from coocflow.errors import ConfigError, CoocflowError
@@ -164,6 +165,7 @@ def run_on_ray(root: Path, jobs: list[dict], address: str, workers: int, report:
                  runtime_env={"env_vars": {"PYTHONPATH": os.environ.get("PYTHONPATH", "")}})
     else:
         ray.init(address=address, include_dashboard=False, log_to_driver=False)
+    interrupts.reclaim()  # Ray's driver installs a SIGTERM handler that aborts: ours stops Ray's processes
     try:
         remote = ray.remote(num_cpus=1, max_retries=0)(task)
         pending = {}
