@@ -224,21 +224,27 @@ def _alive(pid: int) -> bool:
     return state != "Z"
 
 
-@pytest.mark.parametrize("whom", ["group", "parent"])
-def test_ctrl_c_stops_every_worker_keeps_finished_jobs_and_says_how_to_resume(tmp_path, whom):
-    """Issue 29, item 2: SIGINT to the terminal's process group, or to the sweep alone, while two
-    workers train: exit 130, no worker left within 10 s, one line with the command that resumes."""
+def _two_jobs_training(tmp_path: Path, seeds: int, steps: int, widths: str, *flags: str):
+    """A sweep of long tiny jobs started in its own session, returned once two of its jobs train."""
     spec = tmp_path / "long.toml"
-    spec.write_text('name = "long"\nbase = "tiny"\nseeds = 2\n[set]\n"train.steps" = 40000\n"observe.points" = 12\n'
-                    '"observe.chunks" = 20\n[grid]\n"model.m" = [4, 6, 8, 10]\n')
+    spec.write_text(f'name = "long"\nbase = "tiny"\nseeds = {seeds}\n[set]\n"train.steps" = {steps}\n'
+                    f'"observe.points" = 12\n"observe.chunks" = 20\n[grid]\n"model.m" = {widths}\n')
     out = tmp_path / "sweep"
-    process = subprocess.Popen([str(BIN), "sweep", str(spec), "--out", str(out), "--workers", "2"],
+    process = subprocess.Popen([str(BIN), "sweep", str(spec), "--out", str(out), *flags],
                                stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True, start_new_session=True)
     deadline = time.time() + 240
     while time.time() < deadline and len(list(out.glob("jobs/*/config.json"))) < 2:
         assert process.poll() is None, process.stderr.read()
         time.sleep(0.2)
     time.sleep(1.0)
+    return spec, out, process
+
+
+@pytest.mark.parametrize("whom", ["group", "parent"])
+def test_ctrl_c_stops_every_worker_keeps_finished_jobs_and_says_how_to_resume(tmp_path, whom):
+    """Issue 29, item 2: SIGINT to the terminal's process group, or to the sweep alone, while two
+    workers train: exit 130, no worker left within 10 s, one line with the command that resumes."""
+    spec, out, process = _two_jobs_training(tmp_path, 2, 40000, "[4, 6, 8, 10]", "--workers", "2")
     workers = _children(process.pid)
     assert len(workers) >= 2, "two workers train"
     if whom == "group":
@@ -270,17 +276,7 @@ def test_an_interrupted_ray_sweep_leaves_no_process_and_says_how_to_resume(tmp_p
     """Issue 29, item 2, on Ray: a signal to the sweep alone while its local Ray instance trains two
     jobs stops the raylet, the GCS and every Ray worker within 10 s, exits 130, and the last line
     names the command that resumes; the resumed sweep runs only what was not finished."""
-    spec = tmp_path / "long.toml"
-    spec.write_text('name = "long"\nbase = "tiny"\nseeds = 1\n[set]\n"train.steps" = 60000\n"observe.points" = 12\n'
-                    '"observe.chunks" = 20\n[grid]\n"model.m" = [4, 6, 8]\n')
-    out = tmp_path / "sweep"
-    process = subprocess.Popen([str(BIN), "sweep", str(spec), "--out", str(out), "--ray", "local", "--workers", "2"],
-                               stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True, start_new_session=True)
-    deadline = time.time() + 240
-    while time.time() < deadline and len(list(out.glob("jobs/*/config.json"))) < 2:
-        assert process.poll() is None, process.stderr.read()
-        time.sleep(0.2)
-    time.sleep(1.0)
+    spec, out, process = _two_jobs_training(tmp_path, 1, 60000, "[4, 6, 8]", "--ray", "local", "--workers", "2")
     started = _tree(process.pid)
     assert len(started) >= 3, "Ray's processes run under the sweep"
     process.send_signal(signum)
