@@ -64,3 +64,23 @@ def test_the_relaxed_p7_verdict_stands_beside_the_stated_one():
     assert f5["verdict"] == "fail outside premises" and f5["verdict_relaxed"] == "fail"
     assert "with P7 relaxed to L. D.8's own bound (P7r)" in summary_line(claims_table(stated))
     assert {c.id for c in CLAIMS if "P7r" in c.premises} == set()
+
+
+def test_an_init_lemma_is_judged_by_its_probability_delta_not_run_by_run():
+    """L. D.1 holds with probability 1 - delta = 0.95 per run: 2 failing runs of 72 (the m1 sweep's) are
+    what it allows (P(Binomial(72, 0.05) >= 2) = 0.88), 3 of 8 are not (0.006); a dynamics check gets
+    no such allowance."""
+    from coocflow.phases.claims import AT_PROBABILITY, PROBABILITY_LEVEL, within_probability
+
+    name = "lemmaD.1_init_concentration"
+    assert name in AT_PROBABILITY and "thm3.1_correct_by_T1" not in AT_PROBABILITY
+    assert abs(within_probability(2, 72) - 0.8808) < 1e-4 and abs(within_probability(3, 8) - 0.00579) < 1e-5
+    assert within_probability(1, 1) == PROBABILITY_LEVEL
+    runs = [width({name: counts(passed=8)}) for _ in range(7)]
+    runs += [width({name: counts(passed=7, failed=1)}) for _ in range(2)]
+    d1 = row(claims_table(every_run_summary(runs, runs[0])), "D1")
+    assert d1["verdict"] == "pass" and "2 outside the lemma's events" in d1["evidence"][0]["text"]
+    many = width({name: counts(passed=5, failed=3)})
+    assert row(claims_table(many), "D1")["verdict"] == "fail"
+    t31 = width({"thm3.1_correct_by_T1": counts(passed=71, failed=1)})
+    assert row(claims_table(t31), "T3.1")["verdict"] == "fail"

@@ -15,7 +15,17 @@ import json
 import sys
 from importlib import resources
 
-from coocflow.phases import check_registry, checks, checks_phase2, exponents, premises, rate_test, scaling, state_values
+from coocflow.phases import (
+    check_registry,
+    checks,
+    checks_phase2,
+    claims,
+    exponents,
+    premises,
+    rate_test,
+    scaling,
+    state_values,
+)
 from coocflow.phases.checks import EVIDENCE
 from coocflow.phases.claims import CLAIMS
 
@@ -51,6 +61,8 @@ def thresholds() -> dict[str, float]:
         "premises.GD_STEP_LIMIT": premises.GD_STEP_LIMIT,
         "premises.E7_NEURON_FACTOR": premises.E7_NEURON_FACTOR,
         "scaling.AXIS_INVARIANCE": scaling.AXIS_INVARIANCE,
+        "claims.PROBABILITY_LEVEL": claims.PROBABILITY_LEVEL,
+        "claims.AT_PROBABILITY": sorted(claims.AT_PROBABILITY),
     }
 
 

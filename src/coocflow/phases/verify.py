@@ -17,6 +17,7 @@ from coocflow.phases.checks import CHECKS, EVIDENCE, IDENTITY_TOLERANCE, CheckRe
 from coocflow.phases.claims import (
     CLAIMS,
     NO_VERDICT,
+    allowed_failures,
     claims_markdown,
     claims_table,
     evidence_counts,
@@ -117,7 +118,7 @@ class Verification:
     def findings(self) -> list[str]:
         """The checks that failed on some seed with their premises met: findings against the
         paper (or the implementation, for an identity). `verify --strict` exits on these."""
-        return [name for name, rate in self.pass_rates().items() if rate["failed"]]
+        return [name for name, rate in self.pass_rates().items() if rate["failed"] and not allowed_failures(name, rate)]
 
     def table(self):
         """`pass_rates` as a pyarrow Table, one row per check (`.to_pandas()`, Polars, DuckDB)."""
