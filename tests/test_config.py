@@ -144,3 +144,11 @@ def test_the_command_line_seeds_win_over_the_file(tmp_path):
     assert resolve_config(path, seed=5).seed_list == (5, 6)
     with pytest.raises(ConfigError, match="--seeds: this command already lists seeds = \\[4\\]"):
         resolve_config(path, ["seeds=[4]"], n_seeds=3)
+
+
+def test_a_t_end_too_large_to_count_in_steps_is_still_one_clear_error():
+    """Found by tests/test_fuzz.py: t_end = 1.8e306 with GD made the suggested train.steps overflow."""
+    with pytest.raises(ConfigError, match=r"train.t_end: applies to train.method=flow; .*\(too many to count\)"):
+        resolve_config("tiny", ["train.t_end=1.797693134862316e+306", "optimizer.lr=1e-10"])
+    with pytest.raises(ConfigError, match=r"set train.steps=300 instead"):
+        resolve_config("tiny", ["train.t_end=30"])

@@ -473,6 +473,12 @@ def config_from_dict(tree: dict[str, Any]) -> Config:
     return config
 
 
+def _steps_to(t_end: float, lr: float) -> str:
+    """The number of steps of size `lr` that reach `t_end`, as a suggestion (a word where it overflows)."""
+    steps = t_end / lr
+    return str(max(1, round(steps))) if math.isfinite(steps) else "t_end / lr (too many to count)"
+
+
 def _need(condition: bool, message: str) -> None:
     if not condition:
         raise ConfigError(message)
@@ -568,7 +574,8 @@ def validate(c: Config) -> None:
     _need(o.weight_decay >= 0, f"optimizer.weight_decay: must be >= 0 (got {o.weight_decay})")
     _need(t.t_end >= 0, f"train.t_end: must be >= 0, 0 meaning optimizer.lr * train.steps (got {t.t_end})")
     _need(t.t_end == 0 or t.method == "flow",
-          f"train.t_end: applies to train.method=flow; {t.method} runs train.steps steps to t = lr * steps, so set train.steps={max(1, round(t.t_end / o.lr))} instead")
+          f"train.t_end: applies to train.method=flow; {t.method} runs train.steps steps to t = lr * steps, so set "
+              f"train.steps={_steps_to(t.t_end, o.lr)} instead")
     _need(solver.rtol > 0 and solver.atol > 0, f"solver.rtol, solver.atol: must be > 0 (got {solver.rtol}, {solver.atol})")
     _need(solver.max_steps > 0, f"solver.max_steps: must be > 0 (got {solver.max_steps})")
     _need(t.batch_size in (0, d.n) or t.method != "flow",
