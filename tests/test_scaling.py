@@ -109,15 +109,18 @@ def test_a_quantity_the_same_at_every_width_is_not_evidence():
 
 @pytest.fixture(scope="module")
 def sweep(tmp_path_factory):
+    """Two widths with the same m1 = 2 (P1 allows no more below m = 768): in the Gram space their flow
+    is one compiled program (the width is an input), which halves the fixture's cost; m1 growing with
+    m is test_width_overrides_keep_p1_and_the_runs_own_time_scale's."""
     config = resolve_config("theory", ["data.n=24", "data.d=40", "observe.points=60", "observe.chunks=1"], n_seeds=2)
     out = tmp_path_factory.mktemp("scaling")
-    return config, out, width_scaling(config, "both", [256, 512], out)
+    return config, out, width_scaling(config, "both", [512, 640], out)
 
 
 def test_a_small_sweep_measures_fits_and_judges(sweep):
     config, out, report = sweep
-    assert len(report["rows"]) == 4 and {r["m"] for r in report["rows"]} == {256, 512}
-    assert {w["space"] for w in report["widths"]} == {"gram"} and {(r["m"], r["m1"]) for r in report["rows"]} == {(256, 1), (512, 2)}
+    assert len(report["rows"]) == 4 and {r["m"] for r in report["rows"]} == {512, 640}
+    assert {w["space"] for w in report["widths"]} == {"gram"} and {(r["m"], r["m1"]) for r in report["rows"]} == {(512, 2), (640, 2)}
     row = report["rows"][0]
     for name in ("all_correct_time", "dG1_at_0", "score_change_at_T1", "neuron_gram_change_at_T1", "T_star",
                  "min_margin_at_T1"):
@@ -137,9 +140,9 @@ def test_a_small_sweep_measures_fits_and_judges(sweep):
 
 def test_a_second_sweep_reuses_its_width_runs(sweep):
     config, out, _ = sweep
-    manifest = out / "runs" / "both-256" / "manifest.json"
+    manifest = out / "runs" / "both-640" / "manifest.json"
     before = manifest.stat().st_mtime_ns
-    report = width_scaling(config, "both", [256, 512], out)
+    report = width_scaling(config, "both", [512, 640], out)
     assert manifest.stat().st_mtime_ns == before and len(report["rows"]) == 4
 
 
@@ -175,14 +178,14 @@ def test_the_command_reuses_the_sweep_and_prints_the_claims(sweep):
     manifest = out / "runs" / "both-512" / "manifest.json"
     before = manifest.stat().st_mtime_ns
     cli = Path(sys.executable).parent / "coocflow"
-    args = [str(cli), "verify", "theory", "--scaling", "both", "--values", "256,512", "--seeds", "2",
+    args = [str(cli), "verify", "theory", "--scaling", "both", "--values", "512,640", "--seeds", "2",
             "--set", "data.n=24", "--set", "data.d=40", "--set", "observe.points=60",
             "--set", "observe.chunks=1", "--out", str(out), "--strict"]
     done = subprocess.run(args, capture_output=True, text=True, env={**__import__("os").environ, "COLUMNS": "80"})
     report = json.loads((out / "scaling.json").read_text())
     failed = [row["id"] for row in report["claims"] if row["verdict"] == "fail"]
     assert done.returncode == (2 if failed else 0), done.stderr
-    assert "claims:" in done.stdout and "premises at m=512" in done.stdout and "premises over the " in done.stdout
+    assert "claims:" in done.stdout and "premises at m=640" in done.stdout and "premises over the " in done.stdout
     assert "C_T1 = 10/20/40, same runs re-judged:" in done.stdout
     assert "## C_T1 sensitivity: the same runs judged at C_T1 = 10 / 20 / 40" in (out / "scaling.md").read_text()
     assert report["c_t1_sensitivity"]["c_t1"] == [10.0, 20.0, 40.0] and "c_t1_judged" not in report
@@ -191,7 +194,7 @@ def test_the_command_reuses_the_sweep_and_prints_the_claims(sweep):
     assert all(any(line[7:].startswith(f"{claim.id} ") for line in lines) for claim in CLAIMS)
     assert "[shares E24's evidence, own bound]" in " ".join(done.stdout.split())
     assert (out / "scaling.md").read_text().count("\n| ") > len(CLAIMS) and (out / "scaling.png").stat().st_size > 20000
-    assert report["base_width"] == 512 and len(report["claims"]) == len(CLAIMS)
+    assert report["base_width"] == 640 and len(report["claims"]) == len(CLAIMS)
     assert manifest.stat().st_mtime_ns == before
     shown = subprocess.run([str(cli), "show", str(out)], capture_output=True, text=True)
     assert shown.returncode == 2 and "a width sweep, not a run folder" in shown.stderr and "coocflow report" in shown.stderr
