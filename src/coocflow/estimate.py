@@ -10,7 +10,8 @@ The constants were measured on the 2-core development machine (float64, 2026-12-
 - weight space, one observation: the neuron observables form W W^T, 2 m1^2 m flops at about
   22 GFLOP/s (m = m1 = 4096 with 11 observations: 67 s; 2048: 8.4 s).
 - the Gram space: about 200 us a GD step and 130 us a flow right-hand side at any width (benchmarks
-  `gram`), 1e-3 s an observation.
+  `gram`), 1e-3 s an observation; resolved neurons add about 6e-8 s per entry of their m1 x (m1 + d)
+  Grams to each (`GRAM_SECONDS_PER_NEURON_ENTRY`).
 - the flow takes about 2,000 right-hand sides to t = 300 on the paper's data (Dopri8: 1,858 at
   m = 10^6), and compiling a run about 4 s.
 
@@ -36,6 +37,10 @@ SECONDS_PER_OBSERVATION_FLOP = 1 / 22e9
 GRAM_SECONDS_PER_STEP = 200e-6
 GRAM_SECONDS_PER_RHS = 130e-6
 GRAM_SECONDS_PER_OBSERVATION = 1e-3
+GRAM_SECONDS_PER_NEURON_ENTRY = 6e-8
+"""With `model.neurons`, a flow right-hand side also moves the m1 x (m1 + d) neuron Grams: measured on
+the theory m1 sweep (`verify theory --scaling m1`, 8 seeds on 2 cores): 9 min at m1 = 1024, where this
+term is 0.066 s a right-hand side; 81 s at m1 = 64, where compiling dominates."""
 FLOW_EVALUATIONS = 2000
 COMPILE_SECONDS = 4.0
 WEIGHT_COPIES = 6
@@ -96,6 +101,8 @@ def estimate(config: Config) -> Estimate:
     points = config.observe.points
     share = _parallel_share(config)
     gram_per_update = GRAM_SECONDS_PER_RHS if config.is_flow else GRAM_SECONDS_PER_STEP
+    if config.model.neurons:
+        gram_per_update += GRAM_SECONDS_PER_NEURON_ENTRY * m1 * (m1 + d)
     gram_seconds = COMPILE_SECONDS + share * (_updates(config) * gram_per_update + points * GRAM_SECONDS_PER_OBSERVATION)
     gram_bytes = 8.0 * len(config.seed_list) * WEIGHT_COPIES * (4 * d * d + (m1 * (m1 + d) if config.model.neurons else 0))
     if config.model.space == "gram":
