@@ -86,7 +86,8 @@ def stop_children(grace: float = CHILD_GRACE_S) -> None:
         children = mp.active_children() if mp is not None else []
         for child in children:
             child.terminate()
-        others = [pid for pid in _descendants(os.getpid()) if pid not in {c.pid for c in children}]
+        helpers = _multiprocessing_helpers(mp)
+        others = [pid for pid in _descendants(os.getpid()) if pid not in {c.pid for c in children} | helpers]
         _signal_all(others, signal.SIGTERM)
         deadline = time.monotonic() + grace
         for child in children:
@@ -97,11 +98,23 @@ def stop_children(grace: float = CHILD_GRACE_S) -> None:
             if child.is_alive():
                 child.kill()
                 child.join(1.0)
-        _signal_all(_descendants(os.getpid()), signal.SIGKILL)
+        _signal_all([pid for pid in _descendants(os.getpid()) if pid not in helpers], signal.SIGKILL)
         if children:  # release the pool's named semaphores now (the exit skips their finalizers)
             mp.util._run_finalizers(0)
     except Exception:  # leaving is what matters
         pass
+
+
+def _multiprocessing_helpers(mp) -> set[int]:
+    """multiprocessing's resource tracker and fork server: they leave by themselves when this process
+    does, and killing the tracker first makes the pool's clean-up relaunch it and print tracebacks."""
+    if mp is None:
+        return set()
+    tracker = getattr(getattr(sys.modules.get("multiprocessing.resource_tracker"), "_resource_tracker", None),
+                      "_pid", None)
+    server = getattr(getattr(sys.modules.get("multiprocessing.forkserver"), "_forkserver", None),
+                     "_forkserver_pid", None)
+    return {pid for pid in (tracker, server) if pid}
 
 
 def _descendants(root: int) -> list[int]:
