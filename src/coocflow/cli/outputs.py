@@ -8,7 +8,7 @@ from typing import Optional
 import typer
 import typer.core
 
-from coocflow.cli.app import app, console
+from coocflow.cli.app import app, console, say
 from coocflow.docs import write_docs
 from coocflow.errors import CoocflowError
 
@@ -35,7 +35,7 @@ def docs(out: Path = typer.Option(Path("docs"), "--out", metavar="DIR", help="fo
     Example: coocflow docs --out docs
     """
     for path in write_docs(out):
-        console.print(f"written: {path}")
+        say(f"written: {path}")
 
 
 @app.command()
@@ -72,5 +72,5 @@ def compare(
 
     comparison = compare_runs(runs, columns, out)
     render_comparison(comparison, console)
-    console.print(f"written: {comparison.folder / 'compare.json'}, {comparison.figure}; "
+    say(f"written: {comparison.folder / 'compare.json'}, {comparison.figure}; "
                   f"page: coocflow report {comparison.folder}")

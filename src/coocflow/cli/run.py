@@ -13,7 +13,7 @@ from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn, Ti
 from rich.table import Table
 
 from coocflow import interrupts
-from coocflow.cli.app import _refuse_unused, app, confirm_long_work, console, print_whole
+from coocflow.cli.app import _refuse_unused, app, confirm_long_work, console, print_whole, say
 from coocflow.config import config_from_dict
 from coocflow.errors import ConfigError, CoocflowError, Interrupted, RunFolderError
 from coocflow.estimate import estimate
@@ -265,7 +265,7 @@ def _run_study(config, out: Optional[Path], force: bool, resume: bool = False) -
     study = StudyFolder(folder)
     console.print(study.summary_file.read_text())
     figures = [folder / name for name in study.manifest()["figures"]]
-    console.print(f"written: {', '.join(str(p) for p in figures)}, {study.summary_file}")
+    say(f"written: {', '.join(str(p) for p in figures)}, {study.summary_file}")
     diverged = divergence_message(record, folder)
     if diverged:
         raise CoocflowError(diverged)

@@ -12,7 +12,7 @@ from rich.progress import Progress
 from rich.table import Table
 
 from coocflow import interrupts
-from coocflow.cli.app import again_command, app, console, print_whole
+from coocflow.cli.app import again_command, app, console, print_whole, say
 from coocflow.errors import CoocflowError
 from coocflow.experiments.registry import EXPERIMENTS
 
@@ -142,4 +142,4 @@ def power(
     console.print(text, highlight=False, markup=False)
     if out is not None:
         atomic_write_text(out, text)
-        console.print(f"written: {out}")
+        say(f"written: {out}")

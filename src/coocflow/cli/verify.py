@@ -87,7 +87,7 @@ def verify(
         _print_summary_of_claims(f"verify {folder}: {len(table)} claims, {len(loaded.manifest.get('seeds') or [1])} "
                                  "seed(s)", premises, table, summary_line(table),
                                  [RunFolder(folder).verify_file("md"), RunFolder(folder).verify_file("json")])
-    console.print("written: " + ", ".join(str(RunFolder(folder).verify_file(kind)) for kind in ("json", "md", "png")))
+    say("written: " + ", ".join(str(RunFolder(folder).verify_file(kind)) for kind in ("json", "md", "png")))
     failed = verification.findings()
     if strict and failed:
         raise CoocflowError(f"verify --strict: {len(failed)} checks failed with their premises met: "
@@ -374,8 +374,8 @@ def _verify_scaling(target, set_, seed, seeds, out, force, axis, values, strict,
                 f"{premise} (not met in {count})" for premise, count in unmet_at.items())))
     sensitivity = _sensitivity_line(report.get("c_t1_sensitivity"))
     if sensitivity:
-        console.print(escape(sensitivity), highlight=False)
-    console.print(f"written in {out}: {', '.join(path.name for path in written)}; runs under runs/")
+        say(sensitivity)
+    say(f"written in {out}: {', '.join(path.name for path in written)}; runs under runs/")
     findings = [row["id"] for row in table if row["verdict"] == "fail"]
     if strict and findings:
         raise CoocflowError(f"verify --strict: {len(findings)} claims failed with their premises met: {', '.join(findings)}")
