@@ -119,20 +119,15 @@ def _multiprocessing_helpers(mp) -> set[int]:
 
 def _descendants(root: int) -> list[int]:
     """Every live process below `root` in the process tree (Linux /proc; empty elsewhere)."""
-    children: dict[int, list[int]] = {}
     try:
-        entries = os.listdir("/proc")
+        entries = [int(entry) for entry in os.listdir("/proc") if entry.isdigit()]
     except OSError:
         return []
-    for entry in entries:
-        if entry.isdigit():
-            try:
-                with open(f"/proc/{entry}/stat") as stat:
-                    fields = stat.read().rsplit(")", 1)[1].split()
-            except (OSError, IndexError):
-                continue
-            if fields[0] != "Z":
-                children.setdefault(int(fields[1]), []).append(int(entry))
+    children: dict[int, list[int]] = {}
+    for pid in entries:
+        fields = _stat(pid)
+        if fields and fields[0] != "Z":
+            children.setdefault(int(fields[1]), []).append(pid)
     found, todo = [], [root]
     while todo:
         for child in children.get(todo.pop(), []):
@@ -142,11 +137,17 @@ def _descendants(root: int) -> list[int]:
 
 
 def _running(pid: int) -> bool:
+    fields = _stat(pid)
+    return bool(fields) and fields[0] != "Z"
+
+
+def _stat(pid: int) -> list[str]:
+    """The fields of /proc/PID/stat after the command name (state, parent, ...); empty when gone."""
     try:
         with open(f"/proc/{pid}/stat") as stat:
-            return stat.read().rsplit(")", 1)[1].split()[0] != "Z"
+            return stat.read().rsplit(")", 1)[1].split()
     except (OSError, IndexError):
-        return False
+        return []
 
 
 def _signal_all(pids: list[int], signum: int) -> None:
