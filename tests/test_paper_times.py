@@ -12,13 +12,14 @@ from coocflow.phases.scaling import QUANTITIES, t_star
 from coocflow.phases.verify import seed_data, verify_run
 from coocflow.storage import load_run
 
-SMALL = ["data.n=24", "data.d=40", "model.m=32768", "model.m1=64", "optimizer.lr=3e-7", "train.t_end=1.7e6",
-         "observe.chunks=1"]
+SMALL = ["data.n=24", "data.d=40", "model.m=32768", "model.m1=64", "optimizer.lr=3e-7", "train.t_end=1.7e6"]
 """The theory experiment made small: 24 samples, m = 2^15 (P1 holds with m1 = 64), the flow to past T*."""
 
 
 def _run(tmp_path_factory, points: int):
-    config = resolve_config("theory", [*SMALL, f"observe.points={points}"], n_seeds=2)
+    """In chunks of 80 observations (1 chunk sparse, 2 dense): one chunk length, so the dense run
+    reuses the sparse run's compiled flow and locator."""
+    config = resolve_config("theory", [*SMALL, f"observe.points={points}", f"observe.chunks={points // 80}"], n_seeds=2)
     folder, _ = run_and_write(config, tmp_path_factory.mktemp(f"times{points}") / "run", figures=False)
     return load_run(folder)
 
