@@ -265,7 +265,7 @@ def case_gram_wide(quick: bool) -> list[dict]:
 
 
 SCALING_TARGETS = (300.0, 20.0)
-"""Issue 19's targets for `coocflow verify theory --scaling both` on 2 cores: cold, and re-checking
+"""The targets for `coocflow verify theory --scaling both` on 2 cores: cold, and re-checking
 a sweep whose runs exist (seconds)."""
 
 

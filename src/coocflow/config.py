@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import dataclasses
 import difflib
-import json
 import math
 import tomllib
 from dataclasses import dataclass, field
@@ -640,7 +639,3 @@ def flatten_dotted(tree: dict, prefix: str = "") -> dict[str, Any]:
         else:
             out[f"{prefix}{key}"] = value
     return out
-
-
-def config_to_json(config: Config) -> str:
-    return json.dumps(config.to_dict(), indent=2, sort_keys=True)

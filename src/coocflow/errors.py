@@ -13,10 +13,6 @@ class RunFolderError(CoocflowError):
     """A run folder is missing, incomplete, corrupted or from an unknown format version."""
 
 
-class DivergenceError(CoocflowError):
-    """A run produced a non-finite loss or weight; the observations before it are kept."""
-
-
 class Interrupted(CoocflowError):
     """Ctrl-C or SIGTERM stopped a run; its folder keeps a checkpoint to resume from."""
 

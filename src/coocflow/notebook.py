@@ -157,7 +157,7 @@ def run(experiment_or_config: str | Path | Config = "paper", *, seeds: int | Seq
     refuse_existing_out(folder, force)
     if study_of(resolved) is None:
         cost = estimate(resolved)
-        if cost.long:  # said before the work starts, as `coocflow run` does (issue 29)
+        if cost.long:  # said before the work starts, as `coocflow run` does
             print(f"{resolved.name}: {cost.sentence()}", file=sys.stderr, flush=True)
     execute(resolved, folder, force=force, figures=figures)
     return load(folder)

@@ -1,4 +1,4 @@
-"""A run of any system, end to end: config -> system -> integrate -> run folder -> figure (issue 21).
+"""A run of any system, end to end: config -> system -> integrate -> run folder -> figure.
 
 The folder is the run folder format (storage/run_folder.py) with the system's own state:
 

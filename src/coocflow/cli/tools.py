@@ -98,7 +98,7 @@ def fit_rate(
 
 
 FIT_RATE_EXIT = {"pass": 0, "fail": 1, "inconclusive": 3, "vacuous": 4}
-"""`coocflow fit-rate`'s exit code per verdict, so a script can gate on it (issue 29): 0 pass, 1 fail,
+"""`coocflow fit-rate`'s exit code per verdict, so a script can gate on it: 0 pass, 1 fail,
 3 inconclusive, 4 vacuous; 2 stays every command's bad input (a one-line error)."""
 
 

@@ -383,7 +383,7 @@ def _verify_scaling(target, set_, seed, seeds, out, force, axis, values, strict,
 
 def _sensitivity_line(sensitivity: dict | None) -> str | None:
     """One sentence: the claims whose verdict changes when the same runs are judged at other C_T1
-    (issue 28, item 4; each claim's verdicts are in scaling.md)."""
+    (each claim's verdicts are in scaling.md)."""
     if not sensitivity:
         return None
     values = "/".join(f"{c:g}" for c in sensitivity["c_t1"])

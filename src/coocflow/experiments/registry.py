@@ -50,7 +50,7 @@ THEORY_WIDTHS = (32768, 49667, 75281, 114105, 172951, 262144, 397336, 602249, 91
 """16 widths from 2^15 to 2^24, evenly spaced in log m: the smallest is the first where m1 = 64 neurons
 meet P1 (m >= 10 m1 log^2(m1/delta)); power of the rate test at this design: docs/power.md."""
 THEORY_NEURONS = (64, 91, 128, 181, 256, 362, 512, 724, 1024)
-"""The m1 axis (issue 28, item 5): 9 neuron counts 2^6..2^10, evenly spaced in log m1, at m = 2^24. The
+"""The m1 axis: 9 neuron counts 2^6..2^10, evenly spaced in log m1, at m = 2^24. The
 smallest is the first power of two above Cond. 1's m1 >= 8 log(4/delta) = 35 (`premises.min_neurons`); at
 the largest, m / (m1 log^2(m1/delta)) = 170 >> 10 (P1). The flow's cost grows as m1^2 (the Gram state)."""
 THEORY = {

@@ -77,17 +77,6 @@ def minibatch(data: Any, key: jax.Array, step: jax.Array, batch_size: int) -> An
     return jax.tree.map(lambda leaf: leaf[index], data)
 
 
-def optimizer_step(optimizer: optax.GradientTransformation, gradient):
-    """`take_step` for a (params, optimizer state) carry: one update of `optimizer` along
-    `gradient(params)`, the step of every discrete training (eq. (1), the deep and Markov studies)."""
-    def take_step(_, carry):
-        params, state = carry
-        updates, state = optimizer.update(gradient(params), state, params)
-        return optax.apply_updates(params, updates), state
-
-    return take_step
-
-
 def steps_then_observe(take_step, observe, stepped, kept, marks, steps_of=lambda mark: mark):
     """The inner loop of every discrete training, for one seed in one compiled call: for each mark,
     `steps_of(mark)` steps of `take_step` on the `stepped` carry (a `fori_loop`), then

@@ -1,4 +1,4 @@
-"""Event times located between observations (issue 28, item 8): the first time an observable
+"""Event times located between observations: the first time an observable
 reaches a level, to the solver's tolerance rather than to the observation grid.
 
 A system declares its events (`AbstractSystem.events`: eq. (1)'s first all-correct time, T0.5,
@@ -153,7 +153,7 @@ def _locate_program(system, solver, observe: Callable, events: tuple[FirstHit, .
         return solution.ts[-1], solution.event_mask
 
     # One pair after another (lax.map): the solves are short, and tracing a vmapped Diffrax solve with
-    # an event costs about twice an unbatched one (issue 31 measures what the flow's programs cost).
+    # an event costs about twice an unbatched one.
     return jax.lax.map(lambda args: one_pair(*args), (before, t_lo, t_hi, which, fixed, initial, train, test))
 
 

@@ -1,4 +1,4 @@
-"""Training any `AbstractSystem` (issue 21, item 2): one compiled inner loop per kind of training.
+"""Training any `AbstractSystem`: one compiled inner loop per kind of training.
 
 `integrate_discrete(system, optimizer, ...)` takes Optax steps (`steps_then_observe`, the loop
 eq. (1) uses too) and `integrate_flow(system, solver, ...)` solves d(params)/dt = velocity with

@@ -1,4 +1,4 @@
-"""What every state of eq. (1) answers, whichever space it lives in (issue 21, item 1).
+"""What every state of eq. (1) answers, whichever space it lives in.
 
 `AbstractState` is the abstract base (Equinox's pattern: abstract methods here, final
 implementations below it) of the two states a run integrates: the weights (`Transformer`) and

@@ -162,6 +162,10 @@ class GramState(AbstractState):
         return gram_velocity(self, data, trainable)
 
     def error_norm(self) -> jnp.ndarray:
+        """The norm the flow's step-size control takes of a step's scaled error (Diffrax's default RMS
+        norm) over the six Grams only: resolving the neurons N, Z, a (`model.neurons`) then changes no
+        step, so the Grams are computed exactly as without them, and N, Z follow at the accuracy those
+        steps give (tests/test_neuron_gram.py measures it); the width m, a constant leaf, is left out."""
         return optimistix.rms_norm(self.grams())
 
     def arrays(self) -> dict[str, jnp.ndarray]:
@@ -170,13 +174,9 @@ class GramState(AbstractState):
                 "m1": np.asarray(self.m1)}
 
     def grams(self) -> tuple[jnp.ndarray, ...]:
-        """The six Grams, the arrays the flow's step control measures (`state.step_error_norm`):
+        """The six Grams, the arrays the flow's step control measures (`error_norm`):
         not N, Z, which ride along, nor m and a, constants of the flow."""
         return (self.A, self.P, self.K, self.V, self.G, self.s)
-
-    def without_neurons(self) -> "GramState":
-        """The same state with N, Z, a dropped: the six Grams a run without neurons integrates."""
-        return GramState(A=self.A, P=self.P, K=self.K, V=self.V, G=self.G, s=self.s, m=self.m, m1=self.m1)
 
 
 def grams_from_weights(model: Transformer, neurons: bool = False) -> GramState:

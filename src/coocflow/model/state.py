@@ -13,14 +13,9 @@ import jax.numpy as jnp
 
 from coocflow.data import Dataset
 from coocflow.model.base import AbstractState
-from coocflow.model.gram import GramState
 
 State = AbstractState
 """Either final implementation: `Transformer` (weights) or `GramState` (their Grams)."""
-
-
-def is_gram(state: State) -> bool:
-    return isinstance(state, GramState)
 
 
 def has_neurons(state: State) -> bool:
@@ -100,15 +95,3 @@ def velocity(moving, fixed, data: Dataset, trainable: str = "all"):
     the closed Gram system for Grams (Appendix C)."""
     return moving.velocity(fixed, data, trainable)
 
-
-def step_error_norm(error) -> jnp.ndarray:
-    """The norm the flow's step-size control takes of a step's scaled error (Diffrax's default RMS
-    norm) over the integrated arrays, leaving a Gram state's neurons N, Z, a out: resolving them
-    (`model.neurons`) then changes no step, so the Grams are computed exactly as without them, and
-    N, Z follow at the accuracy those steps give (tests/test_neuron_gram.py measures it). The width
-    m, a constant leaf of the state, is left out too."""
-    return error.error_norm()
-
-
-def loss_of(state: State, data: Dataset) -> jnp.ndarray:
-    return state.loss(data)

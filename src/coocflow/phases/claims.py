@@ -275,14 +275,6 @@ def combine(verdicts: list[str]) -> str:
     return next((v for v in VERDICT_ORDER if v in verdicts), "not applicable")
 
 
-def check_names() -> set[str]:
-    return {name for claim in CLAIMS for name in claim.checks}
-
-
-def rate_quantities() -> set[str]:
-    return {rate.quantity for claim in CLAIMS for rate in claim.rates}
-
-
 def claims_table(width: dict, rates: list[dict] | None = None) -> list[dict]:
     """One row per claim of docs/claims.md: its premises at one width, its one-width checks there
     (verdict counts over seeds and the first seed's sentence), its fitted rates (`rates`, from a

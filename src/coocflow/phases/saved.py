@@ -1,4 +1,4 @@
-"""One seed's saved state of an eq. (1) run, in the system's own type (issue 21, item 3).
+"""One seed's saved state of an eq. (1) run, in the system's own type.
 
 A run folder's state files (state_init.npz, state_t1.npz, state_final.npz, a snapshot) are
 decoded once, by eq. (1)'s codec (`systems.eq1.state_from_arrays`), into a `Transformer` or a

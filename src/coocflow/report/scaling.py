@@ -45,7 +45,7 @@ def write_scaling(out: Path, report: dict, base: Config) -> list[Path]:
 
 
 def c_t1_sensitivity(report: dict, judged: dict[float, dict], base: Config) -> dict:
-    """Issue 28, item 4: every claim's verdict (stated, and with P7 relaxed) with the same runs judged
+    """Every claim's verdict (stated, and with P7 relaxed) with the same runs judged
     at each C_T1 of `judged` (`sweep.width.C_T1_SENSITIVITY`) beside the declared one."""
     tables = {float(base.verify.c_t1): report["claims"]}
     for c_t1, again in judged.items():

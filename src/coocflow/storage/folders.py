@@ -1,4 +1,4 @@
-"""Every kind of folder coocflow writes, as a type that owns its file names (issue 21, item 3).
+"""Every kind of folder coocflow writes, as a type that owns its file names.
 
 `RunFolder` (a run of eq. (1) or of another system; format in storage/run_folder.py),
 `StudyFolder` (a study: summary.md and its variants), `SweepFolder` (coocflow/sweep/store.py),

@@ -132,7 +132,7 @@ def width_scaling(base: Config, axis: str, values: list[int], out: Path,
 
 
 C_T1_SENSITIVITY = (0.5, 2.0)
-"""Issue 28, item 4: C_T1 stands for the theorem's "large enough" constant, so a sweep that declares
+"""C_T1 stands for the theorem's "large enough" constant, so a sweep that declares
 it is also judged at half and at twice its value, on the same runs (`verify.c_t1` is not part of
 what training reads). Checks that read the saved state at T1 have it only at the declared C_T1
 (state_snapshots.npz) and are not applicable at the others."""

@@ -1,4 +1,4 @@
-"""What a task implements to get training, resume, sweeps, compare and report (issue 21, item 1).
+"""What a task implements to get training, resume, sweeps, compare and report.
 
 `AbstractSystem` is the abstract base (Equinox's pattern: abstract methods here, final
 implementations below it) of the tasks coocflow trains through `coocflow.flow.system`: the deep
