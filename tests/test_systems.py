@@ -252,3 +252,31 @@ def test_every_system_decodes_its_own_arrays(at_root, tmp_path):
         assert type(a).__name__ == "LinearAttention"
         np.testing.assert_array_equal(a.W_KQ, b.W_KQ)
         np.testing.assert_array_equal(a.W_PV, b.W_PV)
+
+
+def test_check_reproduce_and_verify_serve_every_system(at_root, tmp_path):
+    """`run --check-reproduce` trains a System's folder again and compares its own columns and arrays
+    (it used to train eq. (1) on the config and fail on `KeyError: 'W'`); a changed stored array is
+    named. `verify` on a System that declares no theorem is one line, exit 2, before any training
+    (it used to end in `KeyError: 'tokens'`)."""
+    import subprocess
+
+    from coocflow.reproduce import check_reproduce
+    from coocflow.storage.run_folder import write_arrays
+
+    folder, _ = run_and_write(example_config(), tmp_path / "icl", figures=False)
+    differences, counted = check_reproduce(folder)
+    with np.load(folder / "state_final.npz") as stored:
+        arrays = {k: stored[k] for k in stored.files}
+    assert differences == [] and counted["weights"] == len(arrays) == 2
+    arrays["W_KQ"] = arrays["W_KQ"] * (1 + 1e-9)
+    write_arrays(folder / "state_final.npz", arrays)
+    assert [d.name for d in check_reproduce(folder)[0]] == ["state_final.W_KQ"]
+
+    cli_bin = Path(sys.executable).parent / "coocflow"
+    for args in ([str(folder)], [str(ROOT / "examples" / "icl_regression.toml"), "--out", str(tmp_path / "never")]):
+        done = subprocess.run([str(cli_bin), "verify", *args], capture_output=True, text=True, timeout=300)
+        assert done.returncode == 2, done.stderr
+        lines = done.stderr.strip().splitlines()
+        assert len(lines) == 1 and "declares no theorem" in lines[0] and "Traceback" not in done.stderr
+    assert not (tmp_path / "never").exists() and not list(folder.glob("verify*"))

@@ -34,20 +34,34 @@ def _compare(name: str, old: np.ndarray, new: np.ndarray) -> Difference | None:
     return Difference(name, float(np.nanmax(gap)), float(np.nanmax(gap / np.maximum(np.abs(old), 1e-300))))
 
 
+def _train_again(config) -> tuple[dict[str, np.ndarray], dict[str, np.ndarray]]:
+    """The metrics table and the final arrays (named as the run folder names them) of training
+    `config` again, by eq. (1)'s runner or by the system `config.system` names."""
+    if config.system == "eq1":
+        from coocflow.runner import state_arrays, train  # lazy: defers JAX, 1-3.6 s
+
+        result = train(config)
+        final = state_arrays(result.trajectory.final, result.problem.train)
+        if len(result.seeds) == 1:  # a one-seed eq. (1) folder stores its arrays without the seed axis
+            final = {k: v[0] for k, v in final.items()}
+        return result.table(), final
+    from coocflow.system_run import train_system_run  # lazy: defers JAX, 1-3.6 s
+
+    run = train_system_run(config)
+    return run.table(), {name: np.asarray(value) for name, value in run.system.arrays(run.training.final).items()}
+
+
 def check_reproduce(folder: Path) -> tuple[list[Difference], dict]:
-    """Train the folder's config again; every metrics column and weight that differs."""
-    from coocflow.runner import state_arrays, train  # lazy: defers JAX, 1-3.6 s
+    """Train the folder's config again, whatever its system; every metrics column and final array
+    (the system's own names) that differs, or that only one of the two has."""
     from coocflow.storage import load_run  # lazy: defers pyarrow, 0.3 s
 
     stored = load_run(Path(folder))
-    result = train(config_from_dict(stored.config))
-    table = result.table()
+    table, final = _train_again(config_from_dict(stored.config))
     differences = [d for name in sorted(set(stored.metrics) | set(table))
                    if (d := _compare(f"metrics.{name}", stored.metrics.get(name, np.array([])),
                                      table.get(name, np.array([])))) is not None]
-    final = state_arrays(result.trajectory.final, result.problem.train)
-    if len(result.seeds) == 1:
-        final = {k: v[0] for k, v in final.items()}
-    differences += [d for name in sorted(final)
-                    if (d := _compare(f"state_final.{name}", stored.state_final[name], final[name])) is not None]
+    differences += [d for name in sorted(set(stored.state_final) | set(final))
+                    if (d := _compare(f"state_final.{name}", stored.state_final.get(name, np.array([])),
+                                      final.get(name, np.array([])))) is not None]
     return differences, {"rows": len(table["t"]), "columns": len(table), "weights": len(final)}

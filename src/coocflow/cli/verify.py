@@ -71,7 +71,11 @@ def verify(
         _refuse_unused(f"{folder}, an existing run (to change it, `coocflow run {folder} --set ...` "
                        "then verify the new folder)",
                        (("--set", set_), ("--seed", seed), ("--seeds", seeds), ("--out", out), ("--force", force)))
+        _refuse_without_theorem(RunFolder.open(folder).system(), str(folder))
     else:
+        from coocflow.api import resolve_config  # lazy: defers pyarrow, 0.3 s
+
+        _refuse_without_theorem(resolve_config(target, set_, seed, seeds).system, target)
         folder = _train_and_write(target, set_, seed, seeds, out, force, yes=yes)
     loaded = load_run(folder)
     verification = verify_run(loaded)
@@ -92,6 +96,16 @@ def verify(
     if strict and failed:
         raise CoocflowError(f"verify --strict: {len(failed)} checks failed with their premises met: "
                             f"{', '.join(failed)}")
+
+
+def _refuse_without_theorem(system: str, target: str) -> None:
+    """One line and exit 2, before any training, for a System that declares no theorem: verify
+    judges eq. (1)'s alone (docs/systems.md, 'Limits')."""
+    if system != "eq1":
+        raise CoocflowError(f"verify {target}: system {system} declares no theorem; verify judges the theorem of "
+                            "eq. (1) only, and declaring one for another System is not available yet "
+                            "(docs/systems.md, 'Limits'); run, resume, sweep, compare, report and "
+                            "run --check-reproduce serve every System")
 
 
 def _print_verification(folder: Path, verification) -> None:
@@ -317,6 +331,7 @@ def _verify_scaling(target, set_, seed, seeds, out, force, axis, values, strict,
     if along_neurons and experiment.scaling_m1_at and not any(o.startswith("model.m=") for o in set_):
         overrides.insert(1, f"model.m={experiment.scaling_m1_at}")
     config = resolve_config(target, overrides, seed, seeds)
+    _refuse_without_theorem(config.system, target)
     if out is None:
         out = default_out(config.name, prefix=f"scaling-{axis}-")
     if out.exists() and not (out / "runs").is_dir():
