@@ -93,18 +93,23 @@ def test_gd_tends_to_the_flow_as_the_step_shrinks(at_root):
     assert gaps[0] < 0.02 and gaps[1] < gaps[0] / 5, gaps
 
 
-def test_an_interrupted_system_run_resumes_bit_for_bit(at_root, tmp_path):
-    config = example_config(**{"observe.checkpoint_every_s": 0.0, "observe.chunks": 6})
-    _, whole = run_and_write(config, tmp_path / "whole", figures=False)
+def interrupt_after_two_chunks(config: Config, out: Path) -> None:
+    """Train `config` into `out` and stop it with Ctrl-C after its second chunk (a checkpoint is left)."""
     calls = {"n": 0}
 
-    def interrupt_after_two_chunks(done: float) -> None:
+    def progress(done: float) -> None:
         calls["n"] += 1
         if calls["n"] == 3:
             raise KeyboardInterrupt
 
     with pytest.raises(KeyboardInterrupt):
-        run_and_write(config, tmp_path / "cut", progress=interrupt_after_two_chunks, figures=False)
+        run_and_write(config, out, progress=progress, figures=False)
+
+
+def test_an_interrupted_system_run_resumes_bit_for_bit(at_root, tmp_path):
+    config = example_config(**{"observe.checkpoint_every_s": 0.0, "observe.chunks": 6})
+    _, whole = run_and_write(config, tmp_path / "whole", figures=False)
+    interrupt_after_two_chunks(config, tmp_path / "cut")
     assert (tmp_path / "cut" / "checkpoint.npz").is_file() and not (tmp_path / "cut" / "manifest.json").exists()
     _, resumed = resume_run(tmp_path / "cut", figures=False)
     assert resumed.training.resumed is not None
@@ -280,3 +285,43 @@ def test_check_reproduce_and_verify_serve_every_system(at_root, tmp_path):
         lines = done.stderr.strip().splitlines()
         assert len(lines) == 1 and "declares no theorem" in lines[0] and "Traceback" not in done.stderr
     assert not (tmp_path / "never").exists() and not list(folder.glob("verify*"))
+
+
+def test_a_changed_system_is_refused_by_resume_check_reproduce_and_sweep(at_root, tmp_path):
+    """A run records the code that defines its System (file and SHA-256, `show` prints it). Editing
+    the file between a run and its resume, its check-reproduce, or a sweep that would keep its finished
+    job is refused with one line naming the file, unless --accept-changed-code."""
+    from coocflow.errors import RunFolderError
+    from coocflow.reproduce import check_reproduce
+
+    source = tmp_path / "my_system.py"
+    source.write_text(EXAMPLE.read_text())
+    config = example_config(**{"system": f"{source}:InContextRegression", "observe.checkpoint_every_s": 0.0,
+                               "observe.chunks": 6, "train.steps": 120})
+    interrupt_after_two_chunks(config, tmp_path / "cut")
+    whole, _ = run_and_write(config, tmp_path / "whole", figures=False)
+    recorded = json.loads((whole / "manifest.json").read_text())["system_code"]
+    assert recorded["file"] == str(source.resolve()) and len(recorded["sha256"]) == 64
+    assert "sha256 " + recorded["sha256"][:12] in cli("show", str(whole))
+
+    source.write_text(source.read_text() + "\n# an edit\n")
+    refused = CliRunner().invoke(app, ["run", "--resume", str(tmp_path / "cut")])
+    assert isinstance(refused.exception, RunFolderError)
+    message = str(refused.exception)
+    assert "changed since this run was recorded" in message and str(source.resolve()) in message
+    assert "--accept-changed-code" in message and "\n" not in message
+    with pytest.raises(RunFolderError, match="changed since this run was recorded"):
+        check_reproduce(whole)
+    assert check_reproduce(whole, accept_changed_code=True)[0] == []
+    cli("run", "--resume", str(tmp_path / "cut"), "--accept-changed-code", "--no-figures")
+    assert (tmp_path / "cut" / "manifest.json").is_file()
+
+    spec = tmp_path / "spec.toml"
+    spec.write_text(f'name = "edited"\nbase = "{ROOT / "examples" / "icl_regression.toml"}"\nseeds = 1\n'
+                    f'[set]\nsystem = "{source}:InContextRegression"\n"train.steps" = 40\n"observe.points" = 8\n'
+                    '"data.n" = 60\n"data.n_test" = 60\n')
+    cli("sweep", str(spec), "--out", str(tmp_path / "sweep"), "--workers", "1")
+    source.write_text(source.read_text() + "\n# another edit\n")
+    refused = CliRunner().invoke(app, ["sweep", str(spec), "--out", str(tmp_path / "sweep"), "--workers", "1"])
+    assert isinstance(refused.exception, RunFolderError) and "keep its results" in str(refused.exception)
+    cli("sweep", str(spec), "--out", str(tmp_path / "sweep"), "--workers", "1", "--accept-changed-code")

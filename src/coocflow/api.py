@@ -341,7 +341,34 @@ def training_part(config: dict) -> dict:
             if key not in unread and not (key == "system" and value == "eq1")}
 
 
-def ensure_run(config: Config, folder: Path) -> RunOutcome:
+ACCEPT_CHANGED_CODE = "--accept-changed-code"
+"""The flag of `run --resume`, `run --check-reproduce` and `sweep` that continues, re-checks or reuses a
+run whose System's code changed since it was recorded."""
+
+
+def refuse_changed_code(folder: Path, recorded: dict | None, system: str, doing: str, accept: bool = False) -> None:
+    """One line naming what changed when the code of `system` differs from what the run in `folder`
+    recorded (`systems.registry.system_code`), unless `accept`: continuing or reusing it would mix two
+    dynamics in one folder, with nothing recorded."""
+    if accept or not recorded:
+        return
+    from coocflow.systems.registry import code_change  # lazy: defers JAX, 1-3.6 s
+
+    change = code_change(recorded, system)
+    if change:
+        raise RunFolderError(f"{folder}: the code of system {system} changed since this run was recorded ({change}); "
+                             f"restore it, or pass {ACCEPT_CHANGED_CODE} to {doing} with the new code")
+
+
+def recorded_code(run: RunFolder) -> dict | None:
+    """The System code a run recorded: in manifest.json when complete, else in its checkpoint."""
+    if run.complete:
+        return run.manifest().get("system_code")
+    meta = run.checkpoint_meta() if run.in_progress else None
+    return (meta or {}).get("system_code")
+
+
+def ensure_run(config: Config, folder: Path, accept_changed_code: bool = False) -> RunOutcome:
     """The one resume-or-run decision every job makes (a sweep's job, a width of a width sweep):
     reuse `folder` when it holds a complete run of the same training configuration (writing the new
     `verify` declarations into its config.json), resume it when it holds an interrupted run of this
@@ -351,11 +378,12 @@ def ensure_run(config: Config, folder: Path) -> RunOutcome:
     wanted = json.loads(json.dumps(config.to_dict()))
     found = _stored_record(run) if run.complete or run.in_progress else None
     if found is not None and training_part(found) == training_part(wanted):
+        refuse_changed_code(folder, recorded_code(run), config.system, "reuse it", accept_changed_code)
         if run.complete:
             _declare(run, wanted)
             return RunOutcome(folder, "reused", read_metrics(run.metrics_file))
         try:
-            _, result = resume_run(folder, figures=False)
+            _, result = resume_run(folder, figures=False, accept_changed_code=True)  # checked above
             _declare(run, wanted)
             return RunOutcome(folder, "resumed", result.table())
         except RunFolderError:
@@ -396,12 +424,15 @@ def resumable_config(folder: Path) -> Config | None:
 
 
 def resume_run(folder: Path, progress: Callable[[float], None] | None = None,
-               figures: bool | Sequence[str] = True) -> tuple[Path, "RunResult"]:
+               figures: bool | Sequence[str] = True, accept_changed_code: bool = False) -> tuple[Path, "RunResult"]:
     """Continue an interrupted run from its last checkpoint (or from t = 0 if it has none) and
-    write the run folder; the result equals the uninterrupted run's bit for bit."""
+    write the run folder; the result equals the uninterrupted run's bit for bit. A System whose code
+    changed since the checkpoint is refused unless `accept_changed_code`."""
     config = resumable_config(folder)
     if config is None:
         raise RunFolderError(f"--resume {folder}: the run is complete (manifest.json exists); nothing to resume")
+    refuse_changed_code(Path(folder), recorded_code(RunFolder(folder)), config.system, "resume it",
+                        accept_changed_code)
     return _train_and_write(config, Path(folder), progress, figures)
 
 

@@ -51,13 +51,18 @@ def _train_again(config) -> tuple[dict[str, np.ndarray], dict[str, np.ndarray]]:
     return run.table(), {name: np.asarray(value) for name, value in run.system.arrays(run.training.final).items()}
 
 
-def check_reproduce(folder: Path) -> tuple[list[Difference], dict]:
+def check_reproduce(folder: Path, accept_changed_code: bool = False) -> tuple[list[Difference], dict]:
     """Train the folder's config again, whatever its system; every metrics column and final array
-    (the system's own names) that differs, or that only one of the two has."""
+    (the system's own names) that differs, or that only one of the two has. A System whose code
+    changed since the run is refused unless `accept_changed_code` (the numbers would differ for that)."""
+    from coocflow.api import refuse_changed_code  # lazy: defers pyarrow, 0.3 s
     from coocflow.storage import load_run  # lazy: defers pyarrow, 0.3 s
 
     stored = load_run(Path(folder))
-    table, final = _train_again(config_from_dict(stored.config))
+    config = config_from_dict(stored.config)
+    refuse_changed_code(Path(folder), stored.manifest.get("system_code"), config.system, "check it",
+                        accept_changed_code)
+    table, final = _train_again(config)
     differences = [d for name in sorted(set(stored.metrics) | set(table))
                    if (d := _compare(f"metrics.{name}", stored.metrics.get(name, np.array([])),
                                      table.get(name, np.array([])))) is not None]

@@ -34,6 +34,7 @@ from coocflow.storage.folders import RunFolder
 from coocflow.storage.paths import refuse_existing_out, write_folder_atomically
 from coocflow.storage.provenance import provenance
 from coocflow.systems.eq1 import Eq1System, build_model, build_problem, gram_source
+from coocflow.systems.registry import system_code
 
 INIT_NOTES = {
     "kaiming": "kaiming: uniform(-c/sqrt(fan_in), c/sqrt(fan_in)), fan-in d for W_Q, W_K, W_V (c = c0) and m for W (c = c1); a uniform on {+1,-1}",
@@ -151,7 +152,8 @@ def train(config: Config, progress: Callable[[float], None] | None = None,
     from it; the result is bit for bit the uninterrupted run's.
     """
     model, problem = build_ensemble(config)
-    checkpoint = (RunCheckpoint(checkpoint_in, config_hashes(config), config.observe.checkpoint_every_s)
+    checkpoint = (RunCheckpoint(checkpoint_in, config_hashes(config), config.observe.checkpoint_every_s,
+                                system_code(config.system))
                   if checkpoint_in is not None else None)
     grid, snapshot_obs = observation_grid(config)
     training = integrate(Eq1System.from_config(config), config, checkpoint, progress, grid, snapshot_obs,
@@ -380,6 +382,7 @@ def _write_staged(result: RunResult, staging: Path, figures: tuple[str, ...]) ->
         **summary(result),
         "snapshots": {name: [float(t) if np.isfinite(t) else None for t in np.atleast_1d(arrays["t"])]
                       for name, arrays in snapshots.items()},
+        "system_code": system_code(config.system),
         **provenance(),
     }
     folder = RunFolder(staging)

@@ -36,7 +36,7 @@ from coocflow.storage.paths import write_folder_atomically
 from coocflow.storage.provenance import provenance
 from coocflow.storage.run_folder import pivot_metrics, read_metrics, read_state
 from coocflow.systems.base import AbstractSystem
-from coocflow.systems.registry import system_of
+from coocflow.systems.registry import system_code, system_of
 
 FIGURE = "training.png"
 
@@ -102,7 +102,8 @@ def train_system_run(config: Config, progress: Callable[[float], None] | None = 
     """Train `config.system` as `config.train` says; with `checkpoint_in` (a folder begun by
     `runner.begin_run_folder`) it checkpoints there and continues from a checkpoint it finds."""
     system = system_of(config)
-    checkpoint = (RunCheckpoint(checkpoint_in, config_hashes(config), config.observe.checkpoint_every_s)
+    checkpoint = (RunCheckpoint(checkpoint_in, config_hashes(config), config.observe.checkpoint_every_s,
+                                system_code(config.system))
                   if checkpoint_in is not None else None)
     return SystemRun(config, system, integrate(system, config, checkpoint, progress))
 
@@ -141,7 +142,8 @@ def manifest_of(run: SystemRun, figures: tuple[str, ...]) -> dict:
         "final": ({key: float(np.median([p["final"][key] for p in finished])) for key in finished[0]["final"]}
                   if finished else None),
         "per_seed": per_seed, "solver_stats": training.stats,
-        **({"event_settings": training.event_settings} if training.event_settings else {}), **provenance(),
+        **({"event_settings": training.event_settings} if training.event_settings else {}),
+        "system_code": system_code(config.system), **provenance(),
     }
 
 

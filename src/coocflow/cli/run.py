@@ -39,18 +39,23 @@ def run(
     check_reproduce: bool = typer.Option(False, "--check-reproduce",
                                          help="TARGET is a run folder: re-run its config and report every number that differs"),
     yes: bool = typer.Option(False, "--yes", "-y", help="start work estimated over 30 minutes without asking"),
+    accept_changed_code: bool = typer.Option(False, "--accept-changed-code",
+                                             help="with --resume or --check-reproduce: go on although the System's "
+                                                  "code changed since the run was recorded"),
 ) -> None:
     """Train as configured and write a run folder with metrics, states and figures.
 
     Examples: coocflow run tiny | coocflow run paper --seeds 8 | coocflow run runs/paper --set optimizer.lr=0.05
     """
+    if accept_changed_code and resume is None and not check_reproduce:
+        raise CoocflowError("--accept-changed-code: applies to --resume DIR or --check-reproduce; add one or drop it")
     if resume is not None:
         given = [flag for flag, value in (("TARGET", target), ("--set", set_), ("--seed", seed), ("--seeds", seeds),
                                           ("--out", out), ("--force", force), ("--check-reproduce", check_reproduce))
                  if value]
         if given:
             raise CoocflowError(f"--resume: continues the folder's own config.json; drop {', '.join(given)}")
-        return _resume(resume, _figure_formats(figures, pdf), yes)
+        return _resume(resume, _figure_formats(figures, pdf), yes, accept_changed_code)
     if target is None:
         raise CoocflowError("run: pass an experiment name, a config .toml or a run folder (or --resume DIR); "
                             "`coocflow experiments` lists the names")
@@ -58,7 +63,7 @@ def run(
         _refuse_unused("--check-reproduce (it re-runs the folder's own config)",
                        (("--set", set_), ("--seed", seed), ("--seeds", seeds), ("--out", out), ("--force", force),
                         ("--figures/--no-figures", figures is not None), ("--pdf", pdf)))
-        return _check_reproduce(Path(target))
+        return _check_reproduce(Path(target), accept_changed_code)
 
     if target in EXPERIMENTS and EXPERIMENTS[target].study:
         _refuse_unused(f"{target} (a study writes its own figures)",
@@ -75,8 +80,8 @@ def _figure_formats(figures: Optional[bool], pdf: bool) -> tuple[str, ...]:
     return ("png", "pdf") if pdf else ("png",)
 
 
-def _resume(folder: Path, figures: tuple[str, ...], yes: bool = False) -> None:
-    from coocflow.api import resumable_config  # lazy: defers pyarrow, 0.3 s
+def _resume(folder: Path, figures: tuple[str, ...], yes: bool = False, accept_changed_code: bool = False) -> None:
+    from coocflow.api import recorded_code, refuse_changed_code, resumable_config  # lazy: defers pyarrow, 0.3 s
     from coocflow.experiments.study_folder import study_of_folder, study_progress  # lazy: defers JAX, 1-3.6 s
     from coocflow.storage.checkpoint import read_checkpoint_meta  # lazy: defers JAX, 1-3.6 s
     from coocflow.storage.folders import RunFolder  # lazy: defers pyarrow, 0.3 s
@@ -104,12 +109,13 @@ def _resume(folder: Path, figures: tuple[str, ...], yes: bool = False) -> None:
         console.print(f"resuming the {study} study in {folder}: {study_progress(folder)}")
         _run_study(config, folder, False, resume=True)
         return
+    refuse_changed_code(folder, recorded_code(run), config.system, "resume it", accept_changed_code)  # before training
     meta = read_checkpoint_meta(folder)
     where = (f"its checkpoint at observation {meta['next_obs']} of {meta['n_obs']}" if meta
              else "t = 0 (it stopped before its first checkpoint)")
     console.print(f"resuming {folder} from {where}")
     _train_and_write(None, [], None, None, folder, False, resume_config=config, figures=figures,
-                     restored=meta is not None, yes=yes)
+                     restored=meta is not None, yes=yes, accept_changed_code=accept_changed_code)
 
 
 def _interrupted_message(out: Path) -> Interrupted:
@@ -131,11 +137,11 @@ def _interrupted_message(out: Path) -> Interrupted:
     return Interrupted(f"interrupted: {out} holds {where}; continue with `coocflow run --resume {out}`")
 
 
-def _check_reproduce(folder: Path) -> None:
+def _check_reproduce(folder: Path, accept_changed_code: bool = False) -> None:
     from coocflow.reproduce import check_reproduce  # lazy: defers NumPy, 0.1 s
 
     console.print(f"re-running the config of {folder} ...")
-    differences, counted = check_reproduce(folder)
+    differences, counted = check_reproduce(folder, accept_changed_code)
     if not differences:
         console.print(f"[green]reproduced bit for bit[/]: {counted['rows']} rows x {counted['columns']} metrics columns "
                       f"and {counted['weights']} final arrays")
@@ -152,7 +158,7 @@ def _check_reproduce(folder: Path) -> None:
 
 def _train_and_write(target: Optional[str], set_: list[str], seed: Optional[int], seeds: Optional[int],
                      out: Optional[Path], force: bool, resume_config=None, figures: tuple[str, ...] = ("png",),
-                     restored: bool = False, yes: bool = False) -> Path:
+                     restored: bool = False, yes: bool = False, accept_changed_code: bool = False) -> Path:
     from coocflow.api import (  # lazy: defers pyarrow, 0.3 s
         _names_a_run,
         config_of_target,
@@ -206,7 +212,8 @@ def _train_and_write(target: Optional[str], set_: list[str], seed: Optional[int]
                         between_chunks.enter_context(interrupts.deferred())
                     bar.update(task, completed=done)
 
-                folder, result = (resume_run(out, progress=update, figures=figures) if resume_config is not None
+                folder, result = (resume_run(out, progress=update, figures=figures,
+                                             accept_changed_code=accept_changed_code) if resume_config is not None
                                   else run_and_write(config, out, force=force, progress=update, figures=figures))
         except KeyboardInterrupt:
             raise _interrupted_message(out) from None
@@ -341,6 +348,7 @@ def _print_summary(run_dir: Path) -> None:
         table.add_row("stopped early", str(man["divergence"]))
     _solver_and_events(man, table)
     table.add_row("wall time", f"{man['timings'].get('train_s', float('nan')):.2f} s (training, compile included)")
+    _system_code(man, table)
     print_whole(table)
 
 
@@ -366,6 +374,14 @@ def _solver_and_events(man: dict, table: Table) -> None:
         table.add_row("events (located)" + median, ", ".join(parts))
 
 
+def _system_code(man: dict, table: Table) -> None:
+    """The code the run's System was defined by (`systems.registry.system_code`), when recorded."""
+    code = man.get("system_code")
+    if code:
+        version = f", coocflow {code['coocflow']}" if code.get("coocflow") else ""
+        table.add_row("system code", f"{code['file']} (sha256 {code['sha256'][:12]}{version})")
+
+
 def _print_system_summary(man: dict, cfg: dict, table: Table) -> None:
     """The summary of a system's run: status, training, and each scalar observable from t = 0 to the end."""
     table.add_row("status", str(man["status"]))
@@ -384,4 +400,5 @@ def _print_system_summary(man: dict, cfg: dict, table: Table) -> None:
         table.add_row("stopped early", str(man["divergence"]))
     _solver_and_events(man, table)
     table.add_row("wall time", f"{man['timings'].get('train_s', float('nan')):.2f} s (training, compile included)")
+    _system_code(man, table)
     print_whole(table)

@@ -28,6 +28,8 @@ def sweep(
     retry_failed: bool = typer.Option(False, "--retry-failed", help="also re-run jobs that failed before"),
     force: bool = typer.Option(False, "--force", help="delete --out first if it holds a different sweep"),
     yes: bool = typer.Option(False, "--yes", "-y", help="start a sweep estimated over 30 minutes without asking"),
+    accept_changed_code: bool = typer.Option(False, "--accept-changed-code",
+                                             help="keep finished jobs although their System's code changed since"),
 ) -> None:
     """Run every job of a sweep (seeds of one configuration batch into one job), resumably.
 
@@ -36,6 +38,7 @@ def sweep(
     from coocflow.sweep import SweepStore, default_figures, load_spec  # lazy: defers pyarrow, 0.3 s
     from coocflow.sweep.execute import (  # lazy: defers pyarrow, 0.3 s
         pending_jobs,
+        refuse_changed_jobs,
         require_ray,
         run_in_process,
         run_in_workers,
@@ -54,6 +57,8 @@ def sweep(
     cores = os.cpu_count() or 1
     if workers is not None and not 1 <= workers <= cores:
         raise CoocflowError(f"--workers: must be between 1 and the {cores} cores of this machine (got {workers})")
+    if not accept_changed_code:
+        refuse_changed_jobs(parsed, store)
     todo = pending_jobs(parsed, store, retry_failed)
     workers = workers or max(1, min(cores, len(todo)))
     before = store.states()

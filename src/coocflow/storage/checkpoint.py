@@ -154,10 +154,12 @@ class RunCheckpoint:
     chunk boundary) and restores it, refusing a checkpoint written for another config.
 
     `config_hashes` are the run's config hash, which a save records, then any other hash a
-    checkpoint of the same run may carry (one written before config format 2)."""
+    checkpoint of the same run may carry (one written before config format 2); `code` is the
+    System's `systems.registry.system_code`, which a save records for `--resume` to compare."""
 
-    def __init__(self, folder: Path, config_hashes: Sequence[str], every_s: float):
+    def __init__(self, folder: Path, config_hashes: Sequence[str], every_s: float, code: dict | None = None):
         self.path = Path(folder) / CHECKPOINT_FILE
+        self.code = code
         self.config_hash, *self.earlier_hashes = config_hashes
         self.every_s = every_s
         self.started = time.perf_counter()
@@ -179,7 +181,8 @@ class RunCheckpoint:
         extra_keys = sorted(state.extras[0]) if state.extras else []
         meta = {"format": CHECKPOINT_FORMAT, "config_hash": self.config_hash, "next_obs": state.next_obs,
                 "n_obs": n_obs, "chunks_done": len(state.extras), "bad_quantity": state.bad_quantity,
-                "elapsed_s": self.elapsed_s, "saved_unix": time.time()}
+                "elapsed_s": self.elapsed_s, "saved_unix": time.time(),
+                **({"system_code": self.code} if self.code else {})}
         arrays = {"meta": np.array(json.dumps(meta)), "alive": state.alive, "bad_index": state.bad_index,
                   "good_obs": state.good_obs,
                   **_flat(state.carry, "carry"), **_flat(state.good_params, "good"),

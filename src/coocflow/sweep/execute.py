@@ -18,11 +18,12 @@ from typing import Callable
 import numpy as np
 
 from coocflow import interrupts
-from coocflow.api import ensure_run
+from coocflow.api import ensure_run, recorded_code, refuse_changed_code
 from coocflow.config import config_from_dict
 from coocflow.errors import ConfigError, CoocflowError
 from coocflow.runtime import configure_jax
 from coocflow.storage import atomic_write_json, load_run
+from coocflow.storage.folders import RunFolder
 from coocflow.sweep.spec import SweepSpec
 from coocflow.sweep.store import SweepStore
 
@@ -112,6 +113,16 @@ def run_width_job(root: str, job: dict) -> dict:
 Report = Callable[[dict], None]
 """Called with each finished job's result; the CLI's progress display listens here."""
 Started = Callable[[str], None]
+
+
+def refuse_changed_jobs(spec: SweepSpec, store: SweepStore) -> None:
+    """One line, before anything runs, when a finished job's System code differs from what its run
+    recorded: its results would stand beside those of the new code (`--accept-changed-code` keeps them)."""
+    for job in spec.jobs:
+        if store.state(job.id) == "done":
+            folder = store.job_folder(job.id)
+            refuse_changed_code(folder, recorded_code(RunFolder(folder)), job.config.system,
+                                "keep its results in this sweep (or sweep into a new --out)")
 
 
 def pending_jobs(spec: SweepSpec, store: SweepStore, retry_failed: bool) -> list[dict]:

@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import hashlib
 import importlib
 import importlib.util
+import inspect
 import sys
 from pathlib import Path
 
@@ -12,6 +14,7 @@ from coocflow.errors import ConfigError
 from coocflow.systems.base import AbstractSystem
 from coocflow.systems.deep import DeepSystem
 from coocflow.systems.eq1 import Eq1System
+from coocflow.storage.provenance import package_versions
 from coocflow.systems.markov import MarkovSystem
 
 BUILT_IN: dict[str, type[AbstractSystem]] = {"eq1": Eq1System, "deep": DeepSystem, "markov": MarkovSystem}
@@ -65,3 +68,25 @@ def system_of(config: Config) -> AbstractSystem:
     system = system_class(config.system).from_config(config)
     system.check_training(config)
     return system
+
+
+def system_code(spec: str) -> dict:
+    """What defines the System `spec` names, to tell when it changed: the file that defines its class
+    (a user's file, or the installed module of a built-in or a package's class) and its SHA-256, and
+    for a built-in coocflow's version too. A run records it (manifest.json, checkpoint.npz)."""
+    path = Path(inspect.getfile(system_class(spec))).resolve()
+    record = {"file": str(path), "sha256": hashlib.sha256(path.read_bytes()).hexdigest()}
+    if spec in BUILT_IN:
+        record["coocflow"] = package_versions()["coocflow"]
+    return record
+
+
+def code_change(recorded: dict | None, spec: str) -> str | None:
+    """How the System's code differs from what a run recorded (`system_code`), in a few words; None
+    when it is the same, or when the run recorded none (written before runs recorded it)."""
+    if not recorded:
+        return None
+    now = system_code(spec)
+    changed = [f"{key} {recorded.get(key, '?')[:12]} -> {now[key][:12]}" for key in ("coocflow", "sha256")
+               if key in now and recorded.get(key) != now[key]]
+    return f"{now['file']}: " + ", ".join(changed) if changed else None
