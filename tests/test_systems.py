@@ -279,7 +279,9 @@ def test_check_reproduce_and_verify_serve_every_system(at_root, tmp_path):
     assert [d.name for d in check_reproduce(folder)[0]] == ["state_final.W_KQ"]
 
     cli_bin = Path(sys.executable).parent / "coocflow"
-    for args in ([str(folder)], [str(ROOT / "examples" / "icl_regression.toml"), "--out", str(tmp_path / "never")]):
+    toml = str(ROOT / "examples" / "icl_regression.toml")
+    for args in ([str(folder)], [toml, "--out", str(tmp_path / "never")],
+                 [toml, "--scaling", "m", "--out", str(tmp_path / "never")]):
         done = subprocess.run([str(cli_bin), "verify", *args], capture_output=True, text=True, timeout=300)
         assert done.returncode == 2, done.stderr
         lines = done.stderr.strip().splitlines()
