@@ -346,15 +346,16 @@ ACCEPT_CHANGED_CODE = "--accept-changed-code"
 run whose System's code changed since it was recorded."""
 
 
-def refuse_changed_code(folder: Path, recorded: dict | None, system: str, doing: str, accept: bool = False) -> None:
-    """One line naming what changed when the code of `system` differs from what the run in `folder`
-    recorded (`systems.registry.system_code`), unless `accept`: continuing or reusing it would mix two
-    dynamics in one folder, with nothing recorded."""
+def refuse_changed_code(folder: Path, recorded: dict | None, system: str, doing: str, accept: bool = False,
+                        now: dict | None = None) -> None:
+    """One line naming what changed when the code of `system` (`now`, else read here:
+    `systems.registry.system_code`) differs from what the run in `folder` recorded, unless `accept`:
+    continuing or reusing it would mix two dynamics in one folder, with nothing recorded."""
     if accept or not recorded:
         return
-    from coocflow.systems.registry import code_change  # lazy: defers JAX, 1-3.6 s
+    from coocflow.systems.registry import code_change, system_code  # lazy: defers JAX, 1-3.6 s
 
-    change = code_change(recorded, system)
+    change = code_change(recorded, now or system_code(system))
     if change:
         raise RunFolderError(f"{folder}: the code of system {system} changed since this run was recorded ({change}); "
                              f"restore it, or pass {ACCEPT_CHANGED_CODE} to {doing} with the new code")

@@ -109,13 +109,13 @@ def _resume(folder: Path, figures: tuple[str, ...], yes: bool = False, accept_ch
         console.print(f"resuming the {study} study in {folder}: {study_progress(folder)}")
         _run_study(config, folder, False, resume=True)
         return
-    refuse_changed_code(folder, recorded_code(run), config.system, "resume it", accept_changed_code)  # before training
+    refuse_changed_code(folder, recorded_code(run), config.system, "resume it", accept_changed_code)
     meta = read_checkpoint_meta(folder)
     where = (f"its checkpoint at observation {meta['next_obs']} of {meta['n_obs']}" if meta
              else "t = 0 (it stopped before its first checkpoint)")
     console.print(f"resuming {folder} from {where}")
     _train_and_write(None, [], None, None, folder, False, resume_config=config, figures=figures,
-                     restored=meta is not None, yes=yes, accept_changed_code=accept_changed_code)
+                     restored=meta is not None, yes=yes)
 
 
 def _interrupted_message(out: Path) -> Interrupted:
@@ -158,7 +158,7 @@ def _check_reproduce(folder: Path, accept_changed_code: bool = False) -> None:
 
 def _train_and_write(target: Optional[str], set_: list[str], seed: Optional[int], seeds: Optional[int],
                      out: Optional[Path], force: bool, resume_config=None, figures: tuple[str, ...] = ("png",),
-                     restored: bool = False, yes: bool = False, accept_changed_code: bool = False) -> Path:
+                     restored: bool = False, yes: bool = False) -> Path:
     from coocflow.api import (  # lazy: defers pyarrow, 0.3 s
         _names_a_run,
         config_of_target,
@@ -213,7 +213,8 @@ def _train_and_write(target: Optional[str], set_: list[str], seed: Optional[int]
                     bar.update(task, completed=done)
 
                 folder, result = (resume_run(out, progress=update, figures=figures,
-                                             accept_changed_code=accept_changed_code) if resume_config is not None
+                                             accept_changed_code=True)  # `_resume` checked it, before training
+                                  if resume_config is not None
                                   else run_and_write(config, out, force=force, progress=update, figures=figures))
         except KeyboardInterrupt:
             raise _interrupted_message(out) from None

@@ -118,11 +118,18 @@ Started = Callable[[str], None]
 def refuse_changed_jobs(spec: SweepSpec, store: SweepStore) -> None:
     """One line, before anything runs, when a finished job's System code differs from what its run
     recorded: its results would stand beside those of the new code (`--accept-changed-code` keeps them)."""
+    current: dict[str, dict] = {}  # each System's code read once, not once per job
     for job in spec.jobs:
         if store.state(job.id) == "done":
             folder = store.job_folder(job.id)
-            refuse_changed_code(folder, recorded_code(RunFolder(folder)), job.config.system,
-                                "keep its results in this sweep (or sweep into a new --out)")
+            recorded = recorded_code(RunFolder(folder))
+            if recorded and job.config.system not in current:
+                from coocflow.systems.registry import system_code  # lazy: defers JAX, 1-3.6 s
+
+                current[job.config.system] = system_code(job.config.system)
+            refuse_changed_code(folder, recorded, job.config.system,
+                                "keep its results in this sweep (or sweep into a new --out)",
+                                now=current.get(job.config.system))
 
 
 def pending_jobs(spec: SweepSpec, store: SweepStore, retry_failed: bool) -> list[dict]:

@@ -7,6 +7,7 @@ import importlib
 import importlib.util
 import inspect
 import sys
+from importlib import metadata
 from pathlib import Path
 
 from coocflow.config import Config
@@ -14,7 +15,6 @@ from coocflow.errors import ConfigError
 from coocflow.systems.base import AbstractSystem
 from coocflow.systems.deep import DeepSystem
 from coocflow.systems.eq1 import Eq1System
-from coocflow.storage.provenance import package_versions
 from coocflow.systems.markov import MarkovSystem
 
 BUILT_IN: dict[str, type[AbstractSystem]] = {"eq1": Eq1System, "deep": DeepSystem, "markov": MarkovSystem}
@@ -77,16 +77,15 @@ def system_code(spec: str) -> dict:
     path = Path(inspect.getfile(system_class(spec))).resolve()
     record = {"file": str(path), "sha256": hashlib.sha256(path.read_bytes()).hexdigest()}
     if spec in BUILT_IN:
-        record["coocflow"] = package_versions()["coocflow"]
+        record["coocflow"] = metadata.version("coocflow")
     return record
 
 
-def code_change(recorded: dict | None, spec: str) -> str | None:
-    """How the System's code differs from what a run recorded (`system_code`), in a few words; None
-    when it is the same, or when the run recorded none (written before runs recorded it)."""
+def code_change(recorded: dict | None, now: dict) -> str | None:
+    """How the System's code `now` (`system_code`) differs from what a run recorded, in a few words;
+    None when it is the same, or when the run recorded none (written before runs recorded it)."""
     if not recorded:
         return None
-    now = system_code(spec)
     changed = [f"{key} {recorded.get(key, '?')[:12]} -> {now[key][:12]}" for key in ("coocflow", "sha256")
                if key in now and recorded.get(key) != now[key]]
     return f"{now['file']}: " + ", ".join(changed) if changed else None
