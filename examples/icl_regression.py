@@ -9,13 +9,15 @@ w_pv the last row of W_PV. Their theorem: from a suitable small init the flow co
 model whose preconditioner Gamma = W_PV[d, d] W_KQ[:d, :d] is (1 + (d+1)/N)^-1 I, one step of
 preconditioned gradient descent on the context; `gamma_error` tracks the distance to it.
 
-Settings come from the config's sections: data.n training prompts, data.n_test test prompts,
-data.L examples per prompt (N), data.d the input dimension, init.c0 the initial scale.
+Its own settings are `[settings]` (`ICLSettings`: N examples per prompt, d the input dimension,
+scale the initial scale; `coocflow keys --system examples/icl_regression.py:InContextRegression`);
+data.n and data.n_test are the numbers of training and test prompts.
 docs/systems.md walks through this file; run it with `coocflow run examples/icl_regression.toml`.
 """
 
 from __future__ import annotations
 
+from dataclasses import dataclass, field
 from typing import ClassVar
 
 import equinox as eqx
@@ -63,6 +65,15 @@ def preconditioner(params: LinearAttention) -> jax.Array:
     return params.W_PV[-1, -1] * params.W_KQ[:-1, :-1]
 
 
+@dataclass(frozen=True)
+class ICLSettings:
+    """The task's own settings ([settings] in a config, --set system.N=40)."""
+
+    N: int = field(default=20, metadata={"help": "examples per prompt (the context length)"})
+    d: int = field(default=5, metadata={"help": "input dimension of x and of the task w"})
+    scale: float = field(default=0.3, metadata={"help": "initial scale: W_KQ, W_PV ~ N(0, scale^2 / (d+1))"})
+
+
 class InContextRegression(AbstractSystem):
     """Linear self-attention trained on in-context linear regression (squared loss)."""
 
@@ -73,13 +84,16 @@ class InContextRegression(AbstractSystem):
     scale: float = eqx.field(static=True)
 
     name: ClassVar[str] = "icl-regression"
+    Settings: ClassVar[type] = ICLSettings
 
     @classmethod
     def from_config(cls, config: Config) -> "InContextRegression":
-        if config.dtype != "float64" or config.data.L < 1 or config.data.d < 1:
-            raise ConfigError("dtype, data.L, data.d: the example runs in float64 on prompts of data.L >= 1 "
-                              f"examples of dimension data.d >= 1 (got {config.dtype}, {config.data.L}, {config.data.d})")
-        return cls(config.data.d, config.data.L, config.data.n, config.data.n_test, config.init.c0)
+        own = cls.settings_of(config)
+        if config.dtype != "float64" or own.N < 1 or own.d < 1 or own.scale <= 0:
+            raise ConfigError("dtype, settings.N, settings.d, settings.scale: the example runs in float64 on prompts of "
+                              f"N >= 1 examples of dimension d >= 1 from a scale > 0 (got {config.dtype}, {own.N}, "
+                              f"{own.d}, {own.scale})")
+        return cls(own.d, own.N, config.data.n, config.data.n_test, own.scale)
 
     def init(self, key: jax.Array) -> LinearAttention:
         """Both matrices N(0, scale^2 / (d+1)): a small random start near the saddle at zero."""

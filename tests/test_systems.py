@@ -124,15 +124,16 @@ def test_the_example_sweeps_compares_and_reports_through_the_commands(at_root, t
     spec = tmp_path / "spec.toml"
     spec.write_text(f'name = "icl-N"\nbase = "{ROOT / "examples" / "icl_regression.toml"}"\nseeds = 2\n'
                     '[set]\n"train.steps" = 200\n"observe.points" = 16\n"data.n" = 60\n"data.n_test" = 60\n'
-                    '[grid]\n"data.L" = [10, 20]\n')
+                    '[grid]\n"system.N" = [10, 20]\n')
     cli("sweep", str(spec), "--out", str(sweep), "--workers", "1")
-    assert (sweep / "figures" / "final.loss_vs_data.L.png").is_file()
+    assert (sweep / "figures" / "final.loss_vs_system.N.png").is_file()
     summary = pq.read_table(next((sweep / "table" / "summary").glob("*.parquet"))).to_pydict()
-    assert {"final.loss", "final.gamma_error", "data.L", "status"} <= set(summary)
+    assert {"final.loss", "final.gamma_error", "system.N", "status"} <= set(summary)
     runs = sorted(path for path in (sweep / "jobs").iterdir() if path.is_dir())
     assert len(runs) == 2
+    assert [json.loads((run / "config.json").read_text())["settings"]["N"] for run in runs] == [10, 20]
     compared = cli("compare", *map(str, runs), "--out", str(tmp_path / "cmp"))
-    assert "data.L" in compared and "G(mu1)" not in compared
+    assert "settings.N" in compared and "G(mu1)" not in compared
     record = json.loads((tmp_path / "cmp" / "compare.json").read_text())
     assert record["columns"][0] == "loss"
     assert all(r["final gamma_error"] is not None for r in record["results"]), "a system's own observables"
@@ -144,7 +145,7 @@ def test_the_example_sweeps_compares_and_reports_through_the_commands(at_root, t
     from coocflow.listing import describe_folder
 
     entry = describe_folder(runs[0])
-    assert entry.kind == "run" and entry.config.startswith("InContextRegression n=60 L=10 d=5 gd")
+    assert entry.kind == "run" and entry.config.startswith("InContextRegression n=60 N=10 d=5 scale=0.3 gd")
 
 
 def test_the_built_in_systems_sweep_as_plain_runs():
@@ -214,9 +215,43 @@ def test_each_system_validates_its_own_settings_at_the_door(at_root):
         resolve_config("markov", ["data.d=1"])
     with pytest.raises(ConfigError, match=r"^model.heads: must be >= 1 and divide model.m=64 \(got 3\)$"):
         resolve_config("deep", ["model.heads=3"])
-    with pytest.raises(ConfigError, match=r"job data.L=0: dtype, data.L, data.d: the example runs"):
+    with pytest.raises(ConfigError, match=r"job settings.N=0: dtype, settings.N, settings.d, settings.scale: the "):
         spec_from_dict({"name": "icl", "base": str(ROOT / "examples" / "icl_regression.toml"),
-                        "grid": {"data.L": [0, 4]}})
+                        "grid": {"settings.N": [0, 4]}})
+
+
+def test_a_system_declares_its_own_settings(at_root, tmp_path):
+    """A System's `Settings` are its own typed section: read from [settings] or --set system.KEY,
+    checked at the door with a did-you-mean, listed by `keys --system`, kept in config.json and part
+    of the run's identity; a config without them keeps its hash, and a System without them refuses them."""
+    from coocflow.runner import config_hash
+
+    toml = str(ROOT / "examples" / "icl_regression.toml")
+    config = resolve_config(toml, ["system.N=40"])
+    assert config.settings == {"N": 40, "d": 5, "scale": 0.3}
+    assert system_of(config).N == 40 and system_of(example_config()).N == 20
+    assert resolve_config(toml, ["settings.N=40"]) == config
+    assert config.to_dict()["settings"] == {"N": 40, "d": 5, "scale": 0.3}
+    assert config_hash(config) != config_hash(resolve_config(toml))
+    assert "settings" not in Config().to_dict(), "a config without settings keeps its stored form and hash"
+    for overrides, message in (
+            (["system.NN=3"], r"^unknown setting 'settings.NN': did you mean 'settings.N'\?$"),
+            (["system.N=2.5"], r"^settings.N: expected a whole number, got 2.5$"),
+            (["system.N=0"], r"^dtype, settings.N, settings.d, settings.scale: the example runs")):
+        with pytest.raises(ConfigError, match=message):
+            resolve_config(toml, overrides)
+    with pytest.raises(ConfigError, match=r"^settings: the built-in eq1 system has no settings of its own"):
+        resolve_config("tiny", ["system.N=3"])
+    with pytest.raises(ConfigError, match=r"^settings: the markov system declares no settings of its own; drop settings.N$"):
+        system_class("markov").settings_of(Config(system="markov", settings={"N": 3}))
+    listed = cli("keys", "--system", "examples/icl_regression.py:InContextRegression")
+    assert "settings.N" in listed and "examples per prompt" in listed and "settings.scale" in listed
+    assert "declares no settings" in cli("keys", "--system", "markov")
+    out = tmp_path / "icl40"
+    cli("run", toml, *SMALL, "--set", "system.N=30", "--out", str(out))
+    assert json.loads((out / "config.json").read_text())["settings"]["N"] == 30
+    assert "[settings]" in cli("keys", "--toml", "--from", str(out))
+    assert "N=30, d=5, scale=0.3" in cli("show", str(out))
 
 
 def test_the_python_api_runs_the_example_as_the_command_does(at_root, tmp_path):

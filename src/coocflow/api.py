@@ -17,7 +17,7 @@ from coocflow import interrupts
 from coocflow.config import (
     Config,
     _unknown_key,
-    all_keys,
+    is_known_key,
     config_from_dict,
     current_key,
     flatten_dotted,
@@ -80,7 +80,7 @@ def resolve_config(target: str | Path | Config, overrides: Sequence[str] | Mappi
     if isinstance(overrides, Mapping):
         parsed = {current_key(key): value for key, value in overrides.items()}
         for key in parsed:
-            if key not in all_keys():
+            if not is_known_key(key):
                 raise _unknown_key(key)
     else:
         parsed = dict(parse_override(text) for text in overrides)

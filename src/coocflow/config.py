@@ -194,6 +194,11 @@ class Config:
     solver: SolverConfig = field(default_factory=SolverConfig)
     observe: ObserveConfig = field(default_factory=ObserveConfig)
     verify: VerifyConfig = field(default_factory=VerifyConfig)
+    settings: dict[str, Any] = field(default_factory=dict)
+    """The System's own settings (`[settings]` in TOML, `--set settings.KEY=V` or `system.KEY=V`): the
+    parameters a System declares as its `Settings` dataclass (docs/systems.md), validated and typed
+    by the System itself (`AbstractSystem.settings_of`); stored in config.json only when present, so
+    a config without them keeps its hash."""
 
     @property
     def t_end(self) -> float:
@@ -232,7 +237,10 @@ class Config:
 
     def to_dict(self) -> dict[str, Any]:
         """The config as stored (config.json): every key, and the `format` it is written in."""
-        return {"format": CONFIG_FORMAT, **dataclasses.asdict(self)}
+        record = {"format": CONFIG_FORMAT, **dataclasses.asdict(self)}
+        if not self.settings:
+            del record["settings"]
+        return record
 
     def replace(self, overrides: dict[str, Any]) -> "Config":
         """A new validated config with dotted-key overrides applied."""
@@ -270,9 +278,24 @@ RENAMED_KEYS = {
 `--set`, a sweep's axes) a format-1 name is read as its new one, so old files keep working."""
 
 
+SETTINGS_PREFIXES = ("settings.", "system.")
+"""Dotted keys of a System's own settings: `settings.KEY`, or `system.KEY` for short."""
+
+
 def current_key(key: str) -> str:
-    """`key` under its format-2 name (`train.lr` -> `optimizer.lr`); other keys unchanged."""
+    """`key` under its current name: format 1's (`train.lr`) as format 2's (`optimizer.lr`), a
+    System's setting as `settings.KEY` (`system.N` -> `settings.N`); other keys unchanged."""
+    if key.startswith("system."):
+        return "settings." + key[len("system."):]
     return RENAMED_KEYS.get(key, key)
+
+
+def is_known_key(key: str) -> bool:
+    """Whether a (current) dotted key can be set: one of `all_keys`, or `settings.KEY` (a System's own
+    setting, whose name and value the System checks when it is built)."""
+    if key.startswith("settings."):
+        return bool(key[len("settings."):]) and "." not in key[len("settings."):]
+    return key in all_keys()
 
 
 def _split(key: str) -> tuple[str, str]:
@@ -342,7 +365,7 @@ def format1_records(config: Config) -> list[dict[str, Any]]:
 
 def all_keys() -> list[str]:
     """Every public dotted key, e.g. `data.n`, `optimizer.lr`."""
-    keys = [f.name for f in dataclasses.fields(Config) if f.name not in _SECTIONS]
+    keys = [f.name for f in dataclasses.fields(Config) if f.name not in _SECTIONS and f.name != "settings"]
     for section, cls in _SECTIONS.items():
         keys += [f"{section}.{f.name}" for f in dataclasses.fields(cls)]
     return keys
@@ -385,7 +408,7 @@ def set_dotted(tree: dict[str, Any], key: str, value: Any) -> None:
     """Set `tree[a][b] = value` for key `a.b` (a format-1 name read as its new one), refusing keys
     the schema does not have."""
     key = current_key(key)
-    if key not in all_keys():
+    if not is_known_key(key):
         raise _unknown_key(key)
     parts = key.split(".")
     node = tree
@@ -445,6 +468,42 @@ def _build_section(cls: type, section: str, values: Any) -> Any:
     return cls(**kwargs)
 
 
+def _settings_table(values: Any) -> dict[str, Any]:
+    """A System's `[settings]` as given (its System types and checks them): a table of TOML values,
+    lists kept as tuples so the config stays comparable."""
+    if not isinstance(values, dict):
+        raise ConfigError(f"settings: expected a table of the System's settings, e.g. [settings] N = 40, got {values!r}")
+    for key, value in values.items():
+        if isinstance(value, dict):
+            raise ConfigError(f"settings.{key}: a System's setting is a number, string, boolean or list, not a table")
+    return {key: tuple(value) if isinstance(value, list) else value for key, value in values.items()}
+
+
+def type_text(kind: Any) -> str:
+    """A field's type in words: the choices of a Literal, `list of X` for a tuple, else its name."""
+    if get_origin(kind) is Literal:
+        return " | ".join(str(choice) for choice in get_args(kind))
+    if get_origin(kind) is tuple:
+        return f"list of {get_args(kind)[0].__name__}"
+    return getattr(kind, "__name__", str(kind))
+
+
+def build_table(cls: type, section: str, values: dict[str, Any]) -> Any:
+    """The dataclass `cls` from a table of values, each read as its field's type (`_coerce`), with
+    one line naming `section.key` for an unknown key (did-you-mean among `cls`'s fields) or a bad
+    value: how a System's `Settings` are read from `[settings]`."""
+    types = get_type_hints(cls)
+    kwargs = {}
+    for key, value in values.items():
+        if key not in types:
+            close = difflib.get_close_matches(key, list(types), n=1, cutoff=0.6)
+            hint = (f"did you mean '{section}.{close[0]}'?" if close
+                    else f"its settings are {', '.join(types) or 'none'}")
+            raise ConfigError(f"unknown setting '{section}.{key}': {hint}")
+        kwargs[key] = _coerce(f"{section}.{key}", list(value) if isinstance(value, tuple) else value, types[key])
+    return cls(**kwargs)
+
+
 def config_from_dict(tree: dict[str, Any]) -> Config:
     """Build and validate a `Config` from a nested dict (missing keys take defaults)."""
     if not isinstance(tree, dict):
@@ -461,6 +520,8 @@ def config_from_dict(tree: dict[str, Any]) -> Config:
     for key, value in tree.items():
         if key in _SECTIONS:
             kwargs[key] = _build_section(_SECTIONS[key], key, value)
+        elif key == "settings":
+            kwargs[key] = _settings_table(value)
         elif key in top:
             kwargs[key] = _coerce(key, value, top[key])
         elif isinstance(value, dict):
@@ -537,6 +598,9 @@ def validate(c: Config) -> None:
     _need(c.system in BUILT_IN_SYSTEMS or (c.system.count(":") == 1 and all(c.system.split(":"))),
           f"system: {c.system!r} is neither a built-in system ({', '.join(BUILT_IN_SYSTEMS)}) nor "
           "'path/to/file.py:ClassName' or 'package.module:ClassName' (docs/systems.md)")
+    _need(not c.settings or c.system not in BUILT_IN_SYSTEMS,
+          f"settings: the built-in {c.system} system has no settings of its own (its keys are `coocflow keys`); "
+          f"drop {', '.join('settings.' + key for key in c.settings)}")
     _need(c.system == "eq1" or c.model.space == "weights",
           f"model.space: the Gram space is eq. (1)'s; the {c.system} system trains its parameters, so drop model.space")
     _need(c.seed >= 0, f"seed: must be >= 0 (got {c.seed})")
@@ -607,7 +671,7 @@ def parse_override(text: str) -> tuple[str, Any]:
         raise ConfigError(f"--set {text!r}: expected key=value, e.g. --set optimizer.lr=0.05")
     key, raw = (part.strip() for part in text.split("=", 1))
     key = current_key(key)
-    if key not in all_keys():
+    if not is_known_key(key):
         raise _unknown_key(key)
     try:
         value = tomllib.loads(f"v = {raw}")["v"]

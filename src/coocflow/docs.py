@@ -84,11 +84,16 @@ def toml_template(config: Config | None = None) -> str:
         if f.name in _SECTIONS:
             sections.append(f.name)
             continue
+        if f.name == "settings":
+            continue
         lines += [f"# {HELP[f.name]}", f"{f.name} = {_toml_value(values[f.name])}"]
     for section in sections:
         lines += ["", f"[{section}]"]
         for g in dataclasses.fields(_SECTIONS[section]):
             lines += [f"# {HELP[f'{section}.{g.name}']}", f"{g.name} = {_toml_value(values[section][g.name])}"]
+    if values.get("settings"):
+        lines += ["", "# The System's own settings (`coocflow keys --system SPEC` lists them).", "[settings]"]
+        lines += [f"{key} = {_toml_value(value)}" for key, value in values["settings"].items()]
     return "\n".join(lines) + "\n"
 
 
@@ -100,6 +105,8 @@ def config_reference() -> str:
              "| key | type | default | meaning |", "| --- | --- | --- | --- |"]
     top = get_type_hints(Config)
     for f in dataclasses.fields(Config):
+        if f.name == "settings":
+            continue
         if f.name in _SECTIONS:
             types = get_type_hints(_SECTIONS[f.name])
             for g in dataclasses.fields(_SECTIONS[f.name]):
@@ -107,6 +114,9 @@ def config_reference() -> str:
                 lines.append(f"| `{key}` | {_type_text(types[g.name])} | `{defaults[f.name][g.name]!r}` | {HELP[key]} |")
         else:
             lines.append(f"| `{f.name}` | {_type_text(top[f.name])} | `{defaults[f.name]!r}` | {HELP[f.name]} |")
+    lines.append("| `settings.KEY` | the System's | the System's | a System's own settings (`[settings]`, or "
+                 "`--set system.KEY=V`), declared by its `Settings` and listed by `coocflow keys --system SPEC` "
+                 "([systems](systems.md)) |")
     return "\n".join(lines) + "\n"
 
 

@@ -49,6 +49,13 @@ def _number(value) -> str:
     return "-" if value is None else f"{value:.4g}"
 
 
+def _short(value) -> str:
+    """A setting's value in a few characters: numbers as %g, lists as [a,b,...]."""
+    if isinstance(value, (list, tuple)):
+        return "[" + ",".join(_short(v) for v in value) + "]"
+    return f"{value:g}" if isinstance(value, float) else str(value)
+
+
 def config_line(config: dict) -> str:
     """n, L, d, widths, method and seeds of a config dict, in one short line."""
     try:
@@ -58,7 +65,10 @@ def config_line(config: dict) -> str:
                else f"{train['method']} lr={lr:g} x{train['steps']}")
         system = config.get("system", "eq1")
         if system != "eq1":  # another system reads its own settings; name it instead of eq. (1)'s widths
-            return f"{system.rsplit(':', 1)[-1]} n={data['n']} L={data['L']} d={data['d']} {how} seeds={len(seeds)}"
+            own = config.get("settings") or {}
+            shape = (" ".join(f"{key}={_short(value)}" for key, value in own.items()) if own
+                     else f"L={data['L']} d={data['d']}")
+            return f"{system.rsplit(':', 1)[-1]} n={data['n']} {shape} {how} seeds={len(seeds)}"
         return (f"n={data['n']} L={data['L']} d={data['d']} m={model['m']} m1={model['m1']} {how} "
                 f"seeds={len(seeds)}")
     except (KeyError, TypeError):

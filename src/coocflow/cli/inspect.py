@@ -91,6 +91,9 @@ def keys(
     toml: bool = typer.Option(False, "--toml", help="print a complete, commented TOML config to start from"),
     start: Optional[str] = typer.Option(None, "--from", metavar="TARGET",
                                         help="with --toml: the values of an experiment, .toml or run folder"),
+    system: Optional[str] = typer.Option(None, "--system", metavar="SPEC",
+                                         help="list a System's own settings ([settings]): a built-in name, "
+                                              "path/to/file.py:Class or package.module:Class"),
 ) -> None:
     """List every config key with its default and meaning (or print a TOML template).
 
@@ -98,6 +101,22 @@ def keys(
     """
     if start is not None and not toml:
         raise ConfigError("--from: applies with --toml; add --toml")
+    if system is not None:
+        if toml:
+            raise ConfigError("--system: lists a System's settings; drop --toml (a TOML with them: --toml --from CONFIG)")
+        from coocflow.systems.registry import settings_reference  # lazy: defers JAX, 1-3.6 s
+
+        rows = settings_reference(system)
+        if not rows:
+            console.print(f"the {system} system declares no settings of its own ([settings]); its keys are "
+                          "the built-in ones (`coocflow keys`)")
+            return
+        table = Table("key", "type", "default", "meaning", title=f"{system}: its own settings ([settings], "
+                                                                 "--set system.KEY=V)")
+        for key, kind, default, meaning in rows:
+            table.add_row(key, kind, repr(default), meaning)
+        print_whole(table)
+        return
     if toml:
         config = None
         if start is not None:
@@ -113,4 +132,5 @@ def keys(
         for part in key.split("."):
             node = node[part]
         table.add_row(key, repr(node), HELP[key])
+    table.add_row("settings.KEY", "", "a System's own settings: `coocflow keys --system SPEC` lists them")
     print_whole(table)

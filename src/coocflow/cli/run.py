@@ -387,6 +387,8 @@ def _print_system_summary(man: dict, cfg: dict, table: Table) -> None:
     """The summary of a system's run: status, training, and each scalar observable from t = 0 to the end."""
     table.add_row("status", str(man["status"]))
     table.add_row("system", str(man["system"]))
+    if cfg.get("settings"):
+        table.add_row("settings", ", ".join(f"{key}={value}" for key, value in cfg["settings"].items()))
     table.add_row("training", f"{_training_text(config_from_dict(cfg))} seeds={man['seeds']} {man['dtype']}")
     final = man.get("final")
     if final is None:

@@ -34,6 +34,7 @@ from coocflow.config import (
     NAME_FIX,
     Config,
     all_keys,
+    is_known_key,
     config_from_dict,
     current_key,
     load_toml,
@@ -89,7 +90,7 @@ def _where(path: Path | None) -> str:
 def _check_key(key: str, section: str, path: Path | None) -> None:
     """Refuse what is not a config key; a format-1 name (`train.lr`) counts as its new one, and the
     job keeps the name as written, so an old spec resumes its own sweep folder."""
-    if current_key(key) not in all_keys():
+    if not is_known_key(current_key(key)):
         close = difflib.get_close_matches(key, all_keys(), n=1)
         hint = f"did you mean '{close[0]}'?" if close else "see `coocflow keys`"
         raise ConfigError(f"{_where(path)}[{section}] '{key}' is not a config key: {hint}")

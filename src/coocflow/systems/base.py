@@ -23,7 +23,7 @@ import numpy as np
 import optax
 import optimistix
 
-from coocflow.config import Config
+from coocflow.config import Config, build_table
 from coocflow.errors import ConfigError
 
 FULL_BATCH_METHODS = ("gd", "momentum", "adam", "adamw", "flow")
@@ -101,6 +101,22 @@ class AbstractSystem(eqx.Module):
     turns non-finite has diverged there."""
     key_stream: ClassVar[int] = 1
     """The initial parameters of seed s come from fold_in(PRNGKey(s), key_stream)."""
+    Settings: ClassVar[type | None] = None
+    """The System's own parameters: a frozen dataclass whose typed fields (with defaults, and help
+    text as `field(metadata={"help": ...})`) are read from the config's `[settings]` (`--set
+    system.KEY=V`), typed and checked by `settings_of`, listed by `coocflow keys --system SPEC`.
+    None: the System reads only the built-in sections."""
+
+    @classmethod
+    def settings_of(cls, config: Config) -> Any:
+        """The config's `[settings]` as the System's `Settings` (defaults filled in): one line naming
+        `settings.KEY` for an unknown key (with a did-you-mean) or a value of the wrong type."""
+        if cls.Settings is None:
+            if config.settings:
+                raise ConfigError(f"settings: the {cls.name} system declares no settings of its own; drop "
+                                  + ", ".join(f"settings.{key}" for key in config.settings))
+            return None
+        return build_table(cls.Settings, "settings", dict(config.settings))
 
     @classmethod
     @abc.abstractmethod

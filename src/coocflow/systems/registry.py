@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import hashlib
 import importlib
 import importlib.util
@@ -9,8 +10,9 @@ import inspect
 import sys
 from importlib import metadata
 from pathlib import Path
+from typing import Any, get_type_hints
 
-from coocflow.config import Config
+from coocflow.config import Config, type_text
 from coocflow.errors import ConfigError
 from coocflow.systems.base import AbstractSystem
 from coocflow.systems.deep import DeepSystem
@@ -65,9 +67,26 @@ def system_class(spec: str) -> type[AbstractSystem]:
 def system_of(config: Config) -> AbstractSystem:
     """The system `config.system` names, built from `config` (it validates what it reads) and
     checked to support `config.train`."""
-    system = system_class(config.system).from_config(config)
+    cls = system_class(config.system)
+    cls.settings_of(config)
+    system = cls.from_config(config)
     system.check_training(config)
     return system
+
+
+def settings_reference(spec: str) -> list[tuple[str, str, Any, str]]:
+    """The System's own settings as (key, type, default, help) rows: what `coocflow keys --system`
+    prints (empty for a System that declares none)."""
+    settings = system_class(spec).Settings
+    if settings is None:
+        return []
+    types = get_type_hints(settings)
+    rows = []
+    for f in dataclasses.fields(settings):
+        default = (f.default if f.default is not dataclasses.MISSING else
+                   f.default_factory() if f.default_factory is not dataclasses.MISSING else "(required)")
+        rows.append((f"settings.{f.name}", type_text(types[f.name]), default, f.metadata.get("help", "")))
+    return rows
 
 
 def system_code(spec: str) -> dict:
