@@ -108,6 +108,12 @@ class AbstractSystem(eqx.Module):
     None: the System reads only the built-in sections."""
 
     @classmethod
+    def theorem(cls) -> Any:
+        """The theorem the System declares (a `coocflow.verify.Theorem`), which `coocflow verify`
+        judges on its runs; None (the default): it declares none (docs/theorems.md)."""
+        return None
+
+    @classmethod
     def settings_of(cls, config: Config) -> Any:
         """The config's `[settings]` as the System's `Settings` (defaults filled in): one line naming
         `settings.KEY` for an unknown key (with a did-you-mean) or a value of the wrong type."""

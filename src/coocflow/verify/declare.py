@@ -1,0 +1,285 @@
+"""Declare a theorem about a System: its events, quantities, premises and claims (docs/theorems.md).
+
+A `Theorem` is data: what the statement names (event times, quantities measured per seed),
+what it assumes (`Premise`s on the System and the config) and what it claims (`Sign`, `Ordering`,
+`Bound`, `Identity`, `Rate`), each claim with the evidence class its verdict carries. A System
+returns its theorem from `AbstractSystem.theorem()`; `coocflow verify` judges it on a run, a config
+or a sweep along any config key (`coocflow.verify.judge`). Nothing here computes: every callable
+receives the System (built from the run's config) or one seed of the run (`SeedRun`).
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+from typing import Any, Callable, Union
+
+import numpy as np
+
+from coocflow.config import Config
+from coocflow.errors import ConfigError
+from coocflow.phases.rate_test import KINDS, ORDER_TOLERANCE
+
+EVIDENCE_CLASSES = ("statement", "refinement", "identity", "diagnostic")
+"""What a claim's verdict is evidence of: `statement`, the theorem as stated (a fail is a finding
+against it); `refinement`, a sharper statement derived from it (shown, never fails the theorem);
+`identity`, an equation that holds for any state (it tests the code); `diagnostic`, a number shown
+with no verdict."""
+
+Number = Union[float, Callable[[Any], float]]
+"""A level, a time or a bound: a number, or a function of the System (its settings)."""
+
+
+@dataclass(frozen=True)
+class SeedRun:
+    """One seed of a run, as a theorem reads it: the observation times, every observable's series
+    over them (NaN after the seed stopped), the System and its config, the parameters at t = 0 and
+    at the end (the System's own type) and the declared events' times (None: not reached)."""
+
+    seed: int
+    t: np.ndarray
+    series: dict[str, np.ndarray]
+    system: Any
+    config: Config
+    initial: Any
+    final: Any
+    events: dict[str, float | None] = field(default_factory=dict)
+
+    def value_at(self, observable: str, t: float) -> float:
+        """The observable at time t, linear between observations (NaN outside the observed range)."""
+        values, times = np.asarray(self.series[observable], float), np.asarray(self.t, float)
+        keep = np.isfinite(values)
+        if not keep.any() or not times[keep][0] <= t <= times[keep][-1]:
+            return math.nan
+        return float(np.interp(t, times[keep], values[keep]))
+
+
+def number(value: Number, system: Any) -> float:
+    """A declared number: itself, or the function of the System evaluated."""
+    return float(value(system) if callable(value) else value)
+
+
+# Events: named times in a run, one per seed.
+
+@dataclass(frozen=True)
+class Crossing:
+    """The first time `observable` reaches `level` from below (`rising`) or from above: located
+    linearly between the two observations that bracket it (None when it never does)."""
+
+    observable: str
+    level: Number
+    rising: bool = True
+
+
+@dataclass(frozen=True)
+class FirstTime:
+    """The first observed time at which `predicate(series)` holds: `predicate` maps the dict of
+    observable series (each over the observation times) to one bool per observation."""
+
+    predicate: Callable[[dict[str, np.ndarray]], np.ndarray]
+    text: str = ""
+
+
+@dataclass(frozen=True)
+class At:
+    """A fixed time (a number, or a function of the System)."""
+
+    t: Number
+
+
+Event = Union[Crossing, FirstTime, At]
+
+
+# Quantities: one number per seed.
+
+@dataclass(frozen=True)
+class EventTime:
+    """The time of a declared event."""
+
+    event: str
+
+
+@dataclass(frozen=True)
+class ValueAt:
+    """An observable's value at `at`: "start", "end" (the seed's last finite observation) or a
+    declared event's time."""
+
+    observable: str
+    at: str = "end"
+
+
+@dataclass(frozen=True)
+class Computed:
+    """Any number computed from one seed (`SeedRun`): its parameters, series, events, System."""
+
+    fn: Callable[[SeedRun], float]
+    text: str = ""
+
+
+Quantity = Union[EventTime, ValueAt, Computed]
+
+
+@dataclass(frozen=True)
+class Premise:
+    """What the theorem assumes, as a predicate of the System and the run's config. A claim that
+    fails where one of its premises is not met is `fail outside premises`, not a finding."""
+
+    id: str
+    statement: str
+    holds: Callable[[Any, Config], bool]
+
+
+# Claims.
+
+@dataclass(frozen=True, kw_only=True)
+class Claim:
+    """What every claim has: an id, the statement in words, its evidence class, the premises
+    (ids) its proof needs."""
+
+    id: str
+    statement: str
+    evidence: str = "statement"
+    premises: tuple[str, ...] = ()
+
+    def quantity_names(self) -> tuple[str, ...]:
+        return ()
+
+
+@dataclass(frozen=True, kw_only=True)
+class Sign(Claim):
+    """`quantity` > 0 (or < 0 when not `positive`) on every seed."""
+
+    quantity: str
+    positive: bool = True
+
+    def quantity_names(self) -> tuple[str, ...]:
+        return (self.quantity,)
+
+
+@dataclass(frozen=True, kw_only=True)
+class Ordering(Claim):
+    """quantities[0] < quantities[1] < ... on every seed (strictly)."""
+
+    quantities: tuple[str, ...]
+
+    def quantity_names(self) -> tuple[str, ...]:
+        return tuple(self.quantities)
+
+
+@dataclass(frozen=True, kw_only=True)
+class Bound(Claim):
+    """lower <= quantity <= upper on every seed, with explicit constants (numbers or functions of
+    the System). A pass whose every bound is beaten by more than `VACUOUS_FACTOR` is vacuous (the
+    bound says nothing about the data), except for an `identity`, which holds to rounding by design;
+    a limit is a `Limit`, not a bound."""
+
+    quantity: str
+    upper: Number | None = None
+    lower: Number | None = None
+
+    def quantity_names(self) -> tuple[str, ...]:
+        return (self.quantity,)
+
+
+@dataclass(frozen=True, kw_only=True)
+class Limit(Claim):
+    """`observable` converges to `to` (a number or a function of the System): at the seed's last
+    observation it is within `tol` of it (relative to |to|, absolute when `to` is 0), and at t = 0
+    it was not (a run that starts at its limit is vacuous: it shows no convergence)."""
+
+    observable: str
+    to: Number = 0.0
+    tol: float = 1e-6
+
+
+@dataclass(frozen=True, kw_only=True)
+class Identity(Claim):
+    """Two computed quantities agree to `rtol` relative on every seed."""
+
+    left: str
+    right: str
+    rtol: float = 1e-8
+
+    def quantity_names(self) -> tuple[str, ...]:
+        return (self.left, self.right)
+
+
+@dataclass(frozen=True, kw_only=True)
+class Rate(Claim):
+    """quantity ~ axis^exponent along the config key `axis` (any key: `model.m`, `data.n`,
+    `optimizer.lr`, a System's `settings.KEY`), as `kind` (order: Theta, upper bound: O, lower
+    bound: Omega, decays: 1/poly) within `tol`, allowing `log_power` factors of log(axis) where
+    the statement carries them; `divide_by` (a function of the System) divides the quantity by a
+    factor the statement gives exactly (a known log factor) before the fit. Judged by the
+    pre-registered rate test over a sweep (`coocflow verify TARGET --scaling AXIS`); `design` is the
+    sweep the theorem is verified at (axis values), whose power `verify` prints."""
+
+    quantity: str
+    axis: str
+    exponent: float
+    kind: str = "order"
+    tol: float = ORDER_TOLERANCE
+    log_power: int = 0
+    divide_by: Callable[[Any], float] | None = None
+    design: tuple[float, ...] = ()
+
+    def quantity_names(self) -> tuple[str, ...]:
+        return (self.quantity,)
+
+
+VACUOUS_FACTOR = 1e3
+"""A `Bound` passed with every bound beaten by more than this factor says nothing about the data:
+`vacuous`, counted neither as a pass nor as a fail (as eq. (1)'s checks)."""
+
+
+@dataclass(frozen=True)
+class Theorem:
+    """A theorem about a System: named events and quantities, premises and claims."""
+
+    name: str
+    claims: tuple[Claim, ...]
+    events: dict[str, Event] = field(default_factory=dict)
+    quantities: dict[str, Quantity] = field(default_factory=dict)
+    premises: tuple[Premise, ...] = ()
+    source: str = ""
+
+    def __post_init__(self):
+        problems = list(self.problems())
+        if problems:
+            raise ConfigError(f"theorem {self.name!r}: {problems[0]}")
+
+    def problems(self):
+        """Every inconsistency of the declaration, one sentence each (the first is raised)."""
+        ids = [claim.id for claim in self.claims]
+        for claim in self.claims:
+            if not isinstance(claim, Claim):
+                yield f"{claim!r} is not a claim (Sign, Ordering, Bound, Limit, Identity or Rate)"
+                continue
+            if ids.count(claim.id) > 1:
+                yield f"claim id {claim.id!r} is declared twice"
+            if claim.evidence not in EVIDENCE_CLASSES:
+                yield f"claim {claim.id}: evidence {claim.evidence!r} is not one of {', '.join(EVIDENCE_CLASSES)}"
+            for name in claim.quantity_names():
+                if name not in self.quantities:
+                    yield (f"claim {claim.id} names quantity {name!r}, which the theorem does not declare "
+                           f"(quantities: {', '.join(self.quantities) or 'none'})")
+            for premise in claim.premises:
+                if premise not in {p.id for p in self.premises}:
+                    yield f"claim {claim.id} needs premise {premise!r}, which the theorem does not declare"
+            if isinstance(claim, Rate) and claim.kind not in KINDS:
+                yield f"claim {claim.id}: kind {claim.kind!r} is not one of {', '.join(KINDS)}"
+            if isinstance(claim, Ordering) and len(claim.quantities) < 2:
+                yield f"claim {claim.id}: an ordering needs at least two quantities"
+            if isinstance(claim, Bound) and claim.upper is None and claim.lower is None:
+                yield f"claim {claim.id}: a bound needs an upper or a lower constant"
+            if isinstance(claim, Limit) and not claim.tol > 0:
+                yield f"claim {claim.id}: a limit needs a tolerance tol > 0"
+        for name, quantity in self.quantities.items():
+            event = getattr(quantity, "event", None) or (getattr(quantity, "at", None)
+                                                         if getattr(quantity, "at", None) not in ("start", "end") else None)
+            if event is not None and event not in self.events:
+                yield f"quantity {name} reads event {event!r}, which the theorem does not declare"
+
+    def rate_axes(self) -> tuple[str, ...]:
+        """The config keys the rate claims are along, each once, in order."""
+        return tuple(dict.fromkeys(claim.axis for claim in self.claims if isinstance(claim, Rate)))

@@ -1,0 +1,434 @@
+"""Judge a declared `Theorem` (coocflow.verify.declare) on run folders of its System.
+
+One run: every claim but the rates, on every seed. A sweep along a config key (`verify TARGET
+--scaling KEY`): those claims on every run of it (a claim passes only where it holds on every run
+and seed, and one run that breaks it fails it), and each rate claim along that key by the
+pre-registered rate test (`phases.rate_test.judge_rate`, seeds paired across the sweep), with the
+power of the test at that design: how often a claim whose exponent is 0.2 off fails, on sweeps
+simulated with the seed-to-seed noise the data show (`phases.power.power_cell`).
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from coocflow.phases.power import power_cell
+from coocflow.phases.rate_test import RateTest, judge_rate
+from coocflow.storage import atomic_write_json, atomic_write_text
+from coocflow.storage.folders import RunFolder
+from coocflow.storage.run_folder import pivot_metrics, read_metrics, read_state
+from coocflow.systems.registry import system_class, system_of
+from coocflow.verify.declare import (
+    VACUOUS_FACTOR,
+    At,
+    Bound,
+    Claim,
+    Computed,
+    Crossing,
+    EventTime,
+    FirstTime,
+    Identity,
+    Limit,
+    Ordering,
+    Rate,
+    SeedRun,
+    Sign,
+    Theorem,
+    ValueAt,
+    number,
+)
+
+VERDICTS = ("pass", "fail", "fail outside premises", "inconclusive", "vacuous", "not applicable", "diagnostic")
+"""A claim's verdict. `fail outside premises`: it fails only where a premise it needs is not met (the
+theorem does not promise it there); `inconclusive`: the data cannot decide (an event a quantity
+reads never happened; a rate's interval straddles its band); `vacuous`: passed by so much that it
+says nothing; `not applicable`: a rate on a single run, or along another key than the sweep's."""
+POWER_ERROR = 0.2
+"""The exponent error at which `verify` reports the rate test's power (a claim this far off should fail)."""
+POWER_TRIALS = 200
+
+
+def theorem_of(system_spec: str) -> Theorem | None:
+    """The theorem the System `system_spec` declares (`AbstractSystem.theorem`), or None."""
+    return system_class(system_spec).theorem()
+
+
+def event_times(theorem: Theorem, t: np.ndarray, series: dict[str, np.ndarray], system: Any) -> dict[str, float | None]:
+    """Each declared event's time on one seed's series (None where it does not happen)."""
+    times: dict[str, float | None] = {}
+    for name, event in theorem.events.items():
+        if isinstance(event, At):
+            when = number(event.t, system)
+            times[name] = when if when <= np.nanmax(t) else None
+        elif isinstance(event, Crossing):
+            times[name] = _crossing(t, np.asarray(series[event.observable], float), number(event.level, system),
+                                    event.rising)
+        elif isinstance(event, FirstTime):
+            holds = np.asarray(event.predicate(series), dtype=bool)
+            hits = np.flatnonzero(holds)
+            times[name] = float(t[hits[0]]) if hits.size else None
+    return times
+
+
+def _crossing(t: np.ndarray, values: np.ndarray, level: float, rising: bool) -> float | None:
+    gap = values - level if rising else level - values
+    with np.errstate(invalid="ignore"):
+        hits = np.flatnonzero(gap >= 0)
+    if not hits.size:
+        return None
+    k = int(hits[0])
+    if k == 0 or not np.isfinite(gap[k - 1]):
+        return float(t[k])
+    return float(t[k - 1] + (t[k] - t[k - 1]) * (-gap[k - 1]) / (gap[k] - gap[k - 1]))
+
+
+def seed_runs(folder: Path, theorem: Theorem) -> list[SeedRun]:
+    """Every seed of a complete run folder, with the theorem's events."""
+    run = RunFolder.open(folder)
+    config = run.config()
+    system = system_of(config)
+    t, series = pivot_metrics(read_metrics(run.metrics_file))
+    initial, final = (system.from_arrays(read_state(run.state_file(which), system=config.system))
+                      for which in ("init", "final"))
+    seeds = list(run.manifest().get("seeds") or [config.seed])
+    runs = []
+    for index, seed in enumerate(seeds):
+        mine = {name: values[index] for name, values in series.items()}
+        _group_vectors(mine)
+        runs.append(SeedRun(seed=seed, t=t, series=mine, system=system, config=config,
+                            initial=_take(initial, index), final=_take(final, index),
+                            events=event_times(theorem, t, mine, system)))
+    return runs
+
+
+def _group_vectors(series: dict[str, np.ndarray]) -> None:
+    """Add each vector observable (columns NAME_1, NAME_2, ...) as one (times, entries) array NAME."""
+    stems: dict[str, list[int]] = {}
+    for name in series:
+        stem, _, index = name.rpartition("_")
+        if stem and index.isdigit():
+            stems.setdefault(stem, []).append(int(index))
+    for stem, indices in stems.items():
+        if stem not in series and sorted(indices) == list(range(1, len(indices) + 1)):
+            series[stem] = np.stack([series[f"{stem}_{i}"] for i in range(1, len(indices) + 1)], axis=-1)
+
+
+def _take(tree: Any, index: int) -> Any:
+    import jax  # lazy: the seed axis of the System's parameter pytree
+
+    return jax.tree.map(lambda leaf: leaf[index], tree)
+
+
+def quantity(theorem: Theorem, name: str, run: SeedRun) -> float:
+    """A declared quantity on one seed (NaN where it cannot be measured: an event that did not happen)."""
+    declared = theorem.quantities[name]
+    if isinstance(declared, EventTime):
+        when = run.events.get(declared.event)
+        return math.nan if when is None else float(when)
+    if isinstance(declared, ValueAt):
+        values = np.asarray(run.series[declared.observable], float)
+        keep = np.flatnonzero(np.isfinite(values))
+        if not keep.size:
+            return math.nan
+        if declared.at == "start":
+            return float(values[keep[0]])
+        if declared.at == "end":
+            return float(values[keep[-1]])
+        when = run.events.get(declared.at)
+        return math.nan if when is None else run.value_at(declared.observable, when)
+    if isinstance(declared, Computed):
+        return float(declared.fn(run))
+    raise TypeError(f"quantity {name}: {declared!r} is not a quantity")
+
+
+@dataclass
+class ClaimVerdict:
+    """One claim's verdict with everything it rests on."""
+
+    id: str
+    statement: str
+    kind: str
+    evidence: str
+    verdict: str
+    sentence: str
+    values: dict[str, Any] = field(default_factory=dict)
+    power: dict | None = None
+    rate: dict | None = None
+
+
+@dataclass
+class TheoremVerdict:
+    """A theorem judged on a run or a sweep."""
+
+    theorem: str
+    source: str
+    target: str
+    axis: str | None
+    runs: list[dict]
+    premises: list[dict]
+    claims: list[ClaimVerdict]
+
+    def to_dict(self) -> dict:
+        return {"theorem": self.theorem, "source": self.source, "target": self.target, "axis": self.axis,
+                "runs": self.runs, "premises": self.premises, "claims": [asdict(c) for c in self.claims],
+                "counts": self.counts()}
+
+    def counts(self) -> dict[str, int]:
+        return {verdict: sum(c.verdict == verdict for c in self.claims) for verdict in VERDICTS
+                if any(c.verdict == verdict for c in self.claims)}
+
+    def findings(self) -> list[str]:
+        """Claims the data refute where their premises hold (statements and identities)."""
+        return [c.id for c in self.claims if c.verdict == "fail" and c.evidence in ("statement", "identity")]
+
+    def markdown(self) -> str:
+        lines = [f"# {self.theorem}: verified on {self.target}", ""]
+        if self.source:
+            lines += [self.source, ""]
+        lines += [f"{len(self.runs)} run(s)" + (f" along {self.axis}" if self.axis else "") + ": "
+                  + ", ".join(f"{run['value'] if self.axis else run['folder']}" for run in self.runs), ""]
+        if self.premises:
+            lines += ["| premise | statement | met |", "| --- | --- | --- |"]
+            lines += [f"| {p['id']} | {p['statement']} | {p['met']} |" for p in self.premises]
+            lines.append("")
+        lines += ["| claim | statement | evidence | verdict | measured |", "| --- | --- | --- | --- | --- |"]
+        for c in self.claims:
+            power = f" Power: {c.power['sentence']}" if c.power else ""
+            lines.append(f"| {c.id} | {c.statement} | {c.evidence} | {c.verdict} | {c.sentence}{power} |")
+        lines += ["", "Verdicts: " + "; ".join(f"{k} {v}" for k, v in self.counts().items())]
+        return "\n".join(lines) + "\n"
+
+
+def _premises(theorem: Theorem, runs: list[list[SeedRun]]) -> dict[str, list[bool]]:
+    """Each premise's truth on each run."""
+    return {p.id: [bool(p.holds(seeds[0].system, seeds[0].config)) for seeds in runs] for p in theorem.premises}
+
+
+def _holds_on_seed(claim: Claim, theorem: Theorem, run: SeedRun) -> tuple[bool | None, dict]:
+    """Whether a non-rate claim holds on one seed (None: cannot tell), and what was measured."""
+    if isinstance(claim, Limit):
+        return _limit_on_seed(claim, run)
+    values = {name: quantity(theorem, name, run) for name in claim.quantity_names()}
+    if not all(math.isfinite(v) for v in values.values()):
+        return None, values
+    if isinstance(claim, Sign):
+        v = values[claim.quantity]
+        return (v > 0) if claim.positive else (v < 0), values
+    if isinstance(claim, Ordering):
+        ordered = [values[name] for name in claim.quantities]
+        return all(a < b for a, b in zip(ordered, ordered[1:])), values
+    if isinstance(claim, Bound):
+        v, system = values[claim.quantity], run.system
+        upper = None if claim.upper is None else number(claim.upper, system)
+        lower = None if claim.lower is None else number(claim.lower, system)
+        if upper is not None:
+            values["upper"] = upper
+        if lower is not None:
+            values["lower"] = lower
+        values["headroom"] = _headroom(v, upper, lower)
+        return (upper is None or v <= upper) and (lower is None or v >= lower), values
+    if isinstance(claim, Identity):
+        left, right = values[claim.left], values[claim.right]
+        scale = max(abs(left), abs(right), np.finfo(float).tiny)
+        values["relative_difference"] = abs(left - right) / scale
+        return values["relative_difference"] <= claim.rtol, values
+    raise TypeError(f"claim {claim.id}: {type(claim).__name__} is not judged per seed")
+
+
+def _limit_on_seed(claim: Limit, run: SeedRun) -> tuple[bool | None, dict]:
+    series = np.asarray(run.series[claim.observable], float)
+    keep = np.flatnonzero(np.isfinite(series))
+    if not keep.size:
+        return None, {}
+    target = number(claim.to, run.system)
+    scale = abs(target) if target else 1.0
+    start, end = series[keep[0]], series[keep[-1]]
+    values = {"start": float(start), "end": float(end), "limit": target,
+              "end_distance": float(abs(end - target) / scale), "tol": claim.tol,
+              "started_at_limit": bool(abs(start - target) / scale <= claim.tol)}
+    return bool(values["end_distance"] <= claim.tol), values
+
+
+def _headroom(value: float, upper: float | None, lower: float | None) -> float:
+    """How far inside its bounds a value sits, as the smallest factor (bound / |value| for an upper
+    bound, value / bound for a lower one); a pass with more than `VACUOUS_FACTOR` is vacuous."""
+    factors = []
+    if upper is not None and upper > 0:
+        factors.append(upper / abs(value) if value else math.inf)
+    if lower is not None and lower > 0:
+        factors.append(value / lower)
+    return min(factors) if factors else 1.0
+
+
+def judge_on_runs(claim: Claim, theorem: Theorem, runs: list[list[SeedRun]], met: dict[str, list[bool]],
+                  labels: list[str]) -> ClaimVerdict:
+    """A non-rate claim over every seed of every run: it passes only where it holds on each."""
+    outcomes, measured = [], {}
+    for r, seeds in enumerate(runs):
+        unmet = [p for p in claim.premises if not met[p][r]]
+        for run in seeds:
+            holds, values = _holds_on_seed(claim, theorem, run)
+            measured[f"{labels[r]} seed {run.seed}"] = values
+            outcomes.append((holds, unmet, values, labels[r], run.seed))
+    kind = type(claim).__name__
+    if claim.evidence == "diagnostic":
+        return ClaimVerdict(claim.id, claim.statement, kind, claim.evidence, "diagnostic",
+                            _values_text(measured), measured)
+    failed = [o for o in outcomes if o[0] is False]
+    inside = [o for o in failed if not o[1]]
+    unknown = [o for o in outcomes if o[0] is None]
+    if inside:
+        verdict, where = "fail", inside
+    elif failed:
+        verdict, where = "fail outside premises", failed
+    elif unknown:
+        verdict, where = "inconclusive", unknown
+    else:
+        rooms = [o[2].get("headroom") for o in outcomes]
+        vacuous = ((isinstance(claim, Bound) and claim.evidence != "identity"
+                    and all(r is not None and r > VACUOUS_FACTOR for r in rooms))
+                   or (isinstance(claim, Limit) and all(o[2].get("started_at_limit") for o in outcomes)))
+        verdict, where = ("vacuous" if vacuous else "pass"), outcomes
+    sentence = _claim_sentence(claim, verdict, where, len(outcomes))
+    return ClaimVerdict(claim.id, claim.statement, kind, claim.evidence, verdict, sentence, measured)
+
+
+def _fmt(value: float) -> str:
+    return f"{value:.4g}" if isinstance(value, float) else str(value)
+
+
+def _values_text(measured: dict) -> str:
+    first = next(iter(measured.items()), None)
+    if first is None:
+        return "nothing measured"
+    where, values = first
+    return f"{where}: " + ", ".join(f"{k} {_fmt(v)}" for k, v in values.items()) + (
+        f" (and {len(measured) - 1} more)" if len(measured) > 1 else "")
+
+
+def _claim_sentence(claim: Claim, verdict: str, where: list, total: int) -> str:
+    """One line: on how many seeds and runs it held, and the worst case's numbers."""
+    holds, unmet, values, label, seed = where[0]
+    numbers = ", ".join(f"{k} {_fmt(v)}" for k, v in values.items())
+    if verdict in ("pass", "vacuous"):
+        if isinstance(claim, Bound):
+            worst = min(where, key=lambda o: o[2].get("headroom", math.inf))
+            numbers = ", ".join(f"{k} {_fmt(v)}" for k, v in worst[2].items())
+            label, seed = worst[3], worst[4]
+        text = f"holds on all {total} seed runs; {'closest' if isinstance(claim, Bound) else 'e.g.'} {label} seed {seed}: {numbers}"
+        if verdict == "vacuous":
+            text += (f"; every bound beaten by more than {VACUOUS_FACTOR:g}x, so it says nothing about the data"
+                     if isinstance(claim, Bound) else "; it starts at its limit, so it shows no convergence")
+        return text
+    if verdict == "inconclusive":
+        return (f"cannot be measured on {len(where)} of {total} seed runs (an event it reads did not happen), e.g. "
+                f"{label} seed {seed}: {numbers}")
+    outside = f" where premise(s) {', '.join(unmet)} are not met" if unmet else ""
+    return f"fails on {len(where)} of {total} seed runs{outside}, e.g. {label} seed {seed}: {numbers}"
+
+
+def judge_rate_claim(claim: Rate, theorem: Theorem, axis: str | None, values: list[float],
+                     runs: list[list[SeedRun]], met: dict[str, list[bool]]) -> ClaimVerdict:
+    """A rate claim over the sweep along `axis` (not applicable on one run or along another key)."""
+    kind = type(claim).__name__
+    if axis != claim.axis or len(runs) < 2:
+        how = f"`coocflow verify TARGET --scaling {claim.axis}`"
+        return ClaimVerdict(claim.id, claim.statement, kind, claim.evidence, "not applicable",
+                            f"a rate along {claim.axis}: judged over a sweep of it ({how})")
+    seeds = [len(seeds) for seeds in runs]
+    if len(set(seeds)) != 1:
+        return ClaimVerdict(claim.id, claim.statement, kind, claim.evidence, "inconclusive",
+                            f"the runs have different seed counts ({seeds}); seeds must be paired across the sweep")
+    matrix = np.array([[quantity(theorem, claim.quantity, run) / (claim.divide_by(run.system) if claim.divide_by else 1.0)
+                        for run in seeds_of] for seeds_of in runs])
+    test = RateTest(claim.exponent, claim.kind, claim.tol, claim.log_power)
+    judgement = judge_rate(test, values, matrix, paired=True, name=claim.quantity)
+    verdict = judgement.verdict
+    unmet = sorted({p for p in claim.premises for r in range(len(runs)) if not met[p][r]})
+    if verdict == "fail" and unmet:
+        verdict = "fail outside premises"
+    noise = _noise(values, matrix)
+    power = _power(test, values, matrix.shape[1], noise)
+    sentence = judgement.sentence() + (f"; premise(s) {', '.join(unmet)} not met on some runs" if unmet else "")
+    return ClaimVerdict(claim.id, claim.statement, kind, claim.evidence, verdict, sentence,
+                        {"axis": list(values), "values": matrix.tolist()}, power, judgement.to_dict())
+
+
+def _noise(axis_values: list[float], matrix: np.ndarray) -> float:
+    """The seed-to-seed spread of log|value| about a line in log(axis) with one offset per seed (what
+    the paired fit sees): the noise at which the power is simulated."""
+    logs = np.log(np.abs(matrix))
+    if not np.all(np.isfinite(logs)) or matrix.shape[0] < 3:
+        return math.nan
+    x = np.log(np.asarray(axis_values, float))[:, None] * np.ones_like(logs)
+    xc, yc = x - x.mean(axis=0), logs - logs.mean(axis=0)
+    slope = float((xc * yc).sum() / (xc * xc).sum())
+    residual = yc - slope * xc
+    dof = max(1, logs.size - logs.shape[1] - 1)
+    return float(np.sqrt((residual**2).sum() / dof))
+
+
+def _power(test: RateTest, axis_values: list[float], seeds: int, noise: float) -> dict | None:
+    """How often the test fails a claim POWER_ERROR off (either side) at this design and noise."""
+    if not math.isfinite(noise):
+        return None
+    floor = max(noise, 1e-6)
+    rates = {}
+    for error in (-POWER_ERROR, POWER_ERROR):
+        cell = power_cell(test, axis_values, seeds, error, floor, POWER_TRIALS, resamples=400)
+        rates[error] = cell.failed / cell.trials
+    wrong = min(rates.values()) if test.kind == "order" else rates[POWER_ERROR if test.kind != "lower bound" else -POWER_ERROR]
+    true = power_cell(test, axis_values, seeds, 0.0, floor, POWER_TRIALS, resamples=400)
+    sentence = (f"at this design ({len(axis_values)} values x {seeds} seeds, noise {noise:.2g} in log units) a claim "
+                f"{POWER_ERROR:g} off in the exponent fails in {wrong:.0%} of {POWER_TRIALS} simulated sweeps, the "
+                f"true one passes in {true.pass_rate:.0%}")
+    return {"error": POWER_ERROR, "fails_wrong": wrong, "passes_true": true.pass_rate, "noise": noise,
+            "trials": POWER_TRIALS, "sentence": sentence}
+
+
+def verify_theorem(theorem: Theorem, folders: list[Path], axis: str | None = None,
+                   values: list[float] | None = None, target: str = "") -> TheoremVerdict:
+    """Judge `theorem` on complete run folders: one run, or a sweep whose runs differ in `axis`
+    (taking `values`), every run with the same seeds."""
+    runs = [seed_runs(folder, theorem) for folder in folders]
+    met = _premises(theorem, runs)
+    labels = [f"{axis}={value:g}" if axis else str(folder) for folder, value in zip(folders, values or [None] * len(folders))]
+    claims = []
+    for claim in theorem.claims:
+        if isinstance(claim, Rate):
+            claims.append(judge_rate_claim(claim, theorem, axis, values or [], runs, met))
+        else:
+            claims.append(judge_on_runs(claim, theorem, runs, met, labels))
+    premises = [{"id": p.id, "statement": p.statement, "met": all(met[p.id]) if met[p.id] else None,
+                 "per_run": met[p.id]} for p in theorem.premises]
+    listed = [{"folder": str(folder), "value": value, "seeds": [r.seed for r in seeds]}
+              for folder, value, seeds in zip(folders, values or [None] * len(folders), runs)]
+    return TheoremVerdict(theorem.name, theorem.source, target or str(folders[0]), axis, listed, premises, claims)
+
+
+def write_theorem_verdict(verdict: TheoremVerdict, folder: Path) -> tuple[Path, Path]:
+    """verify.json (every number) and verify.md (the table) into `folder`, atomically."""
+    folder = Path(folder)
+    paths = folder / RunFolder.VERIFY_JSON, folder / RunFolder.VERIFY_MD
+    atomic_write_json(paths[0], _json_safe(verdict.to_dict()))
+    atomic_write_text(paths[1], verdict.markdown())
+    return paths
+
+
+def _json_safe(value: Any) -> Any:
+    if isinstance(value, dict):
+        return {str(k): _json_safe(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [_json_safe(v) for v in value]
+    if isinstance(value, (bool, np.bool_)):
+        return bool(value)
+    if isinstance(value, (int, np.integer)):
+        return int(value)
+    if isinstance(value, (float, np.floating)):
+        return float(value) if math.isfinite(value) else None
+    return value
