@@ -71,12 +71,17 @@ def verify(
         _refuse_unused(f"{folder}, an existing run (to change it, `coocflow run {folder} --set ...` "
                        "then verify the new folder)",
                        (("--set", set_), ("--seed", seed), ("--seeds", seeds), ("--out", out), ("--force", force)))
-        _refuse_without_theorem(RunFolder.open(folder).system(), str(folder))
+        system = RunFolder.open(folder).system()
+        _refuse_without_theorem(system, str(folder))
     else:
         from coocflow.api import resolve_config  # lazy: defers pyarrow, 0.3 s
 
-        _refuse_without_theorem(resolve_config(target, set_, seed, seeds).system, target)
+        system = resolve_config(target, set_, seed, seeds).system
+        _refuse_without_theorem(system, target)
         folder = _train_and_write(target, set_, seed, seeds, out, force, yes=yes)
+    if system != "eq1":
+        _verify_declared([folder], None, None, str(folder), folder, strict)
+        return
     loaded = load_run(folder)
     verification = verify_run(loaded)
     write_verification(loaded, verification)
@@ -99,13 +104,61 @@ def verify(
 
 
 def _refuse_without_theorem(system: str, target: str) -> None:
-    """One line and exit 2, before any training, for a System that declares no theorem: verify
-    judges eq. (1)'s alone (docs/systems.md, 'Limits')."""
-    if system != "eq1":
-        raise CoocflowError(f"verify {target}: system {system} declares no theorem; verify judges the theorem of "
-                            "eq. (1) only, and declaring one for another System is not available yet "
-                            "(docs/systems.md, 'Limits'); run, resume, sweep, compare, report and "
-                            "run --check-reproduce serve every System")
+    """One line and exit 2, before any training, for a System that declares no theorem."""
+    if system == "eq1":
+        return
+    from coocflow.verify.judge import theorem_of  # lazy: defers JAX, 1-3.6 s
+
+    if theorem_of(system) is None:
+        raise CoocflowError(f"verify {target}: system {system} declares no theorem; declare one with "
+                            "coocflow.verify.Theorem and return it from the System's theorem() (docs/theorems.md); "
+                            "run, resume, sweep, compare, report and run --check-reproduce serve every System")
+
+
+DECLARED_LEGEND = {
+    "pass": "holds on every seed of every run (a rate: its interval inside the band)",
+    "FAIL": "fails where its premises are met: a finding against the claim (statement) or the code (identity)",
+    "fail*": "fails only where a premise it needs is not met: not a finding",
+    "incon.": "inconclusive: an event it reads did not happen, or a rate's interval straddles its band",
+    "vac.": "vacuous: a bound beaten by over 1e3x, or a limit the run starts at: neither pass nor fail",
+    "n/a": "not applicable: a rate, judged over a sweep along its key (--scaling KEY)",
+    "-": "a diagnostic: shown, never judged",
+}
+
+
+def _verify_declared(folders: list[Path], axis: str | None, values: list[float] | None, target: str, out: Path,
+                     strict: bool) -> None:
+    """Judge the theorem a System declares on its run(s), write verify.json/.md into `out` and print
+    one line per claim (whole, wrapped to the terminal), the power of each rate test, and a legend."""
+    from coocflow.storage.folders import RunFolder  # lazy: defers pyarrow, 0.3 s
+    from coocflow.verify.judge import theorem_of, verify_theorem, write_theorem_verdict  # lazy: defers JAX
+
+    system = RunFolder.open(folders[0]).system()
+    theorem = theorem_of(system)
+    verdict = verify_theorem(theorem, folders, axis, values, target)
+    written = write_theorem_verdict(verdict, out)
+    along = f" along {axis} = {', '.join(f'{v:g}' for v in values)}" if axis else ""
+    say(f"verify {target}: {theorem.name}; {len(verdict.claims)} claims on {len(folders)} run(s){along}")
+    if verdict.premises:
+        unmet = [p["id"] for p in verdict.premises if p["met"] is False]
+        say(f"premises: {len(verdict.premises) - len(unmet)} of {len(verdict.premises)} met on every run"
+            + (f"; not met: {', '.join(unmet)}" if unmet else ""))
+    shown = set()
+    for claim in verdict.claims:
+        label = SHORT_VERDICTS.get(claim.verdict, "-" if claim.verdict == "diagnostic" else claim.verdict)
+        shown.add(label)
+        colour = VERDICT_COLOURS.get(claim.verdict, "bright_black")
+        say(f"{label:<7}{claim.id:<7}{claim.statement} [{claim.evidence}]: {claim.sentence}", colour, indent=14)
+        if claim.power:
+            say(f"{'':<14}power: {claim.power['sentence']}", indent=14)
+    for marker, meaning in DECLARED_LEGEND.items():
+        if marker in shown:
+            say(f"{marker} = {meaning}", indent=4)
+    say("verdicts: " + ", ".join(f"{count} {name}" for name, count in verdict.counts().items()))
+    say("written: " + ", ".join(map(str, written)))
+    failed = verdict.findings()
+    if strict and failed:
+        raise CoocflowError(f"verify --strict: {len(failed)} claims failed with their premises met: {', '.join(failed)}")
 
 
 def _print_verification(folder: Path, verification) -> None:
@@ -301,9 +354,15 @@ def _verify_scaling(target, set_, seed, seeds, out, force, axis, values, strict,
     from coocflow.phases.scaling import AXES  # lazy: defers JAX, 1-3.6 s
     from coocflow.report.scaling import base_width, write_scaling  # lazy: defers JAX, 1-3.6 s
     from coocflow.storage.folders import ScalingFolder  # lazy: defers pyarrow, 0.3 s
-    from coocflow.storage.paths import default_out, refuse_existing_out  # lazy: defers pyarrow, 0.3 s
     from coocflow.sweep.width import width_scaling  # lazy: defers JAX, 1-3.6 s
 
+    declared = resolve_config(target, set_, seed, None if seeds is None else seeds)
+    if declared.system != "eq1":
+        _refuse_without_theorem(declared.system, target)
+        _refuse_unused("--scaling on a declared theorem (its runs train here, one after another)",
+                       (("--ray", ray), ("--workers", workers)))
+        _verify_declared_scaling(declared, target, axis, values, out, force, strict, yes)
+        return
     if axis not in AXES:
         raise CoocflowError(f"--scaling {axis}: choose one of {', '.join(AXES)}")
     if ray:
@@ -331,13 +390,7 @@ def _verify_scaling(target, set_, seed, seeds, out, force, axis, values, strict,
     if along_neurons and experiment.scaling_m1_at and not any(o.startswith("model.m=") for o in set_):
         overrides.insert(1, f"model.m={experiment.scaling_m1_at}")
     config = resolve_config(target, overrides, seed, seeds)
-    _refuse_without_theorem(config.system, target)
-    if out is None:
-        out = default_out(config.name, prefix=f"scaling-{axis}-")
-    if out.exists() and not (out / "runs").is_dir():
-        refuse_existing_out(out, force)
-    elif force and out.exists():
-        shutil.rmtree(out)
+    out = _scaling_out(out, config.name, axis, force)
     out.mkdir(parents=True, exist_ok=True)
     c0_values = experiment.scaling_c0 if experiment and axis == "both" and not any(
         o.startswith("init.c0=") for o in set_) else ()
@@ -394,6 +447,74 @@ def _verify_scaling(target, set_, seed, seeds, out, force, axis, values, strict,
     findings = [row["id"] for row in table if row["verdict"] == "fail"]
     if strict and findings:
         raise CoocflowError(f"verify --strict: {len(findings)} claims failed with their premises met: {', '.join(findings)}")
+
+
+def _scaling_out(out: Optional[Path], name: str, axis: str, force: bool) -> Path:
+    """The sweep's folder: `out` or a new default one; an existing folder that is not a sweep's (no
+    runs/) is refused unless --force, and --force starts a sweep's over."""
+    from coocflow.storage.paths import default_out, refuse_existing_out  # lazy: defers pyarrow, 0.3 s
+
+    if out is None:
+        out = default_out(name, prefix=f"scaling-{axis}-")
+    if out.exists() and not (out / "runs").is_dir():
+        refuse_existing_out(out, force)
+    elif force and out.exists():
+        shutil.rmtree(out)
+    return out
+
+
+def _verify_declared_scaling(config, target: str, axis: str, values: Optional[str], out: Optional[Path], force: bool,
+                             strict: bool, yes: bool) -> None:
+    """`verify --scaling KEY` for a System that declares a theorem: one run per value of the config
+    key KEY (any key: the System's `settings.X`, `data.n`, `optimizer.lr`, ...), each with the
+    config's seeds (paired), reused when complete and resumed when interrupted (`api.ensure_run`);
+    then every claim judged over all the runs and each rate along KEY."""
+    from coocflow.api import ensure_run  # lazy: defers pyarrow, 0.3 s
+    from coocflow.config import current_key, is_known_key, suggest_key  # lazy: keeps --help light
+    from coocflow.estimate import estimate  # lazy: defers the config model
+    from coocflow.storage.folders import RunFolder  # lazy: defers pyarrow, 0.3 s
+    from coocflow.verify.declare import Rate  # lazy: defers JAX, 1-3.6 s
+    from coocflow.verify.judge import theorem_of  # lazy: defers JAX, 1-3.6 s
+
+    key = current_key(axis)
+    if not is_known_key(key) or key in ("name", "seed", "seeds", "system"):
+        close = suggest_key(axis)
+        raise CoocflowError(f"--scaling {axis}: not a config key to sweep"
+                            + (f"; did you mean {close}?" if close else "; see `coocflow keys` and `coocflow keys --system`"))
+    theorem = theorem_of(config.system)
+    designs = [claim.design for claim in theorem.claims if isinstance(claim, Rate) and claim.axis == key and claim.design]
+    if values is None:
+        if not designs:
+            raise CoocflowError(f"--values: the theorem declares no design along {key}; give the values, e.g. --values 1,2,4,8")
+        points = list(designs[0])
+    else:
+        try:
+            points = [float(v) if any(ch in v for ch in ".eE") else int(v) for v in values.split(",") if v.strip()]
+        except ValueError:
+            raise CoocflowError(f"--values {values!r}: expected comma-separated numbers, e.g. 1,2,4,8") from None
+    if len(points) < 2 or len(set(points)) < len(points):
+        raise CoocflowError(f"--values {values!r}: need at least two distinct values of {key}")
+    jobs = []
+    for value in points:
+        job = config.replace({key: value, "name": f"{config.name}-{key}={value:g}"})
+        jobs.append((value, job))
+    out = _scaling_out(out, config.name, key, force)
+    folders = [out / "runs" / f"{key}={value:g}" for value, _ in jobs]
+    confirm_long_work(sum(estimate(job).seconds for (_, job), folder in zip(jobs, folders)
+                          if not RunFolder(folder).complete), f"training the sweep's runs in {out}", yes)
+    out.mkdir(parents=True, exist_ok=True)
+    columns = (TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn())
+    resume = again_command(out)
+    interrupts.set_message(lambda: f"interrupted: the finished runs are kept in {out / 'runs'} (an unfinished one "
+                                   f"from its last checkpoint); resume with: {resume}")
+    with Progress(*columns, console=console, transient=True) as bar:
+        task = bar.add_task(f"sweep of {key}", total=len(jobs))
+        for (value, job), folder in zip(jobs, folders):
+            bar.update(task, description=f"sweep of {key} ({key}={value:g})")
+            ensure_run(job, folder)
+            bar.advance(task)
+    interrupts.set_message(None)
+    _verify_declared(folders, key, [float(value) for value, _ in jobs], target, out, strict)
 
 
 def _sensitivity_line(sensitivity: dict | None) -> str | None:

@@ -1,0 +1,225 @@
+"""Theorems declared for any System (coocflow.verify): the calibration on a System whose truth is
+known exactly (Saxe et al.'s two-layer linear network, examples/saxe.py), and a System defined here
+with a small theorem taken through every command."""
+
+import dataclasses
+import json
+from pathlib import Path
+
+import pytest
+from typer.testing import CliRunner
+
+from coocflow.cli import app
+from coocflow.errors import ConfigError
+from coocflow.verify import Bound, Computed, Identity, Limit, Ordering, Rate, Sign, Theorem
+from coocflow.verify.judge import theorem_of, verify_theorem
+
+ROOT = Path(__file__).resolve().parents[1]
+SAXE = "examples/saxe.py:SaxeNetwork"
+
+
+@pytest.fixture
+def at_root(monkeypatch):
+    monkeypatch.chdir(ROOT)
+
+
+def cli(*args: str) -> str:
+    result = CliRunner().invoke(app, list(args))
+    assert result.exit_code == 0, result.output + repr(result.exception)
+    return result.output
+
+
+def _claim(theorem: Theorem, claim_id: str):
+    return next(claim for claim in theorem.claims if claim.id == claim_id)
+
+
+def _verdicts(theorem: Theorem, folders, axis=None, values=None) -> dict[str, str]:
+    return {claim.id: claim.verdict for claim in verify_theorem(theorem, folders, axis, values).claims}
+
+
+def test_saxe_true_claims_pass_and_perturbed_ones_fail_at_the_examples_design(at_root, tmp_path):
+    """The calibration the verifier owes beyond eq. (1): on the linear network whose mode strengths
+    follow a closed-form sigmoid, every true claim passes at the example's design (5 strengths x 3
+    seeds), with the power of its rate test printed; the same claims with the exponent 0.2 off (either
+    side), the order reversed, the wrong limit or the closed form off by a factor 2 fail, not merely
+    'inconclusive'."""
+    out = tmp_path / "scaling"
+    printed = cli("verify", "examples/saxe.toml", "--scaling", "system.top", "--out", str(out))
+    record = json.loads((out / "verify.json").read_text())
+    assert {c["id"]: c["verdict"] for c in record["claims"]} == {
+        "S1": "pass", "S2": "pass", "S3": "pass", "S3.1": "pass", "S4": "pass", "I1": "pass"}
+    rate = next(c for c in record["claims"] if c["id"] == "S4")
+    assert rate["power"]["fails_wrong"] == 1.0 and rate["power"]["passes_true"] == 1.0
+    assert "power: at this design (5 values x 3 seeds" in printed and "a claim 0.2 off" in printed
+    assert record["axis"] == "settings.top" and [r["value"] for r in record["runs"]] == [1.0, 2.0, 4.0, 8.0, 16.0]
+
+    theorem = theorem_of(SAXE)
+    folders = [Path(run["folder"]) for run in record["runs"]]
+    values = [run["value"] for run in record["runs"]]
+    wrong = {
+        "S1": Ordering(id="S1", statement="reversed", quantities=("t3", "t2", "t1")),
+        "S3.1": Limit(id="S3.1", statement="wrong limit", observable="mode_1", to=lambda system: 1.1 * system.s[0],
+                      tol=1e-6),
+        "S2": Identity(id="S2", statement="factor 2 off", left="t1", right="t1_twice"),
+    }
+    quantities = {**theorem.quantities,
+                  "t1_twice": Computed(lambda run: 2 * theorem.quantities["t1_closed_form"].fn(run))}
+    for exponent in (-0.8, -1.2):
+        wrong[f"S4 {exponent}"] = dataclasses.replace(_claim(theorem, "S4"), id=f"S4 {exponent}", exponent=exponent)
+    perturbed = dataclasses.replace(theorem, claims=tuple(wrong.values()), quantities=quantities)
+    assert _verdicts(perturbed, folders, "settings.top", values) == {name: "fail" for name in wrong}
+
+    single = _verdicts(theorem, folders[2:3])
+    assert single == {"S1": "pass", "S2": "pass", "S3": "pass", "S3.1": "pass", "S4": "not applicable", "I1": "pass"}
+
+
+def test_declarations_are_checked_when_declared():
+    with pytest.raises(ConfigError, match=r"^theorem 'x': claim A names quantity 'q', which the theorem does not "
+                                          r"declare \(quantities: none\)$"):
+        Theorem(name="x", claims=(Sign(id="A", statement="q > 0", quantity="q"),))
+    with pytest.raises(ConfigError, match=r"claim A needs premise 'P', which the theorem does not declare"):
+        Theorem(name="x", claims=(Sign(id="A", statement="", quantity="q", premises=("P",)),),
+                quantities={"q": Computed(lambda run: 1.0)})
+    with pytest.raises(ConfigError, match=r"claim B: kind 'exact' is not one of order, upper bound"):
+        Theorem(name="x", claims=(Rate(id="B", statement="", quantity="q", axis="data.n", exponent=1, kind="exact"),),
+                quantities={"q": Computed(lambda run: 1.0)})
+    with pytest.raises(ConfigError, match=r"claim C: a bound needs an upper or a lower constant"):
+        Theorem(name="x", claims=(Bound(id="C", statement="", quantity="q"),), quantities={"q": Computed(lambda r: 1.0)})
+
+
+DECAY = '''
+"""Gradient flow on 1/2 k |x|^2: |x(t)|^2 = |x0|^2 exp(-2 k t), with its theorem (tests/test_theorems.py)."""
+import math
+from dataclasses import dataclass, field
+from typing import ClassVar
+
+import equinox as eqx
+import jax
+import jax.numpy as jnp
+
+from coocflow.systems import AbstractSystem
+from coocflow.verify import Computed, Crossing, EventTime, Identity, Limit, Premise, Rate, Sign, Theorem, ValueAt
+
+
+@dataclass(frozen=True)
+class DecaySettings:
+    k: float = field(default=1.0, metadata={"help": "the decay rate"})
+    size: int = field(default=3, metadata={"help": "entries of x"})
+
+
+class Decay(AbstractSystem):
+    k: float = eqx.field(static=True)
+    size: int = eqx.field(static=True)
+    name: ClassVar[str] = "decay"
+    Settings: ClassVar[type] = DecaySettings
+
+    @classmethod
+    def from_config(cls, config):
+        own = cls.settings_of(config)
+        return cls(own.k, own.size)
+
+    def init(self, key):
+        return 1.0 + jax.random.uniform(key, (self.size,))
+
+    def data(self, seed):
+        return jnp.zeros(()), jnp.zeros(())
+
+    def loss(self, params, train):
+        return 0.5 * self.k * jnp.sum(params**2)
+
+    def observe(self, params, initial, train, test):
+        return {"loss": self.loss(params, train), "ratio": jnp.sum(params**2) / jnp.sum(initial**2)}
+
+    @classmethod
+    def theorem(cls):
+        return THEOREM
+
+
+THEOREM = Theorem(
+    name="exponential decay",
+    events={"quarter": Crossing("ratio", 0.25, rising=False)},
+    quantities={"t_quarter": EventTime("quarter"), "t_exact": Computed(lambda run: math.log(2) / run.system.k),
+                "loss_start": ValueAt("loss", "start")},
+    premises=(Premise("K", "k > 0", lambda system, config: system.k > 0),),
+    claims=(
+        Identity(id="D1", statement="|x|^2 is a quarter of its start at ln 2 / k", left="t_quarter", right="t_exact",
+                 rtol=1e-3),
+        Limit(id="D2", statement="x converges to 0", observable="ratio", to=0.0, tol=1e-6, premises=("K",)),
+        Sign(id="D3", statement="the loss starts positive", quantity="loss_start"),
+        Rate(id="D4", statement="t_quarter ~ 1/k", quantity="t_quarter", axis="settings.k", exponent=-1.0,
+             design=(0.5, 1.0, 2.0, 4.0)),
+    ),
+)
+'''
+
+DECAY_TOML = '''
+name = "decay"
+system = "{source}:Decay"
+seeds = [0, 1]
+[settings]
+k = 1.0
+[train]
+method = "flow"
+t_end = 20.0
+[solver]
+rtol = 1e-9
+atol = 1e-12
+[observe]
+points = 120
+start = 0.001
+chunks = 6
+checkpoint_every_s = 0.0
+'''
+
+
+def test_a_system_declared_in_a_test_runs_through_every_command_with_its_theorem(tmp_path):
+    """A System written here (not an example) with a small theorem: run, an interrupted run refused
+    after its source is edited and resumed with --accept-changed-code, check-reproduce, verify on the
+    run and --scaling along its own setting, a sweep over it and the reports."""
+    from coocflow.api import resolve_config, run_and_write
+
+    source = tmp_path / "decay.py"
+    source.write_text(DECAY)
+    toml = tmp_path / "decay.toml"
+    toml.write_text(DECAY_TOML.format(source=source))
+    run = tmp_path / "run"
+    cli("run", str(toml), "--out", str(run))
+    printed = cli("verify", str(run))
+    verdicts = {c["id"]: c["verdict"] for c in json.loads((run / "verify.json").read_text())["claims"]}
+    assert verdicts == {"D1": "pass", "D2": "pass", "D3": "pass", "D4": "not applicable"}, printed
+    assert "--scaling settings.k" in printed
+    assert "reproduced" in cli("run", str(run), "--check-reproduce").lower()
+
+    calls = {"n": 0}
+
+    def stop(done: float) -> None:
+        calls["n"] += 1
+        if calls["n"] == 3:
+            raise KeyboardInterrupt
+
+    with pytest.raises(KeyboardInterrupt):
+        run_and_write(resolve_config(str(toml)), tmp_path / "cut", progress=stop, figures=False)
+    source.write_text(source.read_text() + "\n# an edit\n")
+    refused = CliRunner().invoke(app, ["run", "--resume", str(tmp_path / "cut")])
+    assert refused.exit_code != 0 and "changed since this run was recorded" in str(refused.exception)
+    cli("run", "--resume", str(tmp_path / "cut"), "--accept-changed-code", "--no-figures")
+
+    scaling = tmp_path / "scaling"
+    printed = cli("verify", str(toml), "--scaling", "settings.k", "--out", str(scaling))
+    record = json.loads((scaling / "verify.json").read_text())
+    assert {c["id"]: c["verdict"] for c in record["claims"]} == {"D1": "pass", "D2": "pass", "D3": "pass",
+                                                                 "D4": "pass"}, printed
+    assert "power:" in printed
+
+    spec = tmp_path / "sweep.toml"
+    spec.write_text(f'name = "decay-k"\nbase = "{toml}"\nseeds = 1\n[grid]\n"settings.k" = [1.0, 2.0]\n')
+    cli("sweep", str(spec), "--out", str(tmp_path / "sweep"), "--workers", "1", "--accept-changed-code")
+    for folder in (run, tmp_path / "sweep"):
+        assert "report:" in cli("report", str(folder))
+
+
+def test_verify_refuses_a_bad_scaling_key_in_one_line(at_root):
+    result = CliRunner().invoke(app, ["verify", "examples/saxe.toml", "--scaling", "settings"])
+    assert result.exit_code != 0 and "not a config key to sweep" in str(result.exception)
+    result = CliRunner().invoke(app, ["verify", "examples/saxe.toml", "--scaling", "data.n"])
+    assert "the theorem declares no design along data.n" in str(result.exception)
