@@ -1,4 +1,4 @@
-"""Theorems declared for any System (coocflow.verify): the calibration on a System whose truth is
+"""Theorems declared for any System (coocflow.theorems): the calibration on a System whose truth is
 known exactly (Saxe et al.'s two-layer linear network, examples/saxe.py), and a System defined here
 with a small theorem taken through every command."""
 
@@ -11,8 +11,8 @@ from typer.testing import CliRunner
 
 from coocflow.cli import app
 from coocflow.errors import ConfigError
-from coocflow.verify import Bound, Computed, Identity, Limit, Ordering, Rate, Sign, Theorem
-from coocflow.verify.judge import theorem_of, verify_theorem
+from coocflow.theorems import Bound, Computed, Identity, Limit, Ordering, Rate, Sign, Theorem
+from coocflow.theorems.judge import theorem_of, verify_theorem
 
 ROOT = Path(__file__).resolve().parents[1]
 SAXE = "examples/saxe.py:SaxeNetwork"
@@ -98,7 +98,7 @@ import jax
 import jax.numpy as jnp
 
 from coocflow.systems import AbstractSystem
-from coocflow.verify import Computed, Crossing, EventTime, Identity, Limit, Premise, Rate, Sign, Theorem, ValueAt
+from coocflow.theorems import Computed, Crossing, EventTime, Identity, Limit, Premise, Rate, Sign, Theorem, ValueAt
 
 
 @dataclass(frozen=True)
@@ -188,6 +188,9 @@ def test_a_system_declared_in_a_test_runs_through_every_command_with_its_theorem
     verdicts = {c["id"]: c["verdict"] for c in json.loads((run / "verify.json").read_text())["claims"]}
     assert verdicts == {"D1": "pass", "D2": "pass", "D3": "pass", "D4": "not applicable"}, printed
     assert "--scaling settings.k" in printed
+    import coocflow
+
+    assert {c.id: c.verdict for c in coocflow.verify(run).claims} == verdicts, "the Python API judges it too"
     assert "reproduced" in cli("run", str(run), "--check-reproduce").lower()
 
     calls = {"n": 0}

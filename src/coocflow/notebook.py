@@ -18,6 +18,7 @@ import pyarrow.parquet as pq
 
 from coocflow.api import execute, resolve_config, study_of
 from coocflow.config import Config
+from coocflow.errors import CoocflowError
 from coocflow.estimate import estimate
 from coocflow.report import write_report
 from coocflow.storage import load_run
@@ -165,10 +166,21 @@ def run(experiment_or_config: str | Path | Config = "paper", *, seeds: int | Seq
 
 def verify(target: Run | str | Path):
     """Run every check of `coocflow verify` on a run; writes verify.json/.md/.png into its
-    folder and returns the Verification (`.pass_rates()`, `.to_dict()`)."""
+    folder and returns the Verification (`.pass_rates()`, `.to_dict()`). On a run of another System,
+    judges the theorem the System declares (docs/theorems.md) and returns its `TheoremVerdict`."""
     from coocflow.phases.verify import verify_run, write_verification  # lazy: defers JAX, 1-3.6 s
 
     folder = target.folder if isinstance(target, Run) else Path(target)
+    system = RunFolder.open(folder).system()
+    if system != "eq1":
+        from coocflow.theorems.judge import theorem_of, verify_theorem, write_theorem_verdict  # lazy: defers JAX
+
+        theorem = theorem_of(system)
+        if theorem is None:
+            raise CoocflowError(f"verify {folder}: system {system} declares no theorem; declare one (docs/theorems.md)")
+        verdict = verify_theorem(theorem, [folder])
+        write_theorem_verdict(verdict, folder)
+        return verdict
     loaded = load_run(folder)
     verification = verify_run(loaded)
     write_verification(loaded, verification)

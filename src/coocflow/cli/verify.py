@@ -39,10 +39,12 @@ def verify(
     out: Optional[Path] = typer.Option(None, "--out", metavar="DIR", help="run folder to write when running first"),
     force: bool = typer.Option(False, "--force", help="replace --out if it exists"),
     scaling: Optional[str] = typer.Option(None, "--scaling", metavar="AXIS",
-                                          help="fit every claimed rate over a width sweep: m, m1 or both (m and m1 together)"),
+                                          help="fit every claimed rate over a sweep: for eq. (1) the widths m, m1 or both (m and m1 "
+                                               "together); for a System's declared theorem any config key"),
     values: Optional[str] = typer.Option(None, "--values", metavar="W,W,...",
-                                         help="widths for --scaling, comma-separated (default: the experiment's, "
-                                              "with m1 its neuron counts at its fixed m; else 32,64,128,256)"),
+                                         help="values for --scaling, comma-separated (default: the experiment's widths, "
+                                              "with m1 its neuron counts at its fixed m, else 32,64,128,256; for a "
+                                              "declared theorem its rate's design)"),
     strict: bool = typer.Option(False, "--strict",
                                 help="exit non-zero when any check fails where its premises are met"),
     full: bool = typer.Option(False, "--full", help="print every table (premises, each claim's evidence, "
@@ -54,9 +56,11 @@ def verify(
                                           help="with --scaling --ray local: Ray's CPUs (default: the cores)"),
     yes: bool = typer.Option(False, "--yes", "-y", help="start training estimated over 30 minutes without asking"),
 ) -> None:
-    """Check every claim of the paper on a run: premises, claims, identities (verify.json/.md/.png).
+    """Check every claim of the paper on a run: premises, claims, identities (verify.json/.md/.png);
+    on another System's run, the theorem it declares (docs/theorems.md).
 
-    Examples: coocflow verify runs/paper | coocflow verify tiny --seeds 4 | coocflow verify theory --scaling both
+    Examples: coocflow verify runs/paper | coocflow verify tiny --seeds 4 | coocflow verify theory --scaling both |
+    coocflow verify examples/saxe.toml --scaling system.top
     """
     if scaling is not None:
         _verify_scaling(target, set_, seed, seeds, out, force, scaling, values, strict, full, ray, workers, yes)
@@ -107,11 +111,11 @@ def _refuse_without_theorem(system: str, target: str) -> None:
     """One line and exit 2, before any training, for a System that declares no theorem."""
     if system == "eq1":
         return
-    from coocflow.verify.judge import theorem_of  # lazy: defers JAX, 1-3.6 s
+    from coocflow.theorems.judge import theorem_of  # lazy: defers JAX, 1-3.6 s
 
     if theorem_of(system) is None:
         raise CoocflowError(f"verify {target}: system {system} declares no theorem; declare one with "
-                            "coocflow.verify.Theorem and return it from the System's theorem() (docs/theorems.md); "
+                            "coocflow.theorems.Theorem and return it from the System's theorem() (docs/theorems.md); "
                             "run, resume, sweep, compare, report and run --check-reproduce serve every System")
 
 
@@ -131,7 +135,7 @@ def _verify_declared(folders: list[Path], axis: str | None, values: list[float] 
     """Judge the theorem a System declares on its run(s), write verify.json/.md into `out` and print
     one line per claim (whole, wrapped to the terminal), the power of each rate test, and a legend."""
     from coocflow.storage.folders import RunFolder  # lazy: defers pyarrow, 0.3 s
-    from coocflow.verify.judge import theorem_of, verify_theorem, write_theorem_verdict  # lazy: defers JAX
+    from coocflow.theorems.judge import theorem_of, verify_theorem, write_theorem_verdict  # lazy: defers JAX
 
     system = RunFolder.open(folders[0]).system()
     theorem = theorem_of(system)
@@ -473,8 +477,8 @@ def _verify_declared_scaling(config, target: str, axis: str, values: Optional[st
     from coocflow.config import current_key, is_known_key, suggest_key  # lazy: keeps --help light
     from coocflow.estimate import estimate  # lazy: defers the config model
     from coocflow.storage.folders import RunFolder  # lazy: defers pyarrow, 0.3 s
-    from coocflow.verify.declare import Rate  # lazy: defers JAX, 1-3.6 s
-    from coocflow.verify.judge import theorem_of  # lazy: defers JAX, 1-3.6 s
+    from coocflow.theorems.declare import Rate  # lazy: defers JAX, 1-3.6 s
+    from coocflow.theorems.judge import theorem_of  # lazy: defers JAX, 1-3.6 s
 
     key = current_key(axis)
     if not is_known_key(key) or key in ("name", "seed", "seeds", "system"):

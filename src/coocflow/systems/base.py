@@ -109,7 +109,7 @@ class AbstractSystem(eqx.Module):
 
     @classmethod
     def theorem(cls) -> Any:
-        """The theorem the System declares (a `coocflow.verify.Theorem`), which `coocflow verify`
+        """The theorem the System declares (a `coocflow.theorems.Theorem`), which `coocflow verify`
         judges on its runs; None (the default): it declares none (docs/theorems.md)."""
         return None
 

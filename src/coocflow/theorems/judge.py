@@ -1,4 +1,4 @@
-"""Judge a declared `Theorem` (coocflow.verify.declare) on run folders of its System.
+"""Judge a declared `Theorem` (coocflow.theorems.declare) on run folders of its System.
 
 One run: every claim but the rates, on every seed. A sweep along a config key (`verify TARGET
 --scaling KEY`): those claims on every run of it (a claim passes only where it holds on every run
@@ -23,7 +23,7 @@ from coocflow.storage import atomic_write_json, atomic_write_text
 from coocflow.storage.folders import RunFolder
 from coocflow.storage.run_folder import pivot_metrics, read_metrics, read_state
 from coocflow.systems.registry import system_class, system_of
-from coocflow.verify.declare import (
+from coocflow.theorems.declare import (
     VACUOUS_FACTOR,
     At,
     Bound,

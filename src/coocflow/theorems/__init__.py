@@ -1,10 +1,10 @@
 """Theorems about any System, declared and verified (docs/theorems.md).
 
-Declare with `Theorem` and its parts (`coocflow.verify.declare`); a System returns its theorem from
-`AbstractSystem.theorem()`; `coocflow verify` judges it (`coocflow.verify.judge`).
+Declare with `Theorem` and its parts (`coocflow.theorems.declare`); a System returns its theorem from
+`AbstractSystem.theorem()`; `coocflow verify` judges it (`coocflow.theorems.judge`).
 """
 
-from coocflow.verify.declare import (
+from coocflow.theorems.declare import (
     EVIDENCE_CLASSES,
     At,
     Bound,

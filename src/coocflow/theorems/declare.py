@@ -4,7 +4,7 @@ A `Theorem` is data: what the statement names (event times, quantities measured 
 what it assumes (`Premise`s on the System and the config) and what it claims (`Sign`, `Ordering`,
 `Bound`, `Identity`, `Rate`), each claim with the evidence class its verdict carries. A System
 returns its theorem from `AbstractSystem.theorem()`; `coocflow verify` judges it on a run, a config
-or a sweep along any config key (`coocflow.verify.judge`). Nothing here computes: every callable
+or a sweep along any config key (`coocflow.theorems.judge`). Nothing here computes: every callable
 receives the System (built from the run's config) or one seed of the run (`SeedRun`).
 """
 
