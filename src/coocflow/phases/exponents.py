@@ -95,7 +95,7 @@ class ExponentFit:
 
     def to_dict(self) -> dict:
         """JSON-safe: plain floats, lists, and None for anything not finite."""
-        data = {key: _json_safe(value) for key, value in asdict(self).items()}
+        data = {key: json_safe(value) for key, value in asdict(self).items()}
         data.update(n_widths=self.n_widths, few_widths=self.few_widths, mixed_signs=self.mixed_signs)
         return data
 
@@ -348,9 +348,13 @@ def _sign_summary(signed: list[np.ndarray]) -> str | None:
     return "mixed"
 
 
-def _json_safe(value):
+def json_safe(value):
+    """`value` with NumPy scalars as Python ones and non-finite floats as None (JSON has no NaN),
+    through dicts, lists and tuples."""
+    if isinstance(value, dict):
+        return {str(key): json_safe(item) for key, item in value.items()}
     if isinstance(value, (list, tuple)):
-        return [_json_safe(item) for item in value]
+        return [json_safe(item) for item in value]
     if isinstance(value, (bool, np.bool_)):
         return bool(value)
     if isinstance(value, (int, np.integer)):

@@ -17,6 +17,7 @@ from typing import Any
 
 import numpy as np
 
+from coocflow.phases.exponents import json_safe
 from coocflow.phases.power import power_cell
 from coocflow.phases.rate_test import RateTest, judge_rate
 from coocflow.storage import atomic_write_json, atomic_write_text
@@ -432,20 +433,6 @@ def write_theorem_verdict(verdict: TheoremVerdict, folder: Path) -> tuple[Path, 
     """verify.json (every number) and verify.md (the table) into `folder`, atomically."""
     folder = Path(folder)
     paths = folder / RunFolder.VERIFY_JSON, folder / RunFolder.VERIFY_MD
-    atomic_write_json(paths[0], _json_safe(verdict.to_dict()))
+    atomic_write_json(paths[0], json_safe(verdict.to_dict()))
     atomic_write_text(paths[1], verdict.markdown())
     return paths
-
-
-def _json_safe(value: Any) -> Any:
-    if isinstance(value, dict):
-        return {str(k): _json_safe(v) for k, v in value.items()}
-    if isinstance(value, (list, tuple)):
-        return [_json_safe(v) for v in value]
-    if isinstance(value, (bool, np.bool_)):
-        return bool(value)
-    if isinstance(value, (int, np.integer)):
-        return int(value)
-    if isinstance(value, (float, np.floating)):
-        return float(value) if math.isfinite(value) else None
-    return value
