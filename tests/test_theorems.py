@@ -219,6 +219,8 @@ def test_a_system_declared_in_a_test_runs_through_every_command_with_its_theorem
     cli("sweep", str(spec), "--out", str(tmp_path / "sweep"), "--workers", "1", "--accept-changed-code")
     for folder in (run, tmp_path / "sweep"):
         assert "report:" in cli("report", str(folder))
+    page = (run / "report.html").read_text()
+    assert "exponential decay" in page and "|x|^2 is a quarter of its start" in page, "the report shows the verdicts"
 
 
 def test_verify_refuses_a_bad_scaling_key_in_one_line(at_root):

@@ -449,8 +449,25 @@ def system_report(folder: Path) -> str:
         "<h2>Run</h2>", _table(header, ["field", "value"]),
         "<details><summary>Resolved configuration</summary>" + _table(config_rows, ["key", "value"]) + "</details>",
         "<h2>Observables</h2>", divs, "<h2>Final values</h2>", _table(final_rows, ["observable", "final (median over seeds)"]),
+        "<h2>Theorem</h2>", _theorem_html(Path(folder)),
     ]
     return _page(f"coocflow report: {man.get('name', Path(folder).name)}", sections, ids)
+
+
+def _theorem_html(folder: Path) -> str:
+    """The verdicts of the theorem the System declares, from verify.json (docs/theorems.md)."""
+    path = RunFolder(folder).verify_file("json")
+    record = json.loads(path.read_text()) if path.is_file() else {}
+    if "theorem" not in record:
+        return ("<p>No verdicts yet: <code>coocflow verify " + html.escape(str(folder)) + "</code> judges the theorem "
+                "the System declares, if it declares one.</p>")
+    rows = [{"claim": c["id"], "statement": c["statement"], "evidence": c["evidence"], "verdict": c["verdict"],
+             "measured": c["sentence"] + (f" Power: {c['power']['sentence']}" if c.get("power") else "")}
+            for c in record["claims"]]
+    premises = [{"premise": p["id"], "statement": p["statement"], "met": p["met"]} for p in record.get("premises") or []]
+    return (f"<p>{html.escape(record['theorem'])}</p>"
+            + (_table(premises, ["premise", "statement", "met"]) if premises else "")
+            + _table(rows, ["claim", "statement", "evidence", "verdict", "measured"]))
 
 
 def _space_text(manifest: dict) -> str:
