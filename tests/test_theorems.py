@@ -215,8 +215,12 @@ def test_a_system_declared_in_a_test_runs_through_every_command_with_its_theorem
     assert "power:" in printed
 
     spec = tmp_path / "sweep.toml"
-    spec.write_text(f'name = "decay-k"\nbase = "{toml}"\nseeds = 1\n[grid]\n"settings.k" = [1.0, 2.0]\n')
+    spec.write_text(f'name = "decay-k"\nbase = "{toml}"\nseeds = 2\n[grid]\n"settings.k" = [0.5, 1.0, 2.0]\n')
     cli("sweep", str(spec), "--out", str(tmp_path / "sweep"), "--workers", "1", "--accept-changed-code")
+    printed = cli("verify", str(tmp_path / "sweep"))
+    record = json.loads((tmp_path / "sweep" / "verify.json").read_text())
+    assert record["axis"] == "settings.k" and [r["value"] for r in record["runs"]] == [0.5, 1.0, 2.0]
+    assert {c["id"]: c["verdict"] for c in record["claims"]}["D4"] == "pass", printed
     for folder in (run, tmp_path / "sweep"):
         assert "report:" in cli("report", str(folder))
     page = (run / "report.html").read_text()
