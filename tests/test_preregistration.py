@@ -28,8 +28,8 @@ def test_every_change_after_data_says_why_and_what_it_did_to_the_verdicts():
 
 
 def test_a_changed_tolerance_is_caught(monkeypatch):
-    from coocflow.phases import rate_test
+    from coocflow.phases import rate_judge
 
-    monkeypatch.setattr(rate_test, "ORDER_TOLERANCE", 0.15)
+    monkeypatch.setattr(rate_judge, "ORDER_TOLERANCE", 0.15)
     assert any("ORDER_TOLERANCE" in line for line in differences())
-    assert registration()["thresholds"]["rate_test.ORDER_TOLERANCE"] == 0.15
+    assert registration()["thresholds"]["rate_judge.ORDER_TOLERANCE"] == 0.15

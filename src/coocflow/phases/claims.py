@@ -22,7 +22,7 @@ from dataclasses import asdict, dataclass
 
 from coocflow.phases.checks import EVIDENCE, EVIDENCE_CLASSES
 from coocflow.phases.premises import DELTA, UNSTATED
-from coocflow.phases.rate_test import BOUND_TOLERANCE, ORDER_TOLERANCE, RateTest
+from coocflow.phases.rate_judge import BOUND_TOLERANCE, ORDER_TOLERANCE, RateTest
 
 INIT = ("P1", "P2")
 """Concentration at initialization (L. D.1): wide enough (Cond. 1) and Gaussian with the stated scales."""
@@ -37,7 +37,7 @@ HOLDS_UNSTATED = "holds under an unstated condition"
 and holds where it is: a finding about the paper's premises, not a pass and not a plain fail."""
 VERDICT_ORDER = ("fail", "fail outside premises", HOLDS_UNSTATED, "inconclusive", "pass", "vacuous", "not applicable")
 """A claim's verdict is the first of these that any of its pieces of evidence has: `vacuous` evidence
-(a bound the data beat by far, `rate_test.VACUOUS_BY`) counts neither way, so a claim is `vacuous`
+(a bound the data beat by far, `rate_judge.VACUOUS_BY`) counts neither way, so a claim is `vacuous`
 only when nothing else decides it."""
 NO_VERDICT = "no verdict"
 """A diagnostic check's entry in the evidence: reported, never judged."""
@@ -53,7 +53,7 @@ E14 and the T1 box E26 with what builds on it: E27, T3.1)."""
 class Rate:
     """An order in m a width sweep should show, pre-registered: `quantity` (phases.scaling.QUANTITIES)
     ~ m^predicted (m1)^m1_power as `kind` (Theta "order", O "upper bound", Omega "lower bound", or
-    1/poly(m) "decays"), judged by `rate_test.judge_rate` within `tol`, allowing `log_power` factors
+    1/poly(m) "decays"), judged by `rate_judge.judge_rate` within `tol`, allowing `log_power` factors
     of log m where the statement carries a tilde or an explicit log. `evidence` is "statement" (the
     paper's rate) or "refinement" (an exponent derived here: its own verdict, never the claim's).
     Every field is fixed before any sweep runs; tests/test_rate_table.py pins the whole table."""
@@ -106,7 +106,7 @@ TILDE = 1
 with the same allowance in every claim that uses it (E9 and T3.1's value change at T1 both carry T1
 = O~(1/m)); typo 8 makes L. 4.7's and Thm 3.3's Cs a Theta~ (the loss integral adds a log m). The
 tolerance 0.1 is itself worth about 1.3 factors of log m at the theory sweep's widths
-(`rate_test.log_slack`), which each rate's sentence states."""
+(`rate_judge.log_slack`), which each rate's sentence states."""
 
 
 def _up(quantity: str, predicted: float, log_power: int = 0, **fields) -> Rate:

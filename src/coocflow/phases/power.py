@@ -1,4 +1,4 @@
-"""The power of the rate judge (`rate_test.judge_rate`), measured on simulated sweeps.
+"""The power of the rate judge (`rate_judge.judge_rate`), measured on simulated sweeps.
 
 A simulated sweep draws, at each width m and seed s, log|X| = e_true log m + sigma z (z standard
 normal: seed-to-seed spread sigma in log units, the same at every width), and judges it against
@@ -23,8 +23,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from coocflow.phases.rate_test import RateTest, judge_rate
-from coocflow.phases.rate_test import log_slack as _log_slack
+from coocflow.phases.rate_judge import RateTest, judge_rate
+from coocflow.phases.rate_judge import log_slack as _log_slack
 
 ERRORS = (0.0, 0.05, 0.1, 0.15, 0.2, 0.3)
 """Exponent errors of the power table (true exponent minus the claimed one)."""
@@ -226,7 +226,7 @@ def power_markdown(cells: list[PowerCell], test: RateTest, widths: Sequence[floa
         f"Made by `{command}`. Each cell judges {trials} simulated sweeps at the default design of "
         f"`coocflow verify theory --scaling both` ({len(widths)} widths, m = {span}, {seeds} seeds each): "
         "log|X| = (p + error) log m + noise z, z standard normal, judged as a Theta(m^p) claim with "
-        f"tolerance {test.tol:g} and no log factor, seeds paired as verify pairs them (`coocflow.phases.rate_test`). "
+        f"tolerance {test.tol:g} and no log factor, seeds paired as verify pairs them (`coocflow.phases.rate_judge`). "
         "A cell is the fraction of sweeps "
         "that **pass**; the rest are inconclusive or fail (in brackets: the fraction that fail).",
         "",
@@ -273,7 +273,7 @@ def power_markdown(cells: list[PowerCell], test: RateTest, widths: Sequence[floa
             "",
             "A two-term bound of the paper (Cs, Cr) is judged the first way: the measured quantity divided by the "
             "whole bound, whose exponent is then 0. The tolerance of 0.1 is itself worth about "
-            f"{0.1 / _log_slack(widths):.1f} factors of log m at these widths (`rate_test.log_slack`).",
+            f"{0.1 / _log_slack(widths):.1f} factors of log m at these widths (`rate_judge.log_slack`).",
             "",
         ]
     return "\n".join(lines)

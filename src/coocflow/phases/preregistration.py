@@ -22,7 +22,7 @@ from coocflow.phases import (
     claims,
     exponents,
     premises,
-    rate_test,
+    rate_judge,
     scaling,
     state_values,
 )
@@ -36,13 +36,13 @@ RECORD = "preregistration.json"
 def thresholds() -> dict[str, float]:
     """Every named number a verdict turns on, by `module.NAME`."""
     return {
-        "rate_test.ORDER_TOLERANCE": rate_test.ORDER_TOLERANCE,
-        "rate_test.BOUND_TOLERANCE": rate_test.BOUND_TOLERANCE,
-        "rate_test.LOOSE_BY": rate_test.LOOSE_BY,
-        "rate_test.VACUOUS_BY": rate_test.VACUOUS_BY,
-        "rate_test.LOCAL_FRACTION": rate_test.LOCAL_FRACTION,
-        "rate_test.MIN_LOCAL_WIDTHS": rate_test.MIN_LOCAL_WIDTHS,
-        "rate_test.BEND_FRACTION": rate_test.BEND_FRACTION,
+        "rate_judge.ORDER_TOLERANCE": rate_judge.ORDER_TOLERANCE,
+        "rate_judge.BOUND_TOLERANCE": rate_judge.BOUND_TOLERANCE,
+        "rate_judge.LOOSE_BY": rate_judge.LOOSE_BY,
+        "rate_judge.VACUOUS_BY": rate_judge.VACUOUS_BY,
+        "rate_judge.LOCAL_FRACTION": rate_judge.LOCAL_FRACTION,
+        "rate_judge.MIN_LOCAL_WIDTHS": rate_judge.MIN_LOCAL_WIDTHS,
+        "rate_judge.BEND_FRACTION": rate_judge.BEND_FRACTION,
         "exponents.FEW_WIDTHS": exponents.FEW_WIDTHS,
         "check_registry.MONOTONE_FRACTION": check_registry.MONOTONE_FRACTION,
         "check_registry.BALANCE_BOUND": check_registry.BALANCE_BOUND,

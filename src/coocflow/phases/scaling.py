@@ -32,7 +32,7 @@ from coocflow.observables.ensemble import first_time
 from coocflow.phases.checks import EVIDENCE, SeedData
 from coocflow.phases.claims import CLAIMS, HOLDS_UNSTATED, Rate, judge
 from coocflow.phases.premises import RELAXED, UNSTATED
-from coocflow.phases.rate_test import BOUND_TOLERANCE, judge_rate
+from coocflow.phases.rate_judge import BOUND_TOLERANCE, judge_rate
 from coocflow.phases.state_values import resolved_changes
 
 AXES = ("m", "m1", "both")

@@ -1,4 +1,4 @@
-"""The rate judge (`phases.rate_test`): an equivalence test of an exponent against a
+"""The rate judge (`phases.rate_judge`): an equivalence test of an exponent against a
 pre-registered band, its log allowances in the direction they act, the largest-widths slope, and
 its power on simulated sweeps at the default design."""
 
@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 
 from coocflow.phases.power import power_cell, simulate_sweep
-from coocflow.phases.rate_test import LOOSE_BY, RateTest, judge_rate, log_slack
+from coocflow.phases.rate_judge import LOOSE_BY, RateTest, judge_rate, log_slack
 
 WIDE = np.unique(np.round(np.geomspace(2**15, 2**24, 16)))
 """The default theory sweep's widths (`experiments.registry`, theory)."""
