@@ -89,6 +89,11 @@ class SaxeNetwork(AbstractSystem):
             raise ConfigError(f"settings.hidden, settings.inputs, settings.outputs: each must be >= {MODES} (the modes)")
         return cls(tuple(own.top * own.ratio**i for i in range(MODES)), own.u0, own.hidden, own.inputs, own.outputs)
 
+    def traced(self) -> "SaxeNetwork":
+        """Without the strengths and u0, which only the data and the start read: every strength of a
+        sweep reuses one compiled program (the loss and the observables see Sigma through the data)."""
+        return SaxeNetwork((), 0.0, self.hidden, self.inputs, self.outputs)
+
     def singular_vectors(self) -> tuple[np.ndarray, np.ndarray]:
         """U (outputs x 3) and V (inputs x 3), orthonormal columns: fixed, so that every seed learns
         the same Sigma (a seed draws only its hidden basis R, which the modes do not see)."""
