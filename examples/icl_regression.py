@@ -7,7 +7,10 @@ prompt; the embedding is Z = [[x_1 .. x_N, x_q], [y_1 .. y_N, 0]] ((d+1) x (N+1)
 predicts y_q = [Z + W_PV Z Z^T W_KQ Z / N] at (d+1, N+1) = w_pv^T (Z Z^T / N) W_KQ z_q, with
 w_pv the last row of W_PV. Their theorem: from a suitable small init the flow converges to a
 model whose preconditioner Gamma = W_PV[d, d] W_KQ[:d, :d] is (1 + (d+1)/N)^-1 I, one step of
-preconditioned gradient descent on the context; `gamma_error` tracks the distance to it.
+preconditioned gradient descent on the context; `gamma_error` tracks the distance to it. That
+theorem is about the population loss from a structured start; `examples/icl_theorem.py` follows
+that flow exactly and declares it (docs/theorems.md). This System, on sampled prompts from a random
+start, is outside its premises and declares none.
 
 Its own settings are `[settings]` (`ICLSettings`: N examples per prompt, d the input dimension,
 scale the initial scale; `coocflow keys --system examples/icl_regression.py:InContextRegression`);

@@ -73,6 +73,28 @@ def test_saxe_true_claims_pass_and_perturbed_ones_fail_at_the_examples_design(at
     assert single == {"S1": "pass", "S2": "pass", "S3": "pass", "S3.1": "pass", "S4": "not applicable", "I1": "pass"}
 
 
+def test_the_icl_theorem_passes_on_its_own_terms_and_its_perturbed_claims_fail(at_root, tmp_path):
+    """Zhang, Frei and Bartlett's Theorem 4.1 (Lambda = I) on the population loss from their start:
+    the preconditioner's limit, the limit risk, its Theta(1/N) rate, u's sign and the conserved balance
+    pass at the example's design (N = 10..160 x 3 seeds); the rate 0.2 off and the limit of a wrong
+    fourth moment (c_N = 1 + d/N, the '+1' forgotten) fail."""
+    out = tmp_path / "icl"
+    printed = cli("verify", "examples/icl_theorem.toml", "--scaling", "system.N", "--out", str(out))
+    record = json.loads((out / "verify.json").read_text())
+    assert {c["id"]: c["verdict"] for c in record["claims"]} == {
+        "Z1": "pass", "Z2": "pass", "Z3": "pass", "Z4": "pass", "I1": "pass"}, printed
+    assert "power:" in printed
+    theorem = theorem_of("examples/icl_theorem.py:PopulationICL")
+    folders, values = [Path(run["folder"]) for run in record["runs"]], [run["value"] for run in record["runs"]]
+    wrong = {f"Z3 {p}": dataclasses.replace(_claim(theorem, "Z3"), id=f"Z3 {p}", exponent=p) for p in (-0.8, -1.2)}
+    wrong["Z1 wrong"] = Limit(id="Z1 wrong", statement="tr Gamma -> d / (1 + d/N)", observable="gamma_trace",
+                              to=lambda system: system.d / (1 + system.d / system.N), tol=1e-6)
+    wrong["Z2 wrong"] = dataclasses.replace(_claim(theorem, "Z2"), id="Z2 wrong",
+                                            to=lambda system: system.d**2 / (2 * (system.N + system.d)))
+    perturbed = dataclasses.replace(theorem, claims=tuple(wrong.values()))
+    assert _verdicts(perturbed, folders, "settings.N", values) == {name: "fail" for name in wrong}
+
+
 def test_declarations_are_checked_when_declared():
     with pytest.raises(ConfigError, match=r"^theorem 'x': claim A names quantity 'q', which the theorem does not "
                                           r"declare \(quantities: none\)$"):
