@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 
 from coocflow.api import resolve_config
-from coocflow.phases.checks import SeedData
+from coocflow.theorems.paper.checks import SeedData
 from coocflow.runner import train
 
 SMALL_THEORY = {"data.n": 12, "data.L": 3, "data.d": 40, "data.n_test": 12, "model.m": 4096, "model.m1": 8,
@@ -75,7 +75,7 @@ def test_verify_reads_a_located_time_only_at_its_own_level():
 def test_the_sandwich_start_is_located_inside_its_grid_bracket(two_grids):
     """Lemma 4.3's T0.5 for the declared C = 0.1 (a last-entry event: the start of the sandwich's last
     stretch up to the declared T1 = C_T1/U0): located between the grid's last failure and its start."""
-    from coocflow.phases.boundaries import sandwich_start
+    from coocflow.theorems.paper.boundaries import sandwich_start
 
     coarse, _ = two_grids
     config = resolve_config("theory", [f"{k}={v}" for k, v in SMALL_THEORY.items()])

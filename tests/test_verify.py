@@ -12,8 +12,8 @@ from test_series_checks import DIAGNOSTICS as SERIES_DIAGNOSTICS
 from test_series_checks import SERIES_CHECK_FAILURES
 
 from coocflow.api import resolve_config, run_and_write
-from coocflow.phases.checks import CHECKS, EVIDENCE, SeedData, late_phase2, run_checks
-from coocflow.phases.verify import seed_data, verify_run, write_verification
+from coocflow.theorems.paper.checks import CHECKS, EVIDENCE, SeedData, late_phase2, run_checks
+from coocflow.theorems.paper.verify import seed_data, verify_run, write_verification
 from coocflow.storage import load_run
 
 EXPECTED_TO_PASS = {
@@ -200,7 +200,7 @@ def test_frozen_labels_run_fails_the_classification_claims(tmp_path):
 
 
 def test_appendix_c_closed_forms_match_the_jvp():
-    from coocflow.phases.appendix_c import KINDS, random_state_agreement
+    from coocflow.theorems.paper.appendix_c import KINDS, random_state_agreement
 
     config = resolve_config("tiny", ["data.L=5", "data.n=24", "data.d=20"])
     reports = random_state_agreement(config, states=3)
@@ -214,7 +214,7 @@ def test_a_wrong_equation_is_caught():
     """Dropping the key-side term of the printed score equation must disagree with the JVP."""
     import jax.numpy as jnp
 
-    from coocflow.phases import appendix_c
+    from coocflow.theorems.paper import appendix_c
     from coocflow.runner import build_model, build_problem
 
     config = resolve_config("tiny", [])
@@ -344,7 +344,7 @@ def test_a_gram_run_verifies_without_weights(tmp_path):
 def test_only_statements_and_identities_decide_a_claim():
     """A failed refinement is shown but does not fail its claim; a diagnostic has no verdict; the
     summary line counts each class apart."""
-    from coocflow.phases.claims import claims_table, summary_line
+    from coocflow.theorems.paper.claims import claims_table, summary_line
 
     def rate(passed=1, failed=0):
         return {"passed": passed, "failed": failed, "failed_outside_premises": 0, "unchecked": 0, "of": 1}

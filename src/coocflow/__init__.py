@@ -24,7 +24,7 @@ if _typing.TYPE_CHECKING:
 
     from coocflow.config import Config
     from coocflow.notebook import Run, Study
-    from coocflow.phases.verify import Verification
+    from coocflow.theorems.paper.verify import Verification
 
 
 def run(experiment_or_config: "str | Path | Config" = "paper", *, seeds: int | Sequence[int] | None = None,

@@ -168,7 +168,7 @@ def verify(target: Run | str | Path):
     """Run every check of `coocflow verify` on a run; writes verify.json/.md/.png into its
     folder and returns the Verification (`.pass_rates()`, `.to_dict()`). On a run of another System,
     judges the theorem the System declares (docs/theorems.md) and returns its `TheoremVerdict`."""
-    from coocflow.phases.verify import verify_run, write_verification  # lazy: defers JAX, 1-3.6 s
+    from coocflow.theorems.paper.verify import verify_run, write_verification  # lazy: defers JAX, 1-3.6 s
 
     folder = target.folder if isinstance(target, Run) else Path(target)
     system = RunFolder.open(folder).system()

@@ -66,7 +66,7 @@ def verify(
         _verify_scaling(target, set_, seed, seeds, out, force, scaling, values, strict, full, ray, workers, yes)
         return
     _refuse_unused("verify without --scaling", (("--values", values), ("--ray", ray), ("--workers", workers)))
-    from coocflow.phases.verify import verify_run, write_verification  # lazy: defers JAX, 1-3.6 s
+    from coocflow.theorems.paper.verify import verify_run, write_verification  # lazy: defers JAX, 1-3.6 s
     from coocflow.storage import load_run  # lazy: defers pyarrow, 0.3 s
     from coocflow.storage.folders import RunFolder  # lazy: defers pyarrow, 0.3 s
 
@@ -97,8 +97,8 @@ def verify(
     if full:
         _print_verification(folder, verification)
     else:
-        from coocflow.phases.claims import claims_table, summary_line  # lazy: defers JAX, 1-3.6 s
-        from coocflow.phases.verify import width_summary  # lazy: defers JAX, 1-3.6 s
+        from coocflow.theorems.paper.claims import claims_table, summary_line  # lazy: defers JAX, 1-3.6 s
+        from coocflow.theorems.paper.verify import width_summary  # lazy: defers JAX, 1-3.6 s
 
         table = claims_table(width_summary(verification))
         premises = [{"id": p.id, "met": p.met} for p in verification.premises]
@@ -173,8 +173,8 @@ def _verify_declared(folders: list[Path], axis: str | None, values: list[float] 
 def _print_verification(folder: Path, verification) -> None:
     """Premises first, then one row per claim, then the implementation identities, then one line
     of counts (claims, and checks x seeds)."""
-    from coocflow.phases.claims import claims_table  # lazy: defers JAX, 1-3.6 s
-    from coocflow.phases.verify import (  # lazy: defers JAX, 1-3.6 s
+    from coocflow.theorems.paper.claims import claims_table  # lazy: defers JAX, 1-3.6 s
+    from coocflow.theorems.paper.verify import (  # lazy: defers JAX, 1-3.6 s
         APPENDIX_C_CHECK,
         IDENTITIES,
         IDENTITY_TOLERANCE,
@@ -205,7 +205,7 @@ def _print_verification(folder: Path, verification) -> None:
     if verification.premises:
         met = sum(p.met is True for p in verification.premises)
         premise_line = f"premises {met}/{len(verification.premises)} met; "
-    from coocflow.phases.claims import summary_line  # lazy: defers JAX, 1-3.6 s
+    from coocflow.theorems.paper.claims import summary_line  # lazy: defers JAX, 1-3.6 s
 
     console.print(f"{premise_line}{summary_line(table)}; checks x seeds: {counts['passed']} pass, "
                   f"{counts['failed']} fail, {counts['failed_outside_premises']} fail outside premises, "
@@ -262,7 +262,7 @@ def _print_summary_of_claims(title: str, premises, table: list[dict], summary: s
     claim's premises are not all met, and its main sentence, whole: wrapped to a terminal's width, one
     line in a pipe), a legend of every marker shown, the counts, and where the details and the
     explanations of failures are; `--full` prints every table."""
-    from coocflow.phases.claims import shared_evidence  # lazy: defers JAX, 1-3.6 s
+    from coocflow.theorems.paper.claims import shared_evidence  # lazy: defers JAX, 1-3.6 s
 
     def get(p, key):
         return p[key] if isinstance(p, dict) else getattr(p, key)
@@ -332,14 +332,14 @@ def _print_claims(table: list[dict], title: str) -> None:
 
 
 def _check_names() -> tuple[str, ...]:
-    from coocflow.phases.checks import CHECKS  # lazy: defers JAX, 1-3.6 s
+    from coocflow.theorems.paper.checks import CHECKS  # lazy: defers JAX, 1-3.6 s
 
     return tuple(CHECKS)
 
 
 def _verdict_text(rate: dict) -> str:
     """The verdict in colour: green pass, red fail (a finding against the paper), yellow the rest."""
-    from coocflow.phases.verify import verdict_text  # lazy: defers JAX, 1-3.6 s
+    from coocflow.theorems.paper.verify import verdict_text  # lazy: defers JAX, 1-3.6 s
 
     text = verdict_text(rate)
     colour = ("red" if rate["failed"] else "green" if rate["passed"] == rate["of"] else "yellow")
@@ -359,8 +359,8 @@ def _training_left(config, axis: str, widths: list[int], out: Path, c0_values) -
 def _verify_scaling(target, set_, seed, seeds, out, force, axis, values, strict, full=False, ray=None,
                     workers=None, yes=False) -> None:
     from coocflow.api import resolve_config  # lazy: defers pyarrow, 0.3 s
-    from coocflow.phases.claims import summary_line  # lazy: defers JAX, 1-3.6 s
-    from coocflow.phases.scaling import AXES  # lazy: defers JAX, 1-3.6 s
+    from coocflow.theorems.paper.claims import summary_line  # lazy: defers JAX, 1-3.6 s
+    from coocflow.theorems.paper.scaling import AXES  # lazy: defers JAX, 1-3.6 s
     from coocflow.report.scaling import base_width, write_scaling  # lazy: defers JAX, 1-3.6 s
     from coocflow.storage.folders import ScalingFolder  # lazy: defers pyarrow, 0.3 s
     from coocflow.sweep.width import width_scaling  # lazy: defers JAX, 1-3.6 s

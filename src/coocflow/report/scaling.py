@@ -7,11 +7,11 @@ from pathlib import Path
 import numpy as np
 
 from coocflow.config import Config
-from coocflow.phases.claims import claims_markdown, claims_table, summary_line
-from coocflow.phases.premises import Premise, premises_markdown
-from coocflow.phases.rate_judge import ORDER_TOLERANCE, log_slack
-from coocflow.phases.verify import every_run_summary
-from coocflow.phases.scaling import WEIGHT_SPACE_MAX_WIDTH
+from coocflow.theorems.paper.claims import claims_markdown, claims_table, summary_line
+from coocflow.theorems.paper.premises import Premise, premises_markdown
+from coocflow.theorems.rate_judge import ORDER_TOLERANCE, log_slack
+from coocflow.theorems.paper.verify import every_run_summary
+from coocflow.theorems.paper.scaling import WEIGHT_SPACE_MAX_WIDTH
 from coocflow.report.write import write_report
 from coocflow.storage import atomic_write_json, atomic_write_text
 from coocflow.storage.folders import ScalingFolder
@@ -93,7 +93,7 @@ def scaling_markdown(report: dict, base: Config) -> str:
              f"without resolved neurons, widths up to m = {WEIGHT_SPACE_MAX_WIDTH} run in weight space. Exponents are "
              "least-squares slopes of log|value| fitted within seeds (a seed is the same data at every width, so "
              "seeds are paired across widths) with 95% whole-seed bootstrap intervals "
-             "(`coocflow/phases/exponents.py`), judged by the pre-registered rate test (`coocflow/phases/rate_judge.py`, "
+             "(`coocflow/theorems/exponents.py`), judged by the pre-registered rate test (`coocflow/theorems/rate_judge.py`, "
              "power: docs/power.md): pass when the whole interval lies in the claim's band, fail when it lies wholly "
              "outside (unless the largest widths' slope reaches or bends toward the band: inconclusive), vacuous "
              "when an upper bound is undercut by more than 1, inconclusive otherwise. Each O~ allows one factor of "

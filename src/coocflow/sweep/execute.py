@@ -37,9 +37,9 @@ def _axis_columns(axes: dict, rows: int) -> dict[str, np.ndarray]:
 
 def summary_rows(run_folder: Path, job_id: str, axes: dict) -> dict[str, np.ndarray]:
     """One row per seed: status, phase boundaries, final values and each check's verdict."""
-    from coocflow.phases import phase_boundaries  # lazy: defers JAX, 1-3.6 s
-    from coocflow.phases.checks import run_checks  # lazy: defers JAX, 1-3.6 s
-    from coocflow.phases.verify import seed_data  # lazy: defers JAX, 1-3.6 s
+    from coocflow.theorems.paper import phase_boundaries  # lazy: defers JAX, 1-3.6 s
+    from coocflow.theorems.paper.checks import run_checks  # lazy: defers JAX, 1-3.6 s
+    from coocflow.theorems.paper.verify import seed_data  # lazy: defers JAX, 1-3.6 s
 
     run = load_run(run_folder)
     per_seed = {p["seed"]: p for p in run.manifest["per_seed"]}

@@ -1,6 +1,6 @@
 """Running a width sweep (`coocflow verify --scaling AXIS`): one run folder per width and init
 scale under `OUT/runs/`, reused when complete with the same training configuration, resumed when
-interrupted; each is measured and judged by `coocflow.phases.scaling`."""
+interrupted; each is measured and judged by `coocflow.theorems.paper.scaling`."""
 
 from __future__ import annotations
 
@@ -13,9 +13,9 @@ import numpy as np
 
 from coocflow.api import ensure_run
 from coocflow.config import Config
-from coocflow.phases.exponents import fit_exponent
-from coocflow.phases.premises import DELTA, neurons_meeting_p1
-from coocflow.phases.scaling import (
+from coocflow.theorems.exponents import fit_exponent
+from coocflow.theorems.paper.premises import DELTA, neurons_meeting_p1
+from coocflow.theorems.paper.scaling import (
     QUANTITIES,
     WEIGHT_SPACE_MAX_WIDTH,
     fitted_constants,
@@ -24,7 +24,7 @@ from coocflow.phases.scaling import (
     measure,
     seed_table,
 )
-from coocflow.phases.verify import seed_data, verify_run, width_summary
+from coocflow.theorems.paper.verify import seed_data, verify_run, width_summary
 from coocflow.storage import load_run
 from coocflow.storage.folders import ScalingFolder
 

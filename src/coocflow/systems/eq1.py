@@ -51,7 +51,7 @@ def _min_margin(observed):
 
 def _catch_up(observed):
     """-dG(mu_3)/dt - max(dG(mu_1)/dt, dG(mu_2)/dt): >= 0 once the common token's alignment moves
-    at least as fast as either target's (Lemma 4.3; `phases.boundaries.common_token_catch_up`)."""
+    at least as fast as either target's (Lemma 4.3; `theorems.paper.boundaries.common_token_catch_up`)."""
     return -observed["d_G_mu3_dt"] - jnp.maximum(observed["d_G_mu1_dt"], observed["d_G_mu2_dt"])
 
 
@@ -67,7 +67,7 @@ def _loss(observed):
 class Sandwich:
     """Lemma 4.3's sandwich with constant `c`, (1+C) max(dG(mu_1), dG(mu_2)) <= -dG(mu_3) <= (1-C)
     (dG(mu_1) + dG(mu_2)), as one continuous gap: the smaller of the two inequalities' slacks, >= 0
-    exactly where both hold (`phases.boundaries.sandwich_start`)."""
+    exactly where both hold (`theorems.paper.boundaries.sandwich_start`)."""
 
     c: float
 
@@ -82,7 +82,7 @@ EVENTS = {
     "T_prime": FirstHit(_min_margin_i2_i3, 0.0, rising=True, strict=True, needs=("min_margin_I2_I3",)),
     "T_star": FirstHit(_loss, float("nan"), rising=False, needs=("loss",)),
 }
-"""eq. (1)'s event times, as `phases` reads them off the grid: the first all-correct time
+"""eq. (1)'s event times, as `theorems.paper` reads them off the grid: the first all-correct time
 (Thm 3.1), T0.5 (Lemma 4.3, the catch-up time), T' (Cor. E.20: I2 and I3 all correct) and
 T* (Thm F.20: the first loss <= m^-k, k = `verify.loss_exponent`, its level set per run); with
 Lemma 4.3's C declared (`verify.sandwich_c`) also `T0.5_sandwich`, the start of the sandwich's

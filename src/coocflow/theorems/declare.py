@@ -18,7 +18,7 @@ import numpy as np
 
 from coocflow.config import Config
 from coocflow.errors import ConfigError
-from coocflow.phases.rate_judge import KINDS, ORDER_TOLERANCE
+from coocflow.theorems.rate_judge import KINDS, ORDER_TOLERANCE
 
 EVIDENCE_CLASSES = ("statement", "refinement", "identity", "diagnostic")
 """What a claim's verdict is evidence of: `statement`, the theorem as stated (a fail is a finding

@@ -3,9 +3,9 @@
 One run: every claim but the rates, on every seed. A sweep along a config key (`verify TARGET
 --scaling KEY`): those claims on every run of it (a claim passes only where it holds on every run
 and seed, and one run that breaks it fails it), and each rate claim along that key by the
-pre-registered rate test (`phases.rate_judge.judge_rate`, seeds paired across the sweep), with the
+pre-registered rate test (`theorems.rate_judge.judge_rate`, seeds paired across the sweep), with the
 power of the test at that design: how often a claim whose exponent is 0.2 off fails, on sweeps
-simulated with the seed-to-seed noise the data show (`phases.power.power_cell`).
+simulated with the seed-to-seed noise the data show (`theorems.power.power_cell`).
 """
 
 from __future__ import annotations
@@ -17,9 +17,9 @@ from typing import Any
 
 import numpy as np
 
-from coocflow.phases.exponents import json_safe
-from coocflow.phases.power import power_cell
-from coocflow.phases.rate_judge import RateTest, judge_rate
+from coocflow.theorems.exponents import json_safe
+from coocflow.theorems.power import power_cell
+from coocflow.theorems.rate_judge import RateTest, judge_rate
 from coocflow.storage import atomic_write_json, atomic_write_text
 from coocflow.storage.folders import RunFolder
 from coocflow.storage.run_folder import pivot_metrics, read_metrics, read_state

@@ -1,7 +1,7 @@
 """Checks of the claims about t = 0 and Phase 1 that need whole matrices or single neurons
 (docs/claims.md rows D1-E26), read from a seed's saved states (initial and T1).
 
-Quantities of one saved state (either space) come from `phases.state_values` (loss weights g_i,
+Quantities of one saved state (either space) come from `theorems.paper.state_values` (loss weights g_i,
 P(mu), the flow's velocity); the neurons' rates d(a_j w_j^T W_V mu)/dt and dG(mu)/dt are below. G and the
 neurons' values depend on W and W_V only, which train under every `train.trainable` set, so
 their rates do not depend on whether attention trains.
@@ -13,8 +13,8 @@ import math
 
 import numpy as np
 
-from coocflow.phases.check_registry import HIDDEN_CONSTANT, IDENTITY_TOLERANCE, SeedData, bound_parts, check
-from coocflow.phases.premises import (
+from coocflow.theorems.paper.check_registry import HIDDEN_CONSTANT, IDENTITY_TOLERANCE, SeedData, bound_parts, check
+from coocflow.theorems.paper.premises import (
     FIRST_RANDOM,
     MU1,
     MU2,
@@ -22,8 +22,8 @@ from coocflow.phases.premises import (
     init_events,
     logits_at,
 )
-from coocflow.phases.saved import SavedState
-from coocflow.phases.state_values import state_time, token_P, velocity_at
+from coocflow.theorems.paper.saved import SavedState
+from coocflow.theorems.paper.state_values import state_time, token_P, velocity_at
 
 DELTA = 0.05
 """The failure probability delta of the bounds' logarithms (as in the premises)."""

@@ -12,9 +12,9 @@ from pathlib import Path
 import numpy as np
 import pyarrow as pa
 
-from coocflow.phases.appendix_c import KINDS, max_error, saved_state_agreement
-from coocflow.phases.checks import CHECKS, EVIDENCE, IDENTITY_TOLERANCE, CheckResult, SeedData, late_phase2, run_checks
-from coocflow.phases.claims import (
+from coocflow.theorems.paper.appendix_c import KINDS, max_error, saved_state_agreement
+from coocflow.theorems.paper.checks import CHECKS, EVIDENCE, IDENTITY_TOLERANCE, CheckResult, SeedData, late_phase2, run_checks
+from coocflow.theorems.paper.claims import (
     CLAIMS,
     NO_VERDICT,
     allowed_failures,
@@ -26,9 +26,9 @@ from coocflow.phases.claims import (
     summary_line,
     unstated_of_check,
 )
-from coocflow.phases.premises import RELAXED, Premise, evaluate_premises, premises_markdown, premises_summary
-from coocflow.phases.saved import SavedState, seed_arrays, seed_states
-from coocflow.phases.scales import scales_of
+from coocflow.theorems.paper.premises import RELAXED, Premise, evaluate_premises, premises_markdown, premises_summary
+from coocflow.theorems.paper.saved import SavedState, seed_arrays, seed_states
+from coocflow.theorems.paper.scales import scales_of
 from coocflow.storage import LoadedRun, atomic_write_json, atomic_write_text
 from coocflow.storage.folders import RunFolder
 
@@ -75,7 +75,7 @@ class Verification:
 
     def verdict(self, name: str, passed: bool | None, relaxed: bool = False) -> str:
         """One of `VERDICTS` for a check's result: a claim violated where a premise its proof uses
-        is not met (`phases.claims.premises_of_check`) is not a finding against the paper;
+        is not met (`theorems.paper.claims.premises_of_check`) is not a finding against the paper;
         identities hold for any weights, so premises do not matter; a diagnostic has no verdict."""
         if EVIDENCE.get(name) == "diagnostic":
             return NO_VERDICT
@@ -111,7 +111,7 @@ class Verification:
         return rates
 
     def claims(self) -> list[dict]:
-        """One row per claim of docs/claims.md (`phases.claims.claims_table`): premises, the checks'
+        """One row per claim of docs/claims.md (`theorems.paper.claims.claims_table`): premises, the checks'
         verdicts on this run, and the claim's verdict (rates in m need `verify --scaling`)."""
         return claims_table(width_summary(self))
 
@@ -286,7 +286,7 @@ def markdown(v: Verification, title: str) -> str:
               "## Checks", "", "Every check on its own, with its class: a statement (the paper's claim as stated) "
               "decides its claim; a refinement (a sharper statement derived here) is judged on its own; a diagnostic "
               "(holds by construction, or a constant the paper hides) is reported without a verdict. Thresholds turn "
-              "statements into numbers (see `coocflow/phases/checks.py`).", "",
+              "statements into numbers (see `coocflow/theorems/paper/checks.py`).", "",
               "| check | class | claim | threshold | verdict | measured (first seed) |",
               "| --- | --- | --- | --- | --- | --- |"]
     identity_rows = []
@@ -299,7 +299,7 @@ def markdown(v: Verification, title: str) -> str:
               "Identities that hold for any weights (so they test the implementation, not the paper):", "",
               "| check | class | claim | threshold | verdict | measured (first seed) |",
               "| --- | --- | --- | --- | --- | --- |", *identity_rows, "", "Appendix C, the coupled dynamical system: closed-form right-hand sides of the six "
-              "kinds of variables (coocflow/phases/appendix_c.py) against forward-mode derivatives along -grad L, "
+              "kinds of variables (coocflow/theorems/paper/appendix_c.py) against forward-mode derivatives along -grad L, "
               "at this run's own saved states (first seed):", ""]
     if v.appendix_c:
         lines += ["| kind | " + " | ".join(f"{r['state']} (max abs p - 1/L = {r['max_abs_p_minus_uniform']:.2g})"

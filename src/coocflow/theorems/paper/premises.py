@@ -17,8 +17,8 @@ from dataclasses import asdict, dataclass, field
 import numpy as np
 
 from coocflow.config import random_slots
-from coocflow.phases.saved import SavedState, seed_states
-from coocflow.phases.scales import Scales, eps_m, scales_of
+from coocflow.theorems.paper.saved import SavedState, seed_states
+from coocflow.theorems.paper.scales import Scales, eps_m, scales_of
 from coocflow.storage.run_folder import LoadedRun
 
 MU1, MU2, MU3, FIRST_RANDOM = 0, 1, 2, 3
@@ -38,7 +38,7 @@ one decides; the relaxed one is shown beside it)."""
 UNSTATED = {"P10": "c0 c1 sqrt(m1) > 4 (L. E.7's last step, 4R/L < s0 s1 sqrt(m/L), with R = 1/m1)"}
 """Conditions derived here that the paper does not state: never premises (a claim failing where one
 is not met still fails), but a claim that fails only where one is not met and holds where it is gets
-the outcome 'holds under an unstated condition' (`phases.claims`)."""
+the outcome 'holds under an unstated condition' (`theorems.paper.claims`)."""
 GD_STEP_LIMIT = 0.1
 """P8: eta W0 / 6 <= this counts as "<< 1" for gradient descent. G moves at
 dG/dt = -(s + m1 V) dL/dG (Appendix C), so its stiffness is u2 + m1 v0 = W0 at t = 0 (dG(mu_1)/dt(0)

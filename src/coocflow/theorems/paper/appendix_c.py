@@ -25,7 +25,7 @@ import numpy as np
 
 from coocflow.data import Dataset
 from coocflow.model import Transformer, attention, combine, logits, partition, token_mlp, trainable_loss
-from coocflow.phases.saved import SavedState, seed_arrays
+from coocflow.theorems.paper.saved import SavedState, seed_arrays
 
 KINDS = ("neuron Gram <w_j1,w_j2>", "neuron values w_j^T W_V mu", "scores nu^T W_K^T W_Q mu",
          "value Gram nu^T W_V^T W_V mu", "key Gram nu^T W_K^T W_K mu", "query Gram nu^T W_Q^T W_Q mu")

@@ -1,6 +1,6 @@
 """The paper's claims, one per row of docs/claims.md section 2, each tied to the premises its
-proof uses, the one-width checks that test it (`phases.checks`) and the exponents in m a width
-sweep should show (`phases.scaling`).
+proof uses, the one-width checks that test it (`theorems.paper.checks`) and the exponents in m a width
+sweep should show (`theorems.paper.scaling`).
 
 A claim's verdict combines its evidence: `fail` when a check fails on some seed or an exponent
 misses its prediction while every premise the claim uses is met (a finding against the paper),
@@ -9,7 +9,7 @@ misses its prediction while every premise the claim uses is met (a finding again
 (no T1, a Gram-space run for a neuron-level row, no width sweep for a rate). Identities of the
 implementation (E18, the identity parts of F4 and F11) use no premise.
 
-Only some checks decide a claim (`phases.checks.EVIDENCE_CLASSES`): its statement checks (the
+Only some checks decide a claim (`theorems.paper.checks.EVIDENCE_CLASSES`): its statement checks (the
 paper's claim as stated) and identities (an identity row is the claim). A refinement (a sharper
 statement derived here) has a verdict of its own, shown, that never fails the claim; a diagnostic
 (holds by construction, or a constant the paper hides) has none.
@@ -20,9 +20,9 @@ from __future__ import annotations
 import math
 from dataclasses import asdict, dataclass
 
-from coocflow.phases.checks import EVIDENCE, EVIDENCE_CLASSES
-from coocflow.phases.premises import DELTA, UNSTATED
-from coocflow.phases.rate_judge import BOUND_TOLERANCE, ORDER_TOLERANCE, RateTest
+from coocflow.theorems.paper.checks import EVIDENCE, EVIDENCE_CLASSES
+from coocflow.theorems.paper.premises import DELTA, UNSTATED
+from coocflow.theorems.rate_judge import BOUND_TOLERANCE, ORDER_TOLERANCE, RateTest
 
 INIT = ("P1", "P2")
 """Concentration at initialization (L. D.1): wide enough (Cond. 1) and Gaussian with the stated scales."""
@@ -51,7 +51,7 @@ E14 and the T1 box E26 with what builds on it: E27, T3.1)."""
 
 @dataclass(frozen=True)
 class Rate:
-    """An order in m a width sweep should show, pre-registered: `quantity` (phases.scaling.QUANTITIES)
+    """An order in m a width sweep should show, pre-registered: `quantity` (theorems.paper.scaling.QUANTITIES)
     ~ m^predicted (m1)^m1_power as `kind` (Theta "order", O "upper bound", Omega "lower bound", or
     1/poly(m) "decays"), judged by `rate_judge.judge_rate` within `tol`, allowing `log_power` factors
     of log m where the statement carries a tilde or an explicit log. `evidence` is "statement" (the
@@ -278,7 +278,7 @@ def combine(verdicts: list[str]) -> str:
 def claims_table(width: dict, rates: list[dict] | None = None) -> list[dict]:
     """One row per claim of docs/claims.md: its premises at one width, its one-width checks there
     (verdict counts over seeds and the first seed's sentence), its fitted rates (`rates`, from a
-    width sweep) and the combined verdict. `width` is `phases.verify.width_summary`'s dict."""
+    width sweep) and the combined verdict. `width` is `theorems.paper.verify.width_summary`'s dict."""
     met = {p["id"]: p["met"] for p in width["premises"]}
     table = []
     for claim in CLAIMS:

@@ -9,8 +9,8 @@ in the Gram space runs in weight space up to `WEIGHT_SPACE_MAX_WIDTH`, where the
 affordable, so the neuron-level quantities are measured there; above it, in the Gram space.
 
 Per seed every `QUANTITIES` entry, a small named function of the seed's series and saved states
-(`phases.checks.SeedData`), is measured; the premises and the one-width checks are evaluated per
-width. Each claim's rates (`phases.claims`) are then fitted (`phases.exponents`) over the widths
+(`theorems.paper.checks.SeedData`), is measured; the premises and the one-width checks are evaluated per
+width. Each claim's rates (`theorems.paper.claims`) are then fitted (`theorems.exponents`) over the widths
 where the premises the claim uses are met (all widths when fewer than two are): an order passes
 when its predicted exponent lies in the interval and the prefactor (value x m^-predicted) varies
 by at most 3x over the widths; an upper bound passes unless the interval lies wholly above it.
@@ -29,11 +29,11 @@ from typing import Callable
 import numpy as np
 
 from coocflow.observables.ensemble import first_time
-from coocflow.phases.checks import EVIDENCE, SeedData
-from coocflow.phases.claims import CLAIMS, HOLDS_UNSTATED, Rate, judge
-from coocflow.phases.premises import RELAXED, UNSTATED
-from coocflow.phases.rate_judge import BOUND_TOLERANCE, judge_rate
-from coocflow.phases.state_values import resolved_changes
+from coocflow.theorems.paper.checks import EVIDENCE, SeedData
+from coocflow.theorems.paper.claims import CLAIMS, HOLDS_UNSTATED, Rate, judge
+from coocflow.theorems.paper.premises import RELAXED, UNSTATED
+from coocflow.theorems.rate_judge import BOUND_TOLERANCE, judge_rate
+from coocflow.theorems.paper.state_values import resolved_changes
 
 AXES = ("m", "m1", "both")
 WEIGHT_SPACE_MAX_WIDTH = 4096

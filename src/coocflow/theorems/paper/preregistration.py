@@ -5,7 +5,7 @@ verdict of `coocflow verify` rests on, per claim, with the commit that fixed it
 A rule fixed after the data it judges is not evidence, so the record is the contract:
 tests/test_preregistration.py fails when the live rules (`registration()`) differ from the record, and
 a change is made by editing the record in the same commit, with an entry under `changes` that says
-what changed, why, and the verdicts before and after. `python -m coocflow.phases.preregistration`
+what changed, why, and the verdicts before and after. `python -m coocflow.theorems.paper.preregistration`
 prints the live rules beside the record's, so the difference is plain to see.
 """
 
@@ -15,19 +15,18 @@ import json
 import sys
 from importlib import resources
 
-from coocflow.phases import (
+from coocflow.theorems import exponents, rate_judge
+from coocflow.theorems.paper import (
     check_registry,
     checks,
     checks_phase2,
     claims,
-    exponents,
     premises,
-    rate_judge,
     scaling,
     state_values,
 )
-from coocflow.phases.checks import EVIDENCE
-from coocflow.phases.claims import CLAIMS
+from coocflow.theorems.paper.checks import EVIDENCE
+from coocflow.theorems.paper.claims import CLAIMS
 
 RECORD = "preregistration.json"
 """The record's file name, beside this module (shipped with the package)."""
@@ -82,7 +81,7 @@ def registration() -> dict:
 
 def record() -> dict:
     """The record as committed (`RECORD`)."""
-    return json.loads(resources.files("coocflow.phases").joinpath(RECORD).read_text())
+    return json.loads(resources.files("coocflow.theorems.paper").joinpath(RECORD).read_text())
 
 
 def registered(entry: dict) -> dict:

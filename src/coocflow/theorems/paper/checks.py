@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from coocflow.phases.check_registry import (  # noqa: F401  (re-exported: the checks' registry)
+from coocflow.theorems.paper.check_registry import (  # noqa: F401  (re-exported: the checks' registry)
     BALANCE_BOUND,
     CHECKS,
     EVIDENCE,
@@ -28,9 +28,9 @@ from coocflow.phases.check_registry import (  # noqa: F401  (re-exported: the ch
     bound_parts,
     check,
 )
-from coocflow.phases.premises import logits_at
-from coocflow.phases.saved import SavedState
-from coocflow.phases.state_values import loss_weights
+from coocflow.theorems.paper.premises import logits_at
+from coocflow.theorems.paper.saved import SavedState
+from coocflow.theorems.paper.state_values import loss_weights
 
 
 @check("thm3.1_alignment",
@@ -306,7 +306,7 @@ def r_settles(d: SeedData) -> tuple:
        "statement", needs_t1=True, needs=("d_G_mu1_dt",))
 def sandwich(d: SeedData) -> tuple:
     """Held to the lemma's own window [T0.5, T1], T0.5 the code's boundary (the first time the
-    common token's alignment catches up with the targets', `phases.boundaries`)."""
+    common token's alignment catches up with the targets', `theorems.paper.boundaries`)."""
     t1, t_half = d.bounds["T1"], d.bounds["T0.5"]
     if d.sandwich_c > 0:
         return _declared_sandwich(d, t1, t_half)
@@ -692,8 +692,8 @@ def r_formula(d: SeedData) -> tuple:
 
 def _register_state_checks() -> None:
     """The checks that read whole saved states live in their own modules and register here."""
-    import coocflow.phases.checks_phase1  # noqa: F401  # lazy: registers after this module's checks (CHECKS order)
-    import coocflow.phases.checks_phase2  # noqa: F401  # lazy: registers after this module's checks (CHECKS order)
+    import coocflow.theorems.paper.checks_phase1  # noqa: F401  # lazy: registers after this module's checks (CHECKS order)
+    import coocflow.theorems.paper.checks_phase2  # noqa: F401  # lazy: registers after this module's checks (CHECKS order)
 
 
 _register_state_checks()

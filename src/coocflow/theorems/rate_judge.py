@@ -43,7 +43,7 @@ from dataclasses import asdict, dataclass, field
 
 import numpy as np
 
-from coocflow.phases.exponents import ExponentFit, fit_exponent
+from coocflow.theorems.exponents import ExponentFit, fit_exponent
 
 KINDS = ("order", "upper bound", "lower bound", "decays")
 """What a statement says of the exponent: Theta, O, Omega, or 1/poly(m)."""

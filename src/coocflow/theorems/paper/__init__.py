@@ -1,4 +1,4 @@
-"""Phase analysis and the machine check of the paper's claims (`coocflow verify`).
+"""eq. (1)'s theorem: phase analysis and the machine check of the paper's claims (`coocflow verify`).
 
 The phase boundaries are imported on first use (PEP 562), so the NumPy-only parts (the rate test
 that `coocflow fit-rate` and `coocflow power` run) load without JAX: 3.8 s of imports saved a call."""
@@ -10,5 +10,5 @@ __all__ = ["common_token_catch_up", "first_time_all_correct", "phase2_start", "p
 
 def __getattr__(name: str):
     if name in __all__:
-        return getattr(importlib.import_module("coocflow.phases.boundaries"), name)
-    raise AttributeError(f"module 'coocflow.phases' has no attribute {name!r}")
+        return getattr(importlib.import_module("coocflow.theorems.paper.boundaries"), name)
+    raise AttributeError(f"module 'coocflow.theorems.paper' has no attribute {name!r}")

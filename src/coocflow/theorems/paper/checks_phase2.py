@@ -14,10 +14,10 @@ import math
 
 import numpy as np
 
-from coocflow.phases.check_registry import IDENTITY_TOLERANCE, SeedData, bound_parts, check
-from coocflow.phases.premises import FIRST_RANDOM, MU1, MU2, MU3
-from coocflow.phases.saved import SavedState
-from coocflow.phases.state_values import (
+from coocflow.theorems.paper.check_registry import IDENTITY_TOLERANCE, SeedData, bound_parts, check
+from coocflow.theorems.paper.premises import FIRST_RANDOM, MU1, MU2, MU3
+from coocflow.theorems.paper.saved import SavedState
+from coocflow.theorems.paper.state_values import (
     RESOLUTION_ULPS,
     log_loss_weights,
     loss_weights,

@@ -12,9 +12,9 @@ import numpy as np
 
 from coocflow.observables.ensemble import first_time_all_correct
 from coocflow.observables.registry import neuron_only
-from coocflow.phases.boundaries import phase_boundaries, sandwich_start
-from coocflow.phases.saved import SavedState
-from coocflow.phases.scales import Scales
+from coocflow.theorems.paper.boundaries import phase_boundaries, sandwich_start
+from coocflow.theorems.paper.saved import SavedState
+from coocflow.theorems.paper.scales import Scales
 
 MONOTONE_FRACTION = 0.95
 """Theorem 3.2: a quantity 'increases' when its rate has the right sign at >= 95% of Phase-2 times."""
@@ -94,7 +94,7 @@ class SeedData:
     """Training samples and tokens per sample (Theorem 3.3's bound on the random-token changes)."""
     states: dict[str, SavedState | None] = field(default_factory=dict)
     """This seed's saved states, keyed "init", "T1" and "final", in the system's own type (weights
-    or Grams, `phases.saved`); "T1" is None when the seed never had every sample correct."""
+    or Grams, `theorems.paper.saved`); "T1" is None when the seed never had every sample correct."""
     scales: Scales | None = None
     """The configuration's init scales (v0, U0, W0, ...: docs/claims.md shorthand)."""
     loss_exponent: float = 2.0

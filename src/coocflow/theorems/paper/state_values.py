@@ -1,4 +1,4 @@
-"""What the checks compute from one seed's saved state (`phases.saved.SavedState`, either space):
+"""What the checks compute from one seed's saved state (`theorems.paper.saved.SavedState`, either space):
 per-sample margins and loss weights, the drive P(mu) of each token, token counts, and the flow's
 velocity and rates there (one jitted JAX function per shape, built on first use)."""
 
@@ -14,8 +14,8 @@ import numpy as np
 
 from coocflow.model.state import State, join, mlp_of, split, velocity
 from coocflow.model.state import attention_of as model_attention
-from coocflow.phases.premises import logits_at
-from coocflow.phases.saved import SavedState
+from coocflow.theorems.paper.premises import logits_at
+from coocflow.theorems.paper.saved import SavedState
 
 RESOLUTION_ULPS = 100
 """A change smaller than this many float64 ulps of the quantity itself is rounding, not a

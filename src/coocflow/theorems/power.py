@@ -23,8 +23,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from coocflow.phases.rate_judge import RateTest, judge_rate
-from coocflow.phases.rate_judge import log_slack as _log_slack
+from coocflow.theorems.rate_judge import RateTest, judge_rate
+from coocflow.theorems.rate_judge import log_slack as _log_slack
 
 ERRORS = (0.0, 0.05, 0.1, 0.15, 0.2, 0.3)
 """Exponent errors of the power table (true exponent minus the claimed one)."""
@@ -226,7 +226,7 @@ def power_markdown(cells: list[PowerCell], test: RateTest, widths: Sequence[floa
         f"Made by `{command}`. Each cell judges {trials} simulated sweeps at the default design of "
         f"`coocflow verify theory --scaling both` ({len(widths)} widths, m = {span}, {seeds} seeds each): "
         "log|X| = (p + error) log m + noise z, z standard normal, judged as a Theta(m^p) claim with "
-        f"tolerance {test.tol:g} and no log factor, seeds paired as verify pairs them (`coocflow.phases.rate_judge`). "
+        f"tolerance {test.tol:g} and no log factor, seeds paired as verify pairs them (`coocflow.theorems.rate_judge`). "
         "A cell is the fraction of sweeps "
         "that **pass**; the rest are inconclusive or fail (in brackets: the fraction that fail).",
         "",
