@@ -68,10 +68,10 @@ def verify(
     _refuse_unused("verify without --scaling", (("--values", values), ("--ray", ray), ("--workers", workers)))
     from coocflow.theorems.paper.verify import verify_run, write_verification  # lazy: defers JAX, 1-3.6 s
     from coocflow.storage import load_run  # lazy: defers pyarrow, 0.3 s
-    from coocflow.storage.folders import RunFolder  # lazy: defers pyarrow, 0.3 s
+    from coocflow.storage.folders import RunFolder, SweepFolder  # lazy: defers pyarrow, 0.3 s
 
     folder = Path(target)
-    if folder.is_dir() and (folder / "sweep.json").is_file():
+    if folder.is_dir() and SweepFolder(folder).spec_file.is_file():
         _refuse_unused(f"{folder}, an existing sweep", (("--set", set_), ("--seed", seed), ("--seeds", seeds),
                                                        ("--out", out), ("--force", force)))
         _verify_sweep_folder(folder, strict)
