@@ -240,13 +240,21 @@ def test_a_system_declares_its_own_settings(at_root, tmp_path):
             (["system.N=0"], r"^dtype, settings.N, settings.d, settings.scale: the example runs")):
         with pytest.raises(ConfigError, match=message):
             resolve_config(toml, overrides)
-    with pytest.raises(ConfigError, match=r"^settings: the built-in eq1 system has no settings of its own"):
+    with pytest.raises(ConfigError, match=r"^settings: eq. \(1\) has no settings of its own"):
         resolve_config("tiny", ["system.N=3"])
-    with pytest.raises(ConfigError, match=r"^settings: the markov system declares no settings of its own; drop settings.N$"):
-        system_class("markov").settings_of(Config(system="markov", settings={"N": 3}))
+    with pytest.raises(ConfigError, match=r"^settings: the deep system declares no settings of its own; drop settings.N$"):
+        resolve_config("deep", ["system.N=3"])
+    markov = Config(system="markov").replace({"data.d": 8, "data.n": 12, "data.n_test": 12, "data.L": 4})
+    flatter = markov.replace({"system.alpha": 50.0})
+    assert system_of(flatter).alpha == 50.0 and system_of(markov).alpha == 0.2 and "settings" not in markov.to_dict()
+    rows = [np.asarray(system_of(c).data(0)[0].tokens) for c in (markov, flatter)]
+    assert rows[0].shape == rows[1].shape and not np.array_equal(rows[0], rows[1]), "alpha draws another chain"
+    with pytest.raises(ConfigError, match=r"^unknown setting 'settings.alph': did you mean 'settings.alpha'\?$"):
+        resolve_config("markov", ["system.alph=1"])
     listed = cli("keys", "--system", "examples/icl_regression.py:InContextRegression")
     assert "settings.N" in listed and "examples per prompt" in listed and "settings.scale" in listed
-    assert "declares no settings" in cli("keys", "--system", "markov")
+    assert "declares no settings" in cli("keys", "--system", "deep")
+    assert "settings.alpha" in cli("keys", "--system", "markov")
     out = tmp_path / "icl40"
     cli("run", toml, *SMALL, "--set", "system.N=30", "--out", str(out))
     assert json.loads((out / "config.json").read_text())["settings"]["N"] == 30

@@ -598,8 +598,8 @@ def validate(c: Config) -> None:
     _need(c.system in BUILT_IN_SYSTEMS or (c.system.count(":") == 1 and all(c.system.split(":"))),
           f"system: {c.system!r} is neither a built-in system ({', '.join(BUILT_IN_SYSTEMS)}) nor "
           "'path/to/file.py:ClassName' or 'package.module:ClassName' (docs/systems.md)")
-    _need(not c.settings or c.system not in BUILT_IN_SYSTEMS,
-          f"settings: the built-in {c.system} system has no settings of its own (its keys are `coocflow keys`); "
+    _need(not c.settings or c.system != "eq1",
+          "settings: eq. (1) has no settings of its own (its keys are `coocflow keys`); "
           f"drop {', '.join('settings.' + key for key in c.settings)}")
     _need(c.system == "eq1" or c.model.space == "weights",
           f"model.space: the Gram space is eq. (1)'s; the {c.system} system trains its parameters, so drop model.space")

@@ -23,7 +23,7 @@ from pathlib import Path
 import numpy as np
 
 from coocflow.config import Config
-from coocflow.data.markov import DIRICHLET_ALPHA, MarkovDataset
+from coocflow.data.markov import MarkovDataset
 from coocflow.experiments.study_folder import divergence_lines, train_variant
 from coocflow.experiments.studies import (
     COLORS,
@@ -222,7 +222,7 @@ def markov(base: Config, out: Path, progress: Progress | None = None) -> StudyRe
                "by the time the MLP/value weights have done half of theirs")
     text = (
         f"# markov\n\n{len(seeds)} seeds of `{base.name}`, each its own random chain over d={base.data.d} states "
-        f"(rows ~ Dirichlet({DIRICHLET_ALPHA})), {base.data.n} training sequences and {base.data.n_test} test "
+        f"(rows ~ Dirichlet({MarkovSystem.settings_of(base).alpha:g})), {base.data.n} training sequences and {base.data.n_test} test "
         f"sequences of L={base.data.L} tokens plus the target, m={base.model.m}, m1={base.model.m1}, "
         f"{base.init.scheme} init (c0={base.init.c0}, c1={base.init.c1}), {training_text(base)}; trained in {seconds:.1f} s. Losses in nats. H is the chain's "
         "entropy rate (the Bayes loss in expectation), H_pi its stationary entropy (context ignored). "

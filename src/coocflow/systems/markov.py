@@ -11,6 +11,8 @@ eq. (1) written out with one-hot tokens.
 
 from __future__ import annotations
 
+import dataclasses
+from dataclasses import dataclass, field
 from typing import Callable, ClassVar
 
 import equinox as eqx
@@ -167,6 +169,16 @@ def observe(model, start, train, test) -> dict[str, jnp.ndarray]:
     return {name: fn(model, start, train, test) for name, fn in OBSERVABLES.items()}
 
 
+@dataclass(frozen=True)
+class MarkovSettings:
+    """The task's own setting ([settings], --set system.alpha=1.0); the chain's size and the data's
+    are `data.d`, `data.L`, `data.n`, `data.n_test`."""
+
+    alpha: float = field(default=DIRICHLET_ALPHA, metadata={
+        "help": "Dirichlet concentration of each row of the chain's transition matrix (small: nearly "
+                "deterministic chains; large: nearly uniform ones)"})
+
+
 class MarkovSystem(AbstractSystem):
     """Per seed its own chain and data (data/markov.py's PCG64 streams), weights from
     fold_in(PRNGKey(seed), 1) as in eq. (1)'s runs; B stays fixed, and `train.trainable=mlp-value`
@@ -177,8 +189,10 @@ class MarkovSystem(AbstractSystem):
     init_config: InitConfig = eqx.field(static=True)
     dtype: str = eqx.field(static=True)
     attention_trains: bool = eqx.field(static=True)
+    alpha: float = eqx.field(static=True, default=DIRICHLET_ALPHA)
 
     name: ClassVar[str] = "markov"
+    Settings: ClassVar[type] = MarkovSettings
     methods: ClassVar[tuple[str, ...]] = ("gd", "adam", "flow")
     loss_name: ClassVar[str] = "train_loss"
 
@@ -189,7 +203,14 @@ class MarkovSystem(AbstractSystem):
             raise ConfigError(f"data.d: a Markov chain needs at least two states (got {config.data.d})")
         if config.data.L < 1:
             raise ConfigError(f"data.L: a context holds at least one token (got {config.data.L})")
-        return cls(config.data, config.model, config.init, config.dtype, config.train.trainable == "all")
+        alpha = cls.settings_of(config).alpha
+        if not alpha > 0:
+            raise ConfigError(f"settings.alpha: a Dirichlet concentration must be > 0 (got {alpha})")
+        return cls(config.data, config.model, config.init, config.dtype, config.train.trainable == "all", alpha)
+
+    def traced(self) -> "MarkovSystem":
+        """Without alpha, which only the data read: every concentration reuses the compiled programs."""
+        return dataclasses.replace(self, alpha=DIRICHLET_ALPHA)
 
     def _config(self) -> Config:
         return Config(data=self.data_config, model=self.model_config, init=self.init_config, dtype=self.dtype)
@@ -199,7 +220,7 @@ class MarkovSystem(AbstractSystem):
 
     def data(self, seed: int) -> tuple[MarkovDataset, MarkovDataset]:
         c = self.data_config
-        return make_markov_sets(c.d, c.L, c.n, c.n_test, seed, DIRICHLET_ALPHA, self.dtype)
+        return make_markov_sets(c.d, c.L, c.n, c.n_test, seed, self.alpha, self.dtype)
 
     def loss(self, params: MarkovTransformer, train: MarkovDataset) -> jax.Array:
         return loss(params, train)
