@@ -341,3 +341,21 @@ def test_a_declared_rate_is_judged_only_along_its_own_key_with_paired_seeds():
     assert elsewhere.verdict == "not applicable" and "--scaling settings.k" in elsewhere.sentence
     unpaired = runs[:3] + [runs[3][:1]]
     assert judge_rate_claim(claim, theorem, "settings.k", values, unpaired, {}).verdict == "inconclusive"
+
+
+def test_a_declaration_that_reads_what_the_run_lacks_is_one_line(at_root, tmp_path):
+    """An observable the System does not observe, or a quantity's function that raises: one line
+    naming the declaration's part and the fix, not a traceback."""
+    from coocflow.theorems import Crossing, EventTime
+
+    folder = tmp_path / "run"
+    cli("run", "examples/saxe.toml", "--set", "seeds=[0]", "--set", "observe.points=40", "--out", str(folder))
+    missing = Theorem(name="t", events={"e": Crossing("mode_9", 1.0)}, quantities={"q": EventTime("e")},
+                      claims=(Sign(id="A", statement="", quantity="q"),))
+    with pytest.raises(ConfigError, match=r"^theorem 't': event e reads observable 'mode_9', which the runs of "
+                                          r"examples/saxe.py:SaxeNetwork do not have \(they have: .*\); fix the declaration$"):
+        verify_theorem(missing, [folder])
+    broken = Theorem(name="t", quantities={"q": Computed(lambda run: run.series["nothing"])},
+                     claims=(Sign(id="A", statement="", quantity="q"),))
+    with pytest.raises(ConfigError, match=r"^theorem 't': quantity q failed on seed 0 \(KeyError: 'nothing'\); fix"):
+        verify_theorem(broken, [folder])

@@ -280,6 +280,21 @@ class Theorem:
             if event is not None and event not in self.events:
                 yield f"quantity {name} reads event {event!r}, which the theorem does not declare"
 
+    def observables(self) -> dict[str, str]:
+        """Every observable the declaration reads by name, with what reads it (an event, a quantity or
+        a limit), so a run that lacks one is refused in one line before anything is judged."""
+        reads = {}
+        for name, event in self.events.items():
+            if isinstance(event, Crossing):
+                reads.setdefault(event.observable, f"event {name}")
+        for name, quantity in self.quantities.items():
+            if isinstance(quantity, ValueAt):
+                reads.setdefault(quantity.observable, f"quantity {name}")
+        for claim in self.claims:
+            if isinstance(claim, Limit):
+                reads.setdefault(claim.observable, f"claim {claim.id}")
+        return reads
+
     def rate_axes(self) -> tuple[str, ...]:
         """The config keys the rate claims are along, each once, in order."""
         return tuple(dict.fromkeys(claim.axis for claim in self.claims if isinstance(claim, Rate)))

@@ -17,13 +17,14 @@ from typing import Any
 
 import numpy as np
 
-from coocflow.theorems.exponents import json_safe
-from coocflow.theorems.power import power_cell
-from coocflow.theorems.rate_judge import RateTest, judge_rate
+from coocflow.errors import ConfigError
 from coocflow.storage import atomic_write_json, atomic_write_text
 from coocflow.storage.folders import RunFolder
 from coocflow.storage.run_folder import pivot_metrics, read_metrics, read_state
 from coocflow.systems.registry import system_class, system_of
+from coocflow.theorems.exponents import json_safe
+from coocflow.theorems.power import power_cell
+from coocflow.theorems.rate_judge import RateTest, judge_rate
 from coocflow.theorems.declare import (
     VACUOUS_FACTOR,
     At,
@@ -108,6 +109,11 @@ def seed_runs(folder: Path, theorem: Theorem) -> list[SeedRun]:
     t, series = pivot_metrics(read_metrics(run.metrics_file))
     initial, final = (system.from_arrays(read_state(run.state_file(which), system=config.system))
                       for which in ("init", "final"))
+    present = set(series) | {name.rpartition("_")[0] for name in series if name.rpartition("_")[2].isdigit()}
+    for observable, reader in theorem.observables().items():
+        if observable not in present:
+            raise ConfigError(f"theorem {theorem.name!r}: {reader} reads observable {observable!r}, which the runs of "
+                              f"{config.system} do not have (they have: {', '.join(sorted(series))}); fix the declaration")
     manifest = run.manifest()
     seeds = list(manifest.get("seeds") or [config.seed])
     per_seed = manifest.get("per_seed") or [{} for _ in seeds]
@@ -160,7 +166,11 @@ def quantity(theorem: Theorem, name: str, run: SeedRun) -> float:
         when = run.events.get(declared.at)
         return math.nan if when is None else run.value_at(declared.observable, when)
     if isinstance(declared, Computed):
-        return float(declared.fn(run))
+        try:
+            return float(declared.fn(run))
+        except Exception as err:  # the user's function: one line naming it, not a traceback
+            raise ConfigError(f"theorem {theorem.name!r}: quantity {name} failed on seed {run.seed} "
+                              f"({type(err).__name__}: {err}); fix its function") from None
     raise TypeError(f"quantity {name}: {declared!r} is not a quantity")
 
 
