@@ -120,7 +120,7 @@ THEOREM = Theorem(
     source="Trained transformers learn linear models in-context, JMLR 25 (2024), Theorem 4.1 and its Corollary "
            "(prediction risk), for the gradient flow on the population loss from Assumption 3.3's start",
     quantities={
-        "risk_end_scaled": Computed(lambda run: float(run.series["loss"][np.isfinite(run.series["loss"])][-1]),
+        "risk_end": Computed(lambda run: float(run.series["loss"][np.isfinite(run.series["loss"])][-1]),
                                     "the population loss at the run's end"),
         "u_end": ValueAt("u", "end"),
         "balance_drift_max": Computed(lambda run: float(np.nanmax(run.series["balance_drift"])),
@@ -132,7 +132,7 @@ THEOREM = Theorem(
         Limit(id="Z2", statement="the population loss converges to d (d+1) / (2 (N+d+1))", observable="loss",
               to=lambda system: limit_risk(system.N, system.d), tol=1e-6),
         Rate(id="Z3", statement="the converged risk is Theta(1/N) in the context length N",
-             quantity="risk_end_scaled", axis="settings.N", exponent=-1.0,
+             quantity="risk_end", axis="settings.N", exponent=-1.0,
              divide_by=lambda system: system.N / (system.N + system.d + 1), design=(10, 20, 40, 80, 160)),
         Sign(id="Z4", statement="the value weight u stays positive (the model does not flip its sign)",
              quantity="u_end"),

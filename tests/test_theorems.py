@@ -238,7 +238,11 @@ def test_a_system_declared_in_a_test_runs_through_every_command_with_its_theorem
     record = json.loads((scaling / "verify.json").read_text())
     assert {c["id"]: c["verdict"] for c in record["claims"]} == {"D1": "pass", "D2": "pass", "D3": "pass",
                                                                  "D4": "pass"}, printed
-    assert "power:" in printed
+    assert "power:" in printed and (scaling / "verify.png").is_file()
+    source.write_text(source.read_text() + "\n# another edit\n")
+    refused = CliRunner().invoke(app, ["verify", str(toml), "--scaling", "settings.k", "--out", str(scaling)])
+    assert refused.exit_code != 0 and "changed since this run was recorded" in str(refused.exception)
+    cli("verify", str(toml), "--scaling", "settings.k", "--out", str(scaling), "--accept-changed-code")
 
     spec = tmp_path / "sweep.toml"
     spec.write_text(f'name = "decay-k"\nbase = "{toml}"\nseeds = 2\n[grid]\n"settings.k" = [0.5, 1.0, 2.0]\n')

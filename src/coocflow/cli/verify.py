@@ -55,6 +55,9 @@ def verify(
     workers: Optional[int] = typer.Option(None, "--workers", metavar="N",
                                           help="with --scaling --ray local: Ray's CPUs (default: the cores)"),
     yes: bool = typer.Option(False, "--yes", "-y", help="start training estimated over 30 minutes without asking"),
+    accept_changed_code: bool = typer.Option(False, "--accept-changed-code",
+                                             help="with --scaling: reuse or resume the sweep's runs although their "
+                                                  "System's code changed since they were recorded"),
 ) -> None:
     """Check every claim of the paper on a run: premises, claims, identities (verify.json/.md/.png);
     on another System's run, the theorem it declares (docs/theorems.md).
@@ -63,9 +66,11 @@ def verify(
     coocflow verify examples/saxe.toml --scaling system.top
     """
     if scaling is not None:
-        _verify_scaling(target, set_, seed, seeds, out, force, scaling, values, strict, full, ray, workers, yes)
+        _verify_scaling(target, set_, seed, seeds, out, force, scaling, values, strict, full, ray, workers, yes,
+                        accept_changed_code)
         return
-    _refuse_unused("verify without --scaling", (("--values", values), ("--ray", ray), ("--workers", workers)))
+    _refuse_unused("verify without --scaling", (("--values", values), ("--ray", ray), ("--workers", workers),
+                                                ("--accept-changed-code", accept_changed_code)))
     from coocflow.theorems.paper.verify import verify_run, write_verification  # lazy: defers JAX, 1-3.6 s
     from coocflow.storage import load_run  # lazy: defers pyarrow, 0.3 s
     from coocflow.storage.folders import RunFolder, SweepFolder  # lazy: defers pyarrow, 0.3 s
@@ -357,7 +362,7 @@ def _training_left(config, axis: str, widths: list[int], out: Path, c0_values) -
 
 
 def _verify_scaling(target, set_, seed, seeds, out, force, axis, values, strict, full=False, ray=None,
-                    workers=None, yes=False) -> None:
+                    workers=None, yes=False, accept_changed_code=False) -> None:
     from coocflow.api import resolve_config  # lazy: defers pyarrow, 0.3 s
     from coocflow.theorems.paper.claims import summary_line  # lazy: defers JAX, 1-3.6 s
     from coocflow.theorems.paper.scaling import AXES  # lazy: defers JAX, 1-3.6 s
@@ -370,7 +375,7 @@ def _verify_scaling(target, set_, seed, seeds, out, force, axis, values, strict,
         _refuse_without_theorem(declared.system, target)
         _refuse_unused("--scaling on a declared theorem (its runs train here, one after another)",
                        (("--ray", ray), ("--workers", workers)))
-        _verify_declared_scaling(declared, target, axis, values, out, force, strict, yes)
+        _verify_declared_scaling(declared, target, axis, values, out, force, strict, yes, accept_changed_code)
         return
     if axis not in AXES:
         raise CoocflowError(f"--scaling {axis}: choose one of {', '.join(AXES)}")
@@ -415,11 +420,12 @@ def _verify_scaling(target, set_, seed, seeds, out, force, axis, values, strict,
                 bar.advance(task)
             bar.update(task, description=f"width sweep ({text.split(', gram', 1)[0].split(', weights', 1)[0]})")
 
-        train = _width_trainer_on_ray(out, ray, workers, bar, task) if ray else None
+        train = _width_trainer_on_ray(out, ray, workers, bar, task, accept_changed_code) if ray else None
         resume = again_command(out)
         interrupts.set_message(lambda: f"interrupted: the finished widths are kept in {out / 'runs'} (an unfinished "
                                        f"one from its last checkpoint); resume with: {resume}")
-        report = width_scaling(config, axis, widths, out, progress=progress, c0_values=c0_values, train=train)
+        report = width_scaling(config, axis, widths, out, progress=progress, c0_values=c0_values, train=train,
+                               accept_changed_code=accept_changed_code)
         interrupts.set_message(None)
     written = write_scaling(out, report, config)
     base = base_width(report, config)
@@ -503,7 +509,7 @@ def _scaling_out(out: Optional[Path], name: str, axis: str, force: bool) -> Path
 
 
 def _verify_declared_scaling(config, target: str, axis: str, values: Optional[str], out: Optional[Path], force: bool,
-                             strict: bool, yes: bool) -> None:
+                             strict: bool, yes: bool, accept_changed_code: bool = False) -> None:
     """`verify --scaling KEY` for a System that declares a theorem: one run per value of the config
     key KEY (any key: the System's `settings.X`, `data.n`, `optimizer.lr`, ...), each with the
     config's seeds (paired), reused when complete and resumed when interrupted (`api.ensure_run`);
@@ -550,7 +556,7 @@ def _verify_declared_scaling(config, target: str, axis: str, values: Optional[st
         task = bar.add_task(f"sweep of {key}", total=len(jobs))
         for (value, job), folder in zip(jobs, folders):
             bar.update(task, description=f"sweep of {key} ({key}={value:g})")
-            ensure_run(job, folder)
+            ensure_run(job, folder, accept_changed_code)
             bar.advance(task)
     interrupts.set_message(None)
     _verify_declared(folders, key, [float(value) for value, _ in jobs], target, out, strict)
@@ -568,7 +574,7 @@ def _sensitivity_line(sensitivity: dict | None) -> str | None:
             + "; verdicts in scaling.md")
 
 
-def _width_trainer_on_ray(out: Path, address: str, workers: Optional[int], bar, task):
+def _width_trainer_on_ray(out: Path, address: str, workers: Optional[int], bar, task, accept_changed_code: bool = False):
     """`width_scaling`'s `train`: every width as a Ray task (`sweep.execute.run_width_job`), the
     progress bar saying how many are trained; a width that fails stops the sweep with its line."""
     from coocflow.sweep.execute import run_on_ray, run_width_job  # lazy: defers pyarrow, 0.3 s
@@ -582,7 +588,7 @@ def _width_trainer_on_ray(out: Path, address: str, workers: Optional[int], bar, 
             if result["state"] != "done":
                 failed.append(result)
 
-        run_on_ray(out, [p.job() for p in planned], address, workers or os.cpu_count() or 1, report,
+        run_on_ray(out, [{**p.job(), "accept_changed_code": accept_changed_code} for p in planned], address, workers or os.cpu_count() or 1, report,
                    lambda job_id: None, task=run_width_job)
         if failed:
             raise CoocflowError(f"{len(failed)} of {len(planned)} widths failed on Ray ({failed[0]['id']}: "

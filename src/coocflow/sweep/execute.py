@@ -102,7 +102,7 @@ def run_width_job(root: str, job: dict) -> dict:
 
     start = time.perf_counter()
     try:
-        outcome = ensure_run(config_from_dict(job["config"]), Path(job["folder"]))
+        outcome = ensure_run(config_from_dict(job["config"]), Path(job["folder"]), job.get("accept_changed_code", False))
         return {"id": job["id"], "state": "done", "how": outcome.how, "seconds": time.perf_counter() - start}
     except Exception as err:  # one width's failure is reported, not raised in a remote task
         line = str(err) if isinstance(err, CoocflowError) else f"{type(err).__name__}: {err}"

@@ -88,13 +88,13 @@ def width_runs(base: Config, axis: str, values: list[int], out: Path, c0_values:
 
 def width_scaling(base: Config, axis: str, values: list[int], out: Path,
                   progress: Callable[[str], None] | None = None, c0_values: tuple[float, ...] = (),
-                  train: Callable[[list[WidthRun]], None] | None = None) -> dict:
+                  train: Callable[[list[WidthRun]], None] | None = None, accept_changed_code: bool = False) -> dict:
     """Run `base` at each width (and each init scale c0 of `c0_values`, default the base's) into
     `out/runs/`, measure every quantity and check per seed, and fit every claim's rates per c0.
 
     `train`, when given, trains every run first (e.g. as Ray tasks, `sweep.execute.run_on_ray` with
     `run_width_job`); each is then reused here as any complete run is. Without it each width trains
-    here, in turn."""
+    here, in turn. `accept_changed_code` reuses runs whose System's code changed since (`api.ensure_run`)."""
     c0_values = tuple(c0_values) or (base.init.c0,)
     planned = width_runs(base, axis, values, out, c0_values)
     if train is not None:
@@ -105,7 +105,7 @@ def width_scaling(base: Config, axis: str, values: list[int], out: Path,
         if progress:
             progress(f"{axis}={planned_run.value}: m={config.model.m}, m1={config.model.m1}, c0={planned_run.c0:g}, "
                      f"{config.model.space} space, {len(config.seed_list)} seeds")
-        loaded.append(load_run(ensure_run(config, planned_run.folder).folder))
+        loaded.append(load_run(ensure_run(config, planned_run.folder, accept_changed_code).folder))
     predictions_apply = base.init.scheme == "theory"
     rows, widths = _measure(planned, loaded)
     x = np.asarray(values, float)

@@ -18,6 +18,7 @@ from typing import Any
 import numpy as np
 
 from coocflow.errors import ConfigError
+from coocflow.plots.rates import rates_figure
 from coocflow.storage import atomic_write_json, atomic_write_text
 from coocflow.storage.folders import RunFolder
 from coocflow.storage.run_folder import pivot_metrics, read_metrics, read_state
@@ -383,8 +384,9 @@ def judge_rate_claim(claim: Rate, theorem: Theorem, axis: str | None, values: li
     noise = _noise(values, matrix)
     power = _power(test, values, matrix.shape[1], noise)
     sentence = judgement.sentence() + (f"; premise(s) {', '.join(unmet)} not met on some runs" if unmet else "")
+    ylabel = claim.quantity + (" / its declared factor" if claim.divide_by else "")
     return ClaimVerdict(claim.id, claim.statement, kind, claim.evidence, verdict, sentence,
-                        {"axis": list(values), "values": matrix.tolist()}, power, judgement.to_dict())
+                        {"axis": list(values), "values": matrix.tolist(), "ylabel": ylabel}, power, judgement.to_dict())
 
 
 def _noise(axis_values: list[float], matrix: np.ndarray) -> float:
@@ -439,10 +441,16 @@ def verify_theorem(theorem: Theorem, folders: list[Path], axis: str | None = Non
     return TheoremVerdict(theorem.name, theorem.source, target or str(folders[0]), axis, listed, premises, claims)
 
 
-def write_theorem_verdict(verdict: TheoremVerdict, folder: Path) -> tuple[Path, Path]:
-    """verify.json (every number) and verify.md (the table) into `folder`, atomically."""
+def write_theorem_verdict(verdict: TheoremVerdict, folder: Path) -> tuple[Path, ...]:
+    """verify.json (every number) and verify.md (the table) into `folder`, atomically, and on a
+    sweep verify.png: each rate's quantity against its axis with the fitted and claimed slopes."""
     folder = Path(folder)
     paths = folder / RunFolder.VERIFY_JSON, folder / RunFolder.VERIFY_MD
     atomic_write_json(paths[0], json_safe(verdict.to_dict()))
     atomic_write_text(paths[1], verdict.markdown())
-    return paths
+    rates = [{"id": c.id, "statement": c.statement, "axis_name": verdict.axis, "axis": c.values.get("axis"),
+              "values": c.values.get("values"), "exponent": c.rate.get("exponent"), "ci": c.rate.get("ci"),
+              "predicted": c.rate["test"]["predicted"], "ylabel": c.values.get("ylabel", "quantity")}
+             for c in verdict.claims if c.rate]
+    drawn = rates_figure(rates, f"{verdict.theorem}: rates along {verdict.axis}", folder / RunFolder.VERIFY_PNG)
+    return paths + ((drawn,) if drawn else ())
