@@ -53,6 +53,10 @@ def test_saxe_true_claims_pass_and_perturbed_ones_fail_at_the_examples_design(at
     assert rate["power"]["fails_wrong"] == 1.0 and rate["power"]["passes_true"] == 1.0
     assert "power: at this design (5 values x 3 seeds" in printed and "a claim 0.2 off" in printed
     assert record["axis"] == "settings.top" and [r["value"] for r in record["runs"]] == [1.0, 2.0, 4.0, 8.0, 16.0]
+    assert "report:" in cli("report", str(out))
+    page = (out / "report.html").read_text()
+    assert "modes are learned in order of their strength" in page and "fitted -1.000" in page
+    assert "6/6 claims pass" in cli("ls", str(tmp_path))
 
     theorem = theorem_of(SAXE)
     folders = [Path(run["folder"]) for run in record["runs"]]

@@ -11,7 +11,15 @@ from pathlib import Path
 
 from coocflow.config import current_record
 from coocflow.errors import RunFolderError
-from coocflow.storage.folders import ComparisonFolder, RunFolder, ScalingFolder, StudyFolder, SweepFolder, kind_of
+from coocflow.storage.folders import (
+    ComparisonFolder,
+    RunFolder,
+    ScalingFolder,
+    StudyFolder,
+    SweepFolder,
+    TheoremSweepFolder,
+    kind_of,
+)
 from coocflow.storage.paths import DEFAULT_ROOT, does_not_exist
 from coocflow.sweep.store import SweepStore
 
@@ -106,6 +114,15 @@ def describe_folder(folder: Path) -> Entry | None:
         return Entry(folder.name, "scaling", status,
                      f"{len(widths)} widths {record.get('axis')} = {widths[0] if widths else ''}..{widths[-1] if widths else ''}"
                      f" x {len(record.get('seeds') or [])} seeds", "-", "-", _age(now - mtime), mtime)
+    if kind is TheoremSweepFolder:
+        record = _json(TheoremSweepFolder(folder).record_file)
+        mtime = TheoremSweepFolder(folder).record_file.stat().st_mtime
+        claims = record.get("claims") or []
+        runs = record.get("runs") or []
+        values = [run.get("value") for run in runs]
+        return Entry(folder.name, "theorem", f"{sum(c.get('verdict') == 'pass' for c in claims)}/{len(claims)} claims pass",
+                     f"{len(runs)} runs {record.get('axis')} = {_short(values[0]) if values else ''}.."
+                     f"{_short(values[-1]) if values else ''}", "-", "-", _age(now - mtime), mtime)
     run = RunFolder(folder)
     if not run.config_file.is_file():
         return None

@@ -517,7 +517,7 @@ def _verify_declared_scaling(config, target: str, axis: str, values: Optional[st
     from coocflow.api import ensure_run  # lazy: defers pyarrow, 0.3 s
     from coocflow.config import current_key, is_known_key, suggest_key  # lazy: keeps --help light
     from coocflow.estimate import estimate  # lazy: defers the config model
-    from coocflow.storage.folders import RunFolder  # lazy: defers pyarrow, 0.3 s
+    from coocflow.storage.folders import RunFolder, TheoremSweepFolder  # lazy: defers pyarrow, 0.3 s
     from coocflow.theorems.declare import Rate  # lazy: defers JAX, 1-3.6 s
     from coocflow.theorems.judge import theorem_of  # lazy: defers JAX, 1-3.6 s
 
@@ -544,7 +544,7 @@ def _verify_declared_scaling(config, target: str, axis: str, values: Optional[st
         job = config.replace({key: value, "name": f"{config.name}-{key}={value:g}"})
         jobs.append((value, job))
     out = _scaling_out(out, config.name, key, force)
-    folders = [out / "runs" / f"{key}={value:g}" for value, _ in jobs]
+    folders = [TheoremSweepFolder(out).run_folder(key, value) for value, _ in jobs]
     confirm_long_work(sum(estimate(job).seconds for (_, job), folder in zip(jobs, folders)
                           if not RunFolder(folder).complete), f"training the sweep's runs in {out}", yes)
     out.mkdir(parents=True, exist_ok=True)

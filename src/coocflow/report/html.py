@@ -456,8 +456,7 @@ def system_report(folder: Path) -> str:
 
 def _theorem_html(folder: Path) -> str:
     """The verdicts of the theorem the System declares, from verify.json (docs/theorems.md)."""
-    path = RunFolder(folder).verify_file("json")
-    record = json.loads(path.read_text()) if path.is_file() else {}
+    record = _verify_record(folder)
     if "theorem" not in record:
         return ("<p>No verdicts yet: <code>coocflow verify " + html.escape(str(folder)) + "</code> judges the theorem "
                 "the System declares, if it declares one.</p>")
@@ -534,7 +533,45 @@ def sweep_report(folder: Path) -> str:
         "<details><summary>Per-seed summary</summary>"
         + _table(summary_rows, list(summary_rows[0]) if summary_rows else ["job"]) + "</details>",
     ]
+    if "theorem" in _verify_record(Path(folder)):
+        sections += ["<h2>Theorem</h2>", _theorem_html(Path(folder))]
     return _page(f"coocflow sweep report: {record['name']}", sections, ids)
+
+
+def theorem_sweep_report(folder: Path) -> str:
+    """The page of a declared theorem's sweep (`verify TARGET --scaling KEY`): the verdicts, and each
+    rate's quantity against the key for every seed with the fitted and claimed slopes."""
+    record = _verify_record(Path(folder))
+    figures = []
+    for claim in record.get("claims", []):
+        rate, values = claim.get("rate"), claim.get("values") or {}
+        if not rate or not values.get("values"):
+            continue
+        x = values["axis"]
+        traces = [{"x": x, "y": [row[s] for row in values["values"]], "mode": "markers", "name": f"seed {s + 1}",
+                   "marker": {"size": 7}} for s in range(len(values["values"][0]))]
+        for exponent, name, dash in ((rate.get("exponent"), "fitted", "solid"), (rate["test"]["predicted"], "claimed", "dash")):
+            if exponent is None:
+                continue
+            middle = float(np.exp(np.mean(np.log(np.abs(np.asarray(values["values"], float))))))
+            centre = float(np.exp(np.mean(np.log(np.asarray(x, float)))))
+            traces.append({"x": x, "y": [middle * (v / centre) ** exponent for v in x], "mode": "lines",
+                           "name": f"{name} {exponent:+.3f}", "line": {"dash": dash}})
+        figure = _figure(traces, f"{claim['id']}: {claim['statement']}", values.get("ylabel", "quantity"), ylog=True)
+        figure["layout"]["xaxis"]["title"]["text"] = record.get("axis") or "axis"
+        figures.append(figure)
+    divs, ids = _figure_divs(figures, "rate")
+    runs = [{"value": run["value"], "folder": run["folder"], "seeds": ", ".join(map(str, run["seeds"]))}
+            for run in record.get("runs", [])]
+    sections = [f'<p class="meta">{html.escape(str(folder))}</p>', "<h2>Theorem</h2>", _theorem_html(Path(folder)),
+                "<h2>Rates</h2>", divs or "<p>No rate along this sweep's key.</p>",
+                "<h2>Runs</h2>", _table(runs, ["value", "folder", "seeds"])]
+    return _page(f"coocflow theorem report: {record.get('theorem', '')}", sections, ids)
+
+
+def _verify_record(folder: Path) -> dict:
+    path = RunFolder(folder).verify_file("json")
+    return json.loads(path.read_text()) if path.is_file() else {}
 
 
 def _rate_figure(report: dict, rate: dict) -> dict:

@@ -6,14 +6,15 @@ from pathlib import Path
 
 from coocflow.errors import RunFolderError
 from coocflow.report.compare_page import comparison_report
-from coocflow.report.html import run_report, scaling_report, sweep_report, system_report
+from coocflow.report.html import run_report, scaling_report, sweep_report, system_report, theorem_sweep_report
 from coocflow.storage import atomic_write_text
 from coocflow.storage.folders import (ComparisonFolder, RunFolder, ScalingFolder, StudyFolder, SweepFolder,
-                                      open_folder)
+                                      TheoremSweepFolder, open_folder)
 
 
 def write_report(folder: Path, out: Path | None = None) -> Path:
-    """Write `report.html` for a run, sweep, width-sweep or comparison folder (atomically) and return its path."""
+    """Write `report.html` for a run, sweep, width-sweep, theorem-sweep or comparison folder (atomically) and
+    return its path."""
     opened = open_folder(folder)
     if isinstance(opened, ComparisonFolder):
         page = comparison_report(opened.path)
@@ -21,6 +22,8 @@ def write_report(folder: Path, out: Path | None = None) -> Path:
         page = sweep_report(opened.path)
     elif isinstance(opened, ScalingFolder):
         page = scaling_report(opened.path)
+    elif isinstance(opened, TheoremSweepFolder):
+        page = theorem_sweep_report(opened.path)
     elif isinstance(opened, RunFolder) and opened.complete:
         page = system_report(opened.path) if opened.system() != "eq1" else run_report(opened.path)
     else:

@@ -222,12 +222,13 @@ class SweepFolder(_Folder):
 
 
 @dataclass(frozen=True)
-class ScalingFolder(_Folder):
-    """A width sweep: scaling.json (every number), scaling.md, scaling.png and runs/<width>/ folders."""
+class _SweepOfRuns(_Folder):
+    """A folder of runs/ with a record (every number), its markdown and its figure."""
 
-    RECORD: ClassVar[str] = "scaling.json"
-    MARKDOWN: ClassVar[str] = "scaling.md"
-    FIGURE: ClassVar[str] = "scaling.png"
+    RECORD: ClassVar[str]
+    MARKDOWN: ClassVar[str]
+    FIGURE: ClassVar[str]
+    RUNS: ClassVar[str] = "runs"
 
     @property
     def record_file(self) -> Path:
@@ -243,7 +244,16 @@ class ScalingFolder(_Folder):
 
     @property
     def runs(self) -> Path:
-        return self.path / "runs"
+        return self.path / self.RUNS
+
+
+@dataclass(frozen=True)
+class ScalingFolder(_SweepOfRuns):
+    """A width sweep: scaling.json (every number), scaling.md, scaling.png and runs/<width>/ folders."""
+
+    RECORD: ClassVar[str] = "scaling.json"
+    MARKDOWN: ClassVar[str] = "scaling.md"
+    FIGURE: ClassVar[str] = "scaling.png"
 
 
 @dataclass(frozen=True)
@@ -262,7 +272,22 @@ class ComparisonFolder(_Folder):
         return self.path / self.FIGURE
 
 
-Folder = Union[RunFolder, StudyFolder, SweepFolder, ScalingFolder, ComparisonFolder]
+@dataclass(frozen=True)
+class TheoremSweepFolder(_SweepOfRuns):
+    """A sweep of a declared theorem along one config key (`verify TARGET --scaling KEY` on a System
+    that declares one, docs/theorems.md): runs/<KEY=VALUE>/ run folders and the verdicts,
+    verify.json, verify.md and verify.png (a run folder's names for them)."""
+
+    RECORD: ClassVar[str] = RunFolder.VERIFY_JSON
+    MARKDOWN: ClassVar[str] = RunFolder.VERIFY_MD
+    FIGURE: ClassVar[str] = RunFolder.VERIFY_PNG
+
+    def run_folder(self, key: str, value: float) -> Path:
+        """Where the run at KEY = value trains."""
+        return self.runs / f"{key}={value:g}"
+
+
+Folder = Union[RunFolder, StudyFolder, SweepFolder, ScalingFolder, ComparisonFolder, TheoremSweepFolder]
 
 
 def kind_of(path: Path) -> type | None:
@@ -277,6 +302,8 @@ def kind_of(path: Path) -> type | None:
         return ScalingFolder
     if (path / StudyFolder.STUDY).is_file():
         return StudyFolder
+    if (path / TheoremSweepFolder.RUNS).is_dir() and (path / TheoremSweepFolder.RECORD).is_file():
+        return TheoremSweepFolder
     if (path / _Folder.MANIFEST).is_file():
         return StudyFolder if "study" in read_json_object(path / _Folder.MANIFEST) else RunFolder
     if (path / _Folder.CONFIG).is_file():
@@ -289,6 +316,7 @@ def open_folder(path: Path) -> Folder:
     kind = kind_of(path)
     if kind is None:
         raise RunFolderError(f"{path}: neither a run folder (manifest.json, metrics.parquet), a sweep folder "
-                             "(sweep.json), a width sweep (scaling.json) nor a comparison folder (compare.json); pass "
-                             "a folder written by `coocflow run`, `coocflow sweep`, `verify --scaling` or `coocflow compare`")
+                             "(sweep.json), a width sweep (scaling.json), a theorem's sweep (verify.json, runs/) nor a "
+                             "comparison folder (compare.json); pass a folder written by `coocflow run`, `coocflow sweep`, "
+                             "`verify --scaling` or `coocflow compare`")
     return kind(Path(path))
