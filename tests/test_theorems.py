@@ -255,6 +255,7 @@ def test_a_system_declared_in_a_test_runs_through_every_command_with_its_theorem
     record = json.loads((tmp_path / "sweep" / "verify.json").read_text())
     assert record["axis"] == "settings.k" and [r["value"] for r in record["runs"]] == [0.5, 1.0, 2.0]
     assert {c["id"]: c["verdict"] for c in record["claims"]}["D4"] == "pass", printed
+    assert {c.id: c.verdict for c in coocflow.verify(tmp_path / "sweep").claims}["D4"] == "pass"
     for folder in (run, tmp_path / "sweep"):
         assert "report:" in cli("report", str(folder))
     page = (run / "report.html").read_text()

@@ -22,7 +22,7 @@ from coocflow.errors import CoocflowError
 from coocflow.estimate import estimate
 from coocflow.report import write_report
 from coocflow.storage import load_run
-from coocflow.storage.folders import RunFolder, StudyFolder
+from coocflow.storage.folders import RunFolder, StudyFolder, SweepFolder
 from coocflow.storage.paths import default_out, refuse_existing_out
 
 
@@ -167,18 +167,22 @@ def run(experiment_or_config: str | Path | Config = "paper", *, seeds: int | Seq
 def verify(target: Run | str | Path):
     """Run every check of `coocflow verify` on a run; writes verify.json/.md/.png into its
     folder and returns the Verification (`.pass_rates()`, `.to_dict()`). On a run of another System,
-    judges the theorem the System declares (docs/theorems.md) and returns its `TheoremVerdict`."""
+    or on a `coocflow sweep` folder of one, judges the theorem the System declares (docs/theorems.md)
+    and returns its `TheoremVerdict`."""
     from coocflow.theorems.paper.verify import verify_run, write_verification  # lazy: defers JAX, 1-3.6 s
 
     folder = target.folder if isinstance(target, Run) else Path(target)
-    system = RunFolder.open(folder).system()
-    if system != "eq1":
-        from coocflow.theorems.judge import theorem_of, verify_theorem, write_theorem_verdict  # lazy: defers JAX
+    sweep = SweepFolder(folder).spec_file.is_file()
+    if sweep or RunFolder.open(folder).system() != "eq1":
+        from coocflow.theorems.judge import sweep_runs, theorem_of, verify_theorem, write_theorem_verdict  # lazy: JAX
 
+        runs = sweep_runs(folder) if sweep else None
+        system = runs.system if sweep else RunFolder.open(folder).system()
         theorem = theorem_of(system)
         if theorem is None:
             raise CoocflowError(f"verify {folder}: system {system} declares no theorem; declare one (docs/theorems.md)")
-        verdict = verify_theorem(theorem, [folder])
+        verdict = (verify_theorem(theorem, runs.folders, runs.axis, runs.values, str(folder)) if sweep
+                   else verify_theorem(theorem, [folder]))
         write_theorem_verdict(verdict, folder)
         return verdict
     loaded = load_run(folder)

@@ -467,31 +467,13 @@ def _verify_scaling(target, set_, seed, seeds, out, force, axis, values, strict,
 def _verify_sweep_folder(folder: Path, strict: bool) -> None:
     """`verify SWEEP`: the theorem of the sweep's System judged on every complete job, and its rates
     along the one config key the jobs differ in (when they differ in exactly one)."""
-    from coocflow.config import config_from_dict, flatten_dotted  # lazy: keeps --help light
-    from coocflow.storage.folders import RunFolder, SweepFolder  # lazy: defers pyarrow, 0.3 s
+    from coocflow.theorems.judge import sweep_runs  # lazy: defers JAX, 1-3.6 s
 
-    jobs = sorted(path for path in SweepFolder(folder).jobs.glob("*") if RunFolder(path).complete)
-    if not jobs:
-        raise CoocflowError(f"verify {folder}: the sweep has no complete job yet; run `coocflow sweep` to finish it")
-    configs = [RunFolder(job).config() for job in jobs]
-    systems = {config.system for config in configs}
-    if systems != {configs[0].system} or configs[0].system == "eq1":
-        raise CoocflowError(f"verify {folder}: a sweep folder is judged for one System's declared theorem (docs/theorems.md); "
-                            f"this one trains {', '.join(sorted(systems))}: verify its jobs one by one, or use "
-                            "`coocflow verify TARGET --scaling` for eq. (1)'s widths")
-    _refuse_without_theorem(configs[0].system, str(folder))
-    flat = [{k: v for k, v in flatten_dotted(config_from_dict(c.to_dict()).to_dict()).items()
-             if k not in ("name", "seed", "seeds", "format")} for c in configs]
-    varying = sorted({key for row in flat for key in row if any(other.get(key) != row[key] for other in flat)})
-    numeric = len(varying) == 1 and all(isinstance(row[varying[0]], (int, float)) for row in flat)
-    if numeric:
-        order = sorted(range(len(jobs)), key=lambda i: flat[i][varying[0]])
-        jobs, values = [jobs[i] for i in order], [float(flat[i][varying[0]]) for i in order]
-        _verify_declared(jobs, varying[0], values, str(folder), folder, strict)
-        return
-    if varying:
-        say(f"the jobs differ in {', '.join(varying)}: rates need one numeric key to be judged along")
-    _verify_declared(jobs, None, None, str(folder), folder, strict)
+    runs = sweep_runs(folder)
+    _refuse_without_theorem(runs.system, str(folder))
+    if runs.axis is None and runs.varying:
+        say(f"the jobs differ in {', '.join(runs.varying)}: rates need one numeric key to be judged along")
+    _verify_declared(runs.folders, runs.axis, runs.values, str(folder), folder, strict)
 
 
 def _scaling_out(out: Optional[Path], name: str, axis: str, force: bool) -> Path:

@@ -17,10 +17,11 @@ from typing import Any
 
 import numpy as np
 
-from coocflow.errors import ConfigError
+from coocflow.config import flatten_dotted
+from coocflow.errors import ConfigError, CoocflowError, RunFolderError
 from coocflow.plots.rates import rates_figure
 from coocflow.storage import atomic_write_json, atomic_write_text
-from coocflow.storage.folders import RunFolder
+from coocflow.storage.folders import RunFolder, SweepFolder
 from coocflow.storage.run_folder import pivot_metrics, read_metrics, read_state
 from coocflow.systems.registry import system_class, system_of
 from coocflow.theorems.exponents import json_safe
@@ -439,6 +440,41 @@ def verify_theorem(theorem: Theorem, folders: list[Path], axis: str | None = Non
     listed = [{"folder": str(folder), "value": value, "seeds": [r.seed for r in seeds]}
               for folder, value, seeds in zip(folders, values or [None] * len(folders), runs)]
     return TheoremVerdict(theorem.name, theorem.source, target or str(folders[0]), axis, listed, premises, claims)
+
+
+@dataclass(frozen=True)
+class SweepRuns:
+    """The complete jobs of a `coocflow sweep` folder as a theorem's sweep: their run folders (in
+    the order of `values`), the one numeric config key they differ in and its values (None when they
+    differ in none or in several: `varying` names them), and their System."""
+
+    folders: list[Path]
+    axis: str | None
+    values: list[float] | None
+    varying: list[str]
+    system: str
+
+
+def sweep_runs(folder: Path) -> SweepRuns:
+    """`verify SWEEP`'s reading of a sweep folder; one line when it has no complete job, or trains
+    eq. (1) or more than one System (a sweep folder is judged for one System's declared theorem)."""
+    jobs = sorted(path for path in SweepFolder(folder).jobs.glob("*") if RunFolder(path).complete)
+    if not jobs:
+        raise RunFolderError(f"verify {folder}: the sweep has no complete job yet; run `coocflow sweep` to finish it")
+    configs = [RunFolder(job).config() for job in jobs]
+    systems = sorted({config.system for config in configs})
+    if len(systems) > 1 or systems[0] == "eq1":
+        raise CoocflowError(f"verify {folder}: a sweep folder is judged for one System's declared theorem "
+                            f"(docs/theorems.md); this one trains {', '.join(systems)}: verify its jobs one by one, or "
+                            "use `coocflow verify TARGET --scaling` for eq. (1)'s widths")
+    flat = [{key: value for key, value in flatten_dotted(config.to_dict()).items()
+             if key not in ("name", "seed", "seeds", "format")} for config in configs]
+    varying = sorted({key for row in flat for key in row if any(other.get(key) != row[key] for other in flat)})
+    if len(varying) == 1 and all(isinstance(row[varying[0]], (int, float)) for row in flat):
+        order = sorted(range(len(jobs)), key=lambda i: flat[i][varying[0]])
+        return SweepRuns([jobs[i] for i in order], varying[0], [float(flat[i][varying[0]]) for i in order], varying,
+                         systems[0])
+    return SweepRuns(jobs, None, None, varying, systems[0])
 
 
 def write_theorem_verdict(verdict: TheoremVerdict, folder: Path) -> tuple[Path, ...]:
