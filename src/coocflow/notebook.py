@@ -173,11 +173,12 @@ def verify(target: Run | str | Path):
 
     folder = target.folder if isinstance(target, Run) else Path(target)
     sweep = SweepFolder(folder).spec_file.is_file()
-    if sweep or RunFolder.open(folder).system() != "eq1":
+    system = None if sweep else RunFolder.open(folder).system()
+    if sweep or system != "eq1":
         from coocflow.theorems.judge import sweep_runs, theorem_of, verify_theorem, write_theorem_verdict  # lazy: JAX
 
         runs = sweep_runs(folder) if sweep else None
-        system = runs.system if sweep else RunFolder.open(folder).system()
+        system = runs.system if sweep else system
         theorem = theorem_of(system)
         if theorem is None:
             raise CoocflowError(f"verify {folder}: system {system} declares no theorem; declare one (docs/theorems.md)")

@@ -275,8 +275,8 @@ class Theorem:
             if isinstance(claim, Limit) and not claim.tol > 0:
                 yield f"claim {claim.id}: a limit needs a tolerance tol > 0"
         for name, quantity in self.quantities.items():
-            event = getattr(quantity, "event", None) or (getattr(quantity, "at", None)
-                                                         if getattr(quantity, "at", None) not in ("start", "end") else None)
+            event = (quantity.event if isinstance(quantity, EventTime)
+                     else quantity.at if isinstance(quantity, ValueAt) and quantity.at not in ("start", "end") else None)
             if event is not None and event not in self.events:
                 yield f"quantity {name} reads event {event!r}, which the theorem does not declare"
 
