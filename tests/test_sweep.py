@@ -16,6 +16,7 @@ from typer.testing import CliRunner
 from coocflow.cli import app
 from coocflow.errors import CoocflowError, ConfigError
 from coocflow.sweep import SweepStore, aggregate, load_spec, spec_from_dict
+from coocflow.sweep.execute import pending_jobs, run_in_process
 from conftest import REPO
 
 BIN = Path(sys.executable).parent / "coocflow"
@@ -61,6 +62,39 @@ def test_spec_expands_grid_times_zip_and_batches_seeds():
     assert len(spec.jobs) == 8 and all(job.config.seed_list == (0, 1, 2) for job in spec.jobs)
     assert spec.jobs[0].id == "model.m=4_data.L=4_init.c0=1.0_init.c1=1.0"
     assert {job.config.init.c0 == job.config.init.c1 for job in spec.jobs} == {True}
+
+
+def test_jobs_group_by_the_program_they_need():
+    """In the Gram space the widths and init scales are traced values (one program); the sequence
+    length is a shape (one program each); pending jobs come grouped by program."""
+    spec = spec_from_dict({"base": "tiny", "seeds": 2, "set": {"model.space": "gram"},
+                           "grid": {"model.m": [4, 8, 16], "data.L": [4, 5]}, "zip": {"init.c0": [1.0, 0.5]}})
+    assert spec.programs == 2 and len(spec.jobs) == 12
+    order = [job["config"]["data"]["L"] for job in pending_jobs(spec, _NothingDone(), retry_failed=False)]
+    assert order == [4] * 6 + [5] * 6
+    weights = spec_from_dict({"base": "tiny", "grid": {"model.m": [4, 8]}})
+    assert weights.programs == 2, "in the weight space a width is a shape"
+
+
+class _NothingDone:
+    def state(self, job_id: str) -> str:
+        return "pending"
+
+
+def test_jobs_that_differ_in_traced_values_share_one_program(tmp_path):
+    """Three Gram-space jobs at three widths m, m1 and two init scales: the first traces the
+    programs, the others reuse them (`traced` 0), and their numbers are each job's own."""
+    spec = spec_from_dict({"base": "tiny", "seeds": 2, "set": {**TINY_SET, "model.space": "gram", "data.n": 18},
+                           "zip": {"model.m": [8, 64, 512], "model.m1": [8, 16, 32], "init.c0": [1.0, 0.5, 0.5]}})
+    assert spec.programs == 1
+    store = SweepStore(tmp_path / "sweep")
+    store.prepare(spec, force=False)
+    results = []
+    run_in_process(tmp_path / "sweep", pending_jobs(spec, store, False), results.append, lambda job_id: None)
+    assert [r["state"] for r in results] == ["done"] * 3
+    assert results[0]["traced"] >= 1 and [r["traced"] for r in results[1:]] == [0, 0]
+    finals = np.asarray(store.read_table("summary")["final.loss"])
+    assert len(set(np.round(finals, 12))) == 6, "every job and seed has its own loss"
 
 
 def test_small_grid_end_to_end_then_resume_runs_nothing(tmp_path):

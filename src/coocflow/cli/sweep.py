@@ -23,7 +23,7 @@ from coocflow.errors import CoocflowError
 def sweep(
     spec: Path = typer.Argument(..., metavar="SPEC", help="a sweep spec .toml (base, seeds, [set], [grid], [zip])"),
     out: Optional[Path] = typer.Option(None, "--out", metavar="DIR", help="sweep folder (default runs/sweep-NAME); re-run to resume"),
-    workers: Optional[int] = typer.Option(None, "--workers", metavar="N", help="parallel worker processes (default: cores, at most the jobs)"),
+    workers: Optional[int] = typer.Option(None, "--workers", metavar="N", help="parallel worker processes (default: cores, at most the jobs and their program shapes)"),
     ray: Optional[str] = typer.Option(None, "--ray", metavar="ADDRESS", help="run as Ray tasks: local (start Ray here), auto, or an address"),
     retry_failed: bool = typer.Option(False, "--retry-failed", help="also re-run jobs that failed before"),
     force: bool = typer.Option(False, "--force", help="delete --out first if it holds a different sweep"),
@@ -60,14 +60,15 @@ def sweep(
     if not accept_changed_code:
         refuse_changed_jobs(parsed, store)
     todo = pending_jobs(parsed, store, retry_failed)
-    workers = workers or max(1, min(cores, len(todo)))
+    programs = parsed.programs
+    workers = workers or max(1, min(cores, len(todo), programs))
     before = store.states()
     done_before = sum(state == "done" for state in before.values())
     console.print(f"[bold]{parsed.name}[/]: {len(parsed.jobs)} jobs x {len(parsed.seeds)} seeds; "
-                  f"{done_before} done, {len(todo)} to run"
+                  f"{done_before} done, {len(todo)} to run ({programs} program shape{'s' if programs > 1 else ''})"
                   + (f" on Ray ({ray})" if ray else f" with {workers} worker{'s' if workers > 1 else ''}") + f" -> {out}")
     counts = {"done": done_before, "failed": sum(state == "failed" for state in before.values()) if not retry_failed else 0,
-              "running": 0}
+              "running": 0, "traced": 0}
     errors_seen = []
     from coocflow.estimate import estimate  # lazy: defers the config model, with the sweep's own imports
 
@@ -89,6 +90,7 @@ def sweep(
         def report(result: dict) -> None:
             counts["running"] -= 1
             counts[result["state"]] += 1
+            counts["traced"] += result.get("traced", 0)
             if result["state"] == "failed":
                 errors_seen.append(result)
             bar.update(task, advance=1, description=describe())
@@ -107,6 +109,8 @@ def sweep(
     for failure in errors_seen:
         first = failure["error"].splitlines()[0] if failure.get("error") else ""
         errors.print(f"[red]job {escape(str(failure['id']))} failed:[/] {escape(first)}", highlight=False)
+    if todo:
+        console.print(f"programs traced: {counts['traced']} (jobs that share a program shape reuse it within a worker)")
     if counts["done"]:
         figures = default_figures(out)
         console.print(f"table: {out / 'table'}/{{metrics,summary}}/*.parquet; figures: {', '.join(str(f) for f in figures)}")

@@ -24,6 +24,7 @@ import jax.numpy as jnp
 import numpy as np
 import optimistix
 
+from coocflow.flow.discrete import TRACE_COUNTS
 from coocflow.storage.checkpoint import AddedLater
 from coocflow.systems.base import FirstHit
 
@@ -133,6 +134,7 @@ def _locate_program(system, solver, observe: Callable, events: tuple[FirstHit, .
     """For every (seed, event) pair (leading axis of every argument but `levels`): the flow from
     `t_lo` (parameters `before`) towards `t_hi`, stopped where event `which`'s gap crosses zero
     (its root found by Newton on the solver's interpolation)."""
+    TRACE_COUNTS["locate"] += 1
     signs = [1.0 if e.rising else -1.0 for e in events]
     needs = None if any(not e.needs for e in events) else frozenset(n for e in events for n in e.needs)
 

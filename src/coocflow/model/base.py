@@ -108,8 +108,9 @@ class AbstractState(eqx.Module):
         """dZ/dt (m1 x d) along `velocity`: the rates of the neurons' values w_j^T W_V mu."""
 
     @abc.abstractmethod
-    def neuron_count(self) -> int:
-        """m1, the neurons of the MLP (a^T a)."""
+    def neuron_count(self) -> int | jnp.ndarray:
+        """m1, the neurons of the MLP (a^T a): an int where it is a shape (weights), a scalar
+        array where it is a traced value (Grams)."""
 
     @abc.abstractmethod
     def width(self) -> int:

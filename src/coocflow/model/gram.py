@@ -48,9 +48,9 @@ TRAINABLE_SETS = ("all", "mlp-value")
 
 
 def _width(m) -> jnp.ndarray:
-    """m as a float64 array leaf (not a static field): every width then shares one compiled
-    solve, m being a traced constant whose velocity is zero (`velocity`) and which the step
-    control leaves out (`GramState.grams`)."""
+    """A width (m or m1) as a float64 array leaf, not a static field: every width then shares one
+    compiled solve, the width being a traced constant whose velocity is zero (`velocity`) and
+    which the step control leaves out (`GramState.grams`)."""
     return jnp.asarray(m, dtype=jnp.float64)
 
 
@@ -66,7 +66,7 @@ class GramState(AbstractState):
     G: jnp.ndarray  # (d,) W_V^T u: the MLP's output G(x) at every token, u = W^T a
     s: jnp.ndarray  # () u^T u = ||W^T a||^2, the quantity of eq. (5)
     m: jnp.ndarray = eqx.field(converter=_width)  # () width of W_Q, W_K, W_V; scores are A[x_h, x_l] / sqrt(m)
-    m1: int = eqx.field(static=True)  # MLP neurons, a^T a = m1
+    m1: jnp.ndarray = eqx.field(converter=_width)  # () MLP neurons, a^T a = m1
     N: jnp.ndarray | None = None  # (m1, m1) W W^T: the neurons' inner products <w_j, w_k>; None unless resolved
     Z: jnp.ndarray | None = None  # (m1, d) W W_V: Z[j, mu] = w_j^T W_V mu, the neurons' values; None unless resolved
     a: jnp.ndarray | None = None  # (m1,) the fixed +-1 output weights; None unless the neurons are resolved
@@ -137,8 +137,10 @@ class GramState(AbstractState):
     def neuron_value_rates(self, velocity: "GramState") -> jnp.ndarray:
         return velocity.Z
 
-    def neuron_count(self) -> int:
-        return self.m1
+    def neuron_count(self) -> jnp.ndarray:
+        """m1 as a scalar of the state's dtype: a traced value (one compiled program serves every
+        m1), which readers outside a trace turn into an int."""
+        return self.m1.astype(self.dtype)
 
     def width(self) -> int:
         return int(np.ravel(np.asarray(self.m))[0])
@@ -171,7 +173,7 @@ class GramState(AbstractState):
     def arrays(self) -> dict[str, jnp.ndarray]:
         keys = ("A", "P", "K", "V", "G", "s") + (("N", "Z", "a") if self.has_neurons else ())
         return {**{key: getattr(self, key) for key in keys}, "m": np.asarray(np.ravel(self.m)[0], dtype=np.int64),
-                "m1": np.asarray(self.m1)}
+                "m1": np.asarray(np.ravel(self.m1)[0], dtype=np.int64)}
 
     def grams(self) -> tuple[jnp.ndarray, ...]:
         """The six Grams, the arrays the flow's step control measures (`error_norm`):
@@ -339,7 +341,7 @@ def gram_velocity(state: GramState, data: Dataset, trainable: str = "all") -> Gr
     """
     _check_trainable(trainable)
     M, c = score_and_value_gradients(state, data)
-    m1 = state.m1
+    m1 = state.neuron_count()
     dV = -(jnp.outer(c, state.G) + jnp.outer(state.G, c))
     dG = -(m1 * (state.V @ c) + state.s * c)
     ds = -2 * m1 * (state.G @ c)
@@ -351,7 +353,7 @@ def gram_velocity(state: GramState, data: Dataset, trainable: str = "all") -> Gr
         dK = MAt.as_rows() + MAt.as_columns()
     else:
         dA, dP, dK = jnp.zeros_like(state.A), jnp.zeros_like(state.P), jnp.zeros_like(state.K)
-    return GramState(A=dA, P=dP, K=dK, V=dV, G=dG, s=ds, m=jnp.zeros_like(state.m), m1=state.m1,
+    return GramState(A=dA, P=dP, K=dK, V=dV, G=dG, s=ds, m=jnp.zeros_like(state.m), m1=jnp.zeros_like(state.m1),
                      **_neuron_velocity(state, c))
 
 
@@ -395,7 +397,7 @@ def gram_gd_step(state: GramState, data: Dataset, lr, trainable: str = "all") ->
     """
     _check_trainable(trainable)
     M, c = score_and_value_gradients(state, data)
-    m1, A, P, K, V, G, s = state.m1, state.A, state.P, state.K, state.V, state.G, state.s
+    m1, A, P, K, V, G, s = state.neuron_count(), state.A, state.P, state.K, state.V, state.G, state.s
     e = -lr * c
     Ve, Ge = V @ e, G @ e
     V_next = V + jnp.outer(e, G) + jnp.outer(G, e) + s * jnp.outer(e, e)

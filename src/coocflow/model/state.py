@@ -36,7 +36,7 @@ def dtype_of(state: State):
     return state.dtype
 
 
-def m1_of(state: State) -> int:
+def m1_of(state: State) -> int | jnp.ndarray:
     return state.neuron_count()
 
 

@@ -24,7 +24,7 @@ from coocflow.errors import ConfigError, CoocflowError
 from coocflow.runtime import configure_jax
 from coocflow.storage import atomic_write_json, load_run
 from coocflow.storage.folders import RunFolder
-from coocflow.sweep.spec import SweepSpec
+from coocflow.sweep.spec import SweepSpec, program_key
 from coocflow.sweep.store import SweepStore
 
 FINALS = ("loss", "test_loss", "test_acc", "train_acc", "min_margin", "G_mu1", "G_mu2", "G_mu3",
@@ -74,10 +74,14 @@ def system_summary_rows(manifest: dict, job_id: str) -> dict[str, np.ndarray]:
 
 def run_job(root: str, job: dict) -> dict:
     """Train one job (all its seeds), write its run folder, then its metrics rows, then its
-    summary rows (the `done` marker). Never raises: a failure is recorded and returned."""
+    summary rows (the `done` marker). Never raises: a failure is recorded and returned. `traced`:
+    the programs this job traced (0 where an earlier job of the same process traced them)."""
     configure_jax()  # float64 and the compilation cache in worker processes
 
+    from coocflow.flow.discrete import TRACE_COUNTS  # lazy: defers JAX, 1-3.6 s
+
     store, job_id, start = SweepStore(Path(root)), job["id"], time.perf_counter()
+    traced_before = sum(TRACE_COUNTS.values())
     try:
         config, folder = config_from_dict(job["config"]), store.job_folder(job_id)
         outcome = ensure_run(config, folder)
@@ -86,7 +90,8 @@ def run_job(root: str, job: dict) -> dict:
                                               **_axis_columns(job["axes"], len(metrics["t"]))})
         store.write_table("summary", job_id, summary_rows(folder, job_id, job["axes"]))
         store.failed_file(job_id).unlink(missing_ok=True)
-        return {"id": job_id, "state": "done", "seconds": time.perf_counter() - start}
+        return {"id": job_id, "state": "done", "seconds": time.perf_counter() - start,
+                "traced": sum(TRACE_COUNTS.values()) - traced_before}
     except Exception as err:  # a job's failure must not stop the sweep
         line = str(err) if isinstance(err, CoocflowError) else f"{type(err).__name__}: {err}"
 
@@ -133,8 +138,13 @@ def refuse_changed_jobs(spec: SweepSpec, store: SweepStore) -> None:
 
 
 def pending_jobs(spec: SweepSpec, store: SweepStore, retry_failed: bool) -> list[dict]:
+    """The jobs left to run, those that share a compiled program (`program_key`) next to each other,
+    so that a worker runs them one after another on the program it traced once."""
     wanted = ("pending", "failed") if retry_failed else ("pending",)
-    return [job.to_dict() for job in spec.jobs if store.state(job.id) in wanted]
+    todo = [job for job in spec.jobs if store.state(job.id) in wanted]
+    first_of: dict[str, int] = {}
+    keys = [first_of.setdefault(program_key(job.config), len(first_of)) for job in todo]
+    return [job.to_dict() for _, job in sorted(zip(keys, todo), key=lambda pair: pair[0])]
 
 
 def run_in_process(root: Path, jobs: list[dict], report: Report, started: Started) -> None:

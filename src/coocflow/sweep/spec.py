@@ -37,6 +37,7 @@ from coocflow.config import (
     is_known_key,
     config_from_dict,
     current_key,
+    flatten_dotted,
     load_toml,
     unsafe_name_reason,
 )
@@ -77,6 +78,11 @@ class SweepSpec:
                 "grid": self.grid, "zip": self.zip}
 
     @property
+    def programs(self) -> int:
+        """How many compiled programs its jobs should need (`program_key`)."""
+        return len({program_key(job.config) for job in self.jobs})
+
+    @property
     def fingerprint(self) -> str:
         """A hash of the resolved jobs: a sweep folder only resumes the sweep that made it."""
         text = json.dumps([job.to_dict() for job in self.jobs], sort_keys=True, default=str)
@@ -102,6 +108,18 @@ def _values(section: str, key: str, values: Any, path: Path | None) -> list:
     if not isinstance(values, list) or not values:
         raise ConfigError(f"{_where(path)}[{section}] '{key}' must be a non-empty list of values, e.g. {key} = [1, 2]")
     return values
+
+
+def program_key(config: Config) -> str:
+    """A hash of what shapes a job's compiled programs: its config less the keys its System's
+    programs take as inputs (`AbstractSystem.program_inputs`), with the number of its seeds. Jobs
+    with one key should share one program (eq. (1)'s Gram space across widths and init scales)."""
+    from coocflow.systems.registry import system_class  # lazy: defers JAX, 1-3.6 s
+
+    inputs = set(system_class(config.system).program_inputs(config))
+    shaping = {key: value for key, value in flatten_dotted(config.to_dict()).items() if key not in inputs}
+    text = json.dumps({**shaping, "seed_count": len(config.seed_list)}, sort_keys=True, default=str)
+    return hashlib.sha256(text.encode()).hexdigest()[:16]
 
 
 def job_id(axes: dict[str, Any]) -> str:

@@ -35,6 +35,16 @@ WEIGHTS_NORM2 = "weights_norm2"
 a seed (the driver's watched quantities); dropped from the series that come back."""
 
 
+PROGRAM_INPUTS = ("name", "seed", "seeds", "train.t_end", "optimizer.lr", "optimizer.momentum", "optimizer.b1",
+                  "optimizer.b2", "optimizer.eps", "optimizer.weight_decay", "solver.rtol", "solver.atol",
+                  "observe.start", "observe.checkpoint_every_s", "observe.snapshots")
+"""Config keys whose values the compiled loops take as inputs, never as shapes or static settings:
+the seeds' values (not their number), the learning rate and the optimizer's other hyperparameters,
+the solver's tolerances, the flow's end and its first observed time (the observation grid's
+values), when and where to checkpoint or keep snapshots. Runs that differ only in these share one
+compiled program."""
+
+
 @dataclass(frozen=True)
 class FirstHit:
     """The first observed time at which `value(observed)` is above `level` (`rising`) or below it
@@ -123,6 +133,15 @@ class AbstractSystem(eqx.Module):
                                   + ", ".join(f"settings.{key}" for key in config.settings))
             return None
         return build_table(cls.Settings, "settings", dict(config.settings))
+
+    @classmethod
+    def program_inputs(cls, config: Config) -> tuple[str, ...]:
+        """The config keys (dotted) whose values this System's compiled programs take as inputs at
+        `config`: `PROGRAM_INPUTS`, plus those the System's `traced` form drops (eq. (1) adds its init
+        scales and, in the Gram space, its widths). A sweep groups its jobs by the rest
+        (`coocflow.sweep.spec.program_key`), so jobs that share a program run one after another in
+        one process; a wrong entry costs only time, and the sweep reports the programs it traced."""
+        return PROGRAM_INPUTS
 
     @classmethod
     @abc.abstractmethod

@@ -39,7 +39,7 @@ from coocflow.model.gram_init import (
 )
 from coocflow.model.state import State
 from coocflow.observables import Problem, observe
-from coocflow.systems.base import AbstractSystem, FirstHit
+from coocflow.systems.base import PROGRAM_INPUTS, AbstractSystem, FirstHit
 
 WATCHED = ("loss", "u_norm2", "A_mu1_mu2", "V_mu1_mu1")
 """Quantities whose first non-finite value marks a seed of eq. (1) as diverged (loss and weight scales)."""
@@ -191,6 +191,16 @@ class Eq1System(AbstractSystem):
                                       observe=ObserveConfig(), verify=VerifyConfig())
         return cls(section, config.train.trainable, float(config.model.m) ** -config.verify.loss_exponent,
                    config.verify.sandwich_c, config.paper_t1)
+
+    @classmethod
+    def program_inputs(cls, config: Config) -> tuple[str, ...]:
+        """Besides `PROGRAM_INPUTS`: the init's scales and source, which tokens are drawn (values of
+        the data, not its shapes), the declared times (event levels), and in the Gram space without
+        resolved neurons the widths m and m1 (traced leaves of `GramState`)."""
+        own = ("init.scheme", "init.c0", "init.c1", "init.gram_from", "data.random_tokens", "data.test_tokens",
+               "verify.c_t1", "verify.loss_exponent")
+        widths = ("model.m", "model.m1") if config.model.space == "gram" and not config.model.neurons else ()
+        return PROGRAM_INPUTS + own + widths
 
     def traced(self) -> "Eq1System":
         """Without `section`: the widths and data settings shape the ensemble, not the compiled loops

@@ -85,7 +85,7 @@ class SavedState:
 
     @property
     def neuron_count(self) -> int:
-        return int(self.params.neuron_count())
+        return int(np.ravel(np.asarray(self.params.neuron_count()))[0])
 
     def attention(self, tokens: np.ndarray) -> np.ndarray:
         """p[..., h, l] for the tokens of one sample (L,) or of several (n, L): the model's attention."""
