@@ -35,8 +35,24 @@ def _axis_columns(axes: dict, rows: int) -> dict[str, np.ndarray]:
     return {key: np.full(rows, value) for key, value in axes.items()}
 
 
+def event_columns(per_seed: list[dict]) -> dict[str, np.ndarray]:
+    """`event.NAME` per seed: the event's time located between observations to the solver's
+    tolerance (coocflow/flow/events.py), NaN where the seed never reached it; `event_on_grid.NAME`
+    true where the time is the first observation at which it held instead (discrete training, or
+    an event that held at the first observation after the start)."""
+    names = sorted({name for p in per_seed for name in (p.get("events") or {})})
+    columns = {}
+    for name in names:
+        times = [(p.get("events") or {}).get(name) for p in per_seed]
+        columns[f"event.{name}"] = np.array([np.nan if t is None else t for t in times], dtype=np.float64)
+        columns[f"event_on_grid.{name}"] = np.array(
+            [t is not None and name not in (p.get("events_located") or ()) for t, p in zip(times, per_seed)])
+    return columns
+
+
 def summary_rows(run_folder: Path, job_id: str, axes: dict) -> dict[str, np.ndarray]:
-    """One row per seed: status, phase boundaries, final values and each check's verdict."""
+    """One row per seed: status, phase boundaries (on the observation grid), the located event
+    times (`event_columns`), final values and each check's verdict."""
     from coocflow.theorems.paper import phase_boundaries  # lazy: defers JAX, 1-3.6 s
     from coocflow.theorems.paper.checks import run_checks  # lazy: defers JAX, 1-3.6 s
     from coocflow.theorems.paper.verify import seed_data  # lazy: defers JAX, 1-3.6 s
@@ -57,7 +73,7 @@ def summary_rows(run_folder: Path, job_id: str, axes: dict) -> dict[str, np.ndar
                      **{f"final.{k}": float(data.series[k][-1]) for k in FINALS},
                      "checks_passed": int(sum(v == 1.0 for v in checks.values())), **checks})
     columns = {k: np.array([r[k] for r in rows]) for k in rows[0]}
-    return {**columns, **_axis_columns(axes, len(rows))}
+    return {**columns, **event_columns([per_seed[seed] for seed in columns["seed"].tolist()]), **_axis_columns(axes, len(rows))}
 
 
 def system_summary_rows(manifest: dict, job_id: str) -> dict[str, np.ndarray]:
@@ -69,7 +85,7 @@ def system_summary_rows(manifest: dict, job_id: str) -> dict[str, np.ndarray]:
             "status": np.array([p["status"] for p in per_seed]),
             "t_end": np.array([p["final"]["t"] if p["final"] else np.nan for p in per_seed]),
             **{f"final.{name}": np.array([p["final"].get(name, np.nan) if p["final"] else np.nan for p in per_seed])
-               for name in names}}
+               for name in names}, **event_columns(per_seed)}
 
 
 def run_job(root: str, job: dict) -> dict:
