@@ -87,3 +87,45 @@ def test_the_sandwich_start_is_located_inside_its_grid_bracket(two_grids):
         k = int(np.searchsorted(coarse.t, grid))
         assert coarse.events_located["T0.5_sandwich"][s]
         assert coarse.t[k - 1] < coarse.events["T0.5_sandwich"][s] <= grid
+
+
+def test_a_run_stopped_at_its_event_is_the_full_run_up_to_there(two_grids):
+    """`train.stop_at = "all_correct"` ends after the chunk in which the last seed got there: the
+    observations it kept, and the located event time, are the full run's bit for bit (the chunks
+    before are the same computation), and it ends well before t_end."""
+    full = two_grids[0]
+    overrides = [f"{k}={v}" for k, v in {**SMALL_THEORY, "observe.points": 100, "train.stop_at": "all_correct"}.items()]
+    stopped = train(resolve_config("theory", overrides)).trajectory
+    kept = len(stopped.t)
+    assert kept == 50, "the first of the two chunks: T1 ~ 6/m is far before t_end = 50 m"
+    assert stopped.t[-1] >= np.nanmax(stopped.events["all_correct"])
+    for name in ("loss", "min_margin"):
+        assert np.array_equal(stopped.series[name], full.series[name][:, :kept]), name
+    assert np.array_equal(stopped.events["all_correct"], full.events["all_correct"])
+
+
+@pytest.mark.parametrize("overrides,message", [
+    ({"train.stop_at": "T_never"}, "train.stop_at: 'T_never' is not an event of the eq1 system that a run can stop "
+                                   "at; use one of: reached, all_correct, T0.5, T_prime, T_star"),
+    ({"train.stop_at": "T0.5_sandwich", "verify.sandwich_c": 0.1}, "'T0.5_sandwich' is not an event"),
+    ({"train.stop_at": "all_correct", "train.method": "gd", "train.t_end": 0.0},
+     "train.stop_at: a discrete method stops only at 'reached'"),
+    ({"train.stop_at": "reached", "observe.snapshots": [1e-3]}, "train.stop_at: a run that stops at an event keeps no"),
+])
+def test_stop_at_names_what_a_run_can_stop_at(overrides, message):
+    from coocflow.errors import ConfigError
+    from coocflow.systems.eq1 import Eq1System
+
+    config = resolve_config("theory", {**{k: v for k, v in SMALL_THEORY.items() if k != "model.neurons"}, **overrides})
+    with pytest.raises(ConfigError, match=message.replace("(", r"\(").replace(".", r"\.")):
+        Eq1System.from_config(config).check_training(config)
+
+
+def test_gd_stops_once_every_seed_is_correct():
+    config = resolve_config("tiny", {"train.stop_at": "reached", "seeds": [0, 1], "observe.chunks": 20})
+    result = train(config)
+    full = train(config.replace({"train.stop_at": ""}))
+    kept = len(result.trajectory.t)
+    assert all(t1 is not None for t1 in result.t1) and result.t1 == full.t1
+    assert kept < len(full.trajectory.t)
+    assert np.array_equal(result.trajectory.series["loss"], full.trajectory.series["loss"][:, :kept])

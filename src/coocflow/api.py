@@ -110,8 +110,8 @@ def resolve_config(target: str | Path | Config, overrides: Sequence[str] | Mappi
 def _checked(config: Config) -> Config:
     """`config`, once the system it names has read and validated its own settings
     (`AbstractSystem.from_config`, `check_training`), so a bad one is refused at the door, before any
-    folder exists; eq. (1)'s are `Config`'s own."""
-    if config.system != "eq1":
+    folder exists; eq. (1)'s are `Config`'s own, but for `train.stop_at`, which names its events."""
+    if config.system != "eq1" or config.train.stop_at:
         from coocflow.systems.registry import system_of  # lazy: defers JAX, 1-3.6 s
 
         system_of(config)

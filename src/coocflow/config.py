@@ -106,6 +106,12 @@ class TrainConfig:
     """The flow's end time; 0 takes where the discrete schedule ends, optimizer.lr * train.steps, so
     `train.method=flow` alone follows the flow its GD twin approximates."""
     batch_size: int = 0
+    stop_at: str = ""
+    """Stop the run once every seed has reached this: `reached` (the System's own end of learning;
+    eq. (1): every training sample correct, T1) or the name of one of the System's first-hit events
+    (the flow; eq. (1): all_correct, T0.5, T_prime, T_star). The run ends with the chunk of
+    observations in which its last seed got there (`observe.chunks`), so a table of event times
+    costs what reaching them costs; empty (the default) runs to the end."""
     trainable: TrainableSet = "all"
     """`all` trains W_Q, W_K, W_V and W; `mlp-value` freezes attention (W_Q, W_K) at init."""
 
@@ -235,11 +241,19 @@ class Config:
             return None
         return self.verify.c_t1 / (self.init.c1**2 * self.model.m)
 
+    def every_value(self) -> dict[str, Any]:
+        """Every key's value by section, for listings and templates (`coocflow keys`, docs/config.md)."""
+        return dataclasses.asdict(self)
+
     def to_dict(self) -> dict[str, Any]:
-        """The config as stored (config.json): every key, and the `format` it is written in."""
+        """The config as stored (config.json): every key, and the `format` it is written in, less
+        `settings` when empty and `train.stop_at` when unset, so that a run's record (and the
+        hashes of its checkpoints and studies) is what it was before these keys existed."""
         record = {"format": CONFIG_FORMAT, **dataclasses.asdict(self)}
         if not self.settings:
             del record["settings"]
+        if not self.train.stop_at:  # runs written before the setting existed keep their hashes
+            del record["train"]["stop_at"]
         return record
 
     def replace(self, overrides: dict[str, Any]) -> "Config":

@@ -49,6 +49,7 @@ HELP = {
     "solver.atol": "flow: absolute tolerance",
     "solver.name": "flow: dopri8, tsit5, dopri5, or kvaerno5 (implicit)",
     "solver.max_steps": "flow: solver step budget per chunk of the observation grid",
+    "train.stop_at": "stop once every seed got here: `reached` (eq. (1): all samples correct) or a first-hit event (flow: all_correct, T0.5, T_prime, T_star); empty = run to the end",
     "train.trainable": "`all`, or `mlp-value` to freeze W_Q and W_K at init (the noise ablation)",
     "observe.points": "observed times, t = 0 and the end included",
     "observe.spacing": "`log-linear` (3/4 geometric, 1/4 even), `log` or `linear`",
@@ -76,7 +77,7 @@ def _toml_value(value) -> str:
 def toml_template(config: Config | None = None) -> str:
     """A complete, commented TOML config: every key with its meaning and its value in `config`
     (default: the defaults). `coocflow keys --toml > my.toml`, edit, `coocflow run my.toml`."""
-    values = (config or Config()).to_dict()
+    values = (config or Config()).every_value()
     lines = ["# coocflow configuration: every key, with its meaning (see docs/config.md).",
              "# Run it with `coocflow run THIS.toml`; delete the keys you keep at their defaults.", ""]
     sections = []
@@ -98,7 +99,7 @@ def toml_template(config: Config | None = None) -> str:
 
 
 def config_reference() -> str:
-    defaults = Config().to_dict()
+    defaults = Config().every_value()
     lines = ["# Configuration reference", "",
              "Generated from `coocflow/config.py` by `coocflow docs`. Set keys in a TOML file (sections as tables) "
              "or with `--set key=value`; every value is validated before anything runs.", "",

@@ -125,7 +125,7 @@ def keys(
             config = config_of_target(start)
         sys.stdout.write(toml_template(config))
         return
-    defaults = Config().to_dict()
+    defaults = Config().every_value()
     table = Table("key", "default", "meaning")
     for key in all_keys():
         node = defaults

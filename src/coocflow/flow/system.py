@@ -51,7 +51,7 @@ from coocflow.flow.trajectory import (
     take_seeds,
 )
 from coocflow.storage.checkpoint import DriveState
-from coocflow.systems.base import WEIGHTS_NORM2, AbstractSystem, FirstHit
+from coocflow.systems.base import STOP_AT_REACHED, WEIGHTS_NORM2, AbstractSystem, FirstHit
 
 
 def weights_norm2(params: Any) -> jax.Array:
@@ -209,7 +209,8 @@ def _flow_chunk(system: AbstractSystem, solver: Solver, events: tuple[FirstHit, 
 
 def _drive(advance: Callable, carry: Any, plan: np.ndarray, pad: int | None, system: AbstractSystem,
            seeds: tuple[int, ...], chunks: int, checkpoint: Checkpoint | None,
-           progress: Callable[[float], None] | None, progress_of: Callable[[np.ndarray], float]) -> DriveState:
+           progress: Callable[[float], None] | None, progress_of: Callable[[np.ndarray], float],
+           arrived: Callable[[Any], np.ndarray] | None = None) -> DriveState:
     """`drive` over `plan` in `chunks` chunks of at least two observations (XLA inlines a one-step
     scan, which rounds differently from the loop). Between chunks an interrupt becomes a
     KeyboardInterrupt (coocflow.interrupts), so the driver checkpoints the last chunk."""
@@ -226,7 +227,7 @@ def _drive(advance: Callable, carry: Any, plan: np.ndarray, pad: int | None, sys
                 progress(done)
 
         return drive(advance, carry, lambda carry: carry[0], plan, chunk_len, len(seeds), pad=pad, progress=report,
-                     progress_of=progress_of, checkpoint=checkpoint, watched=system.watched())
+                     progress_of=progress_of, checkpoint=checkpoint, watched=system.watched(), arrived=arrived)
 
 
 def _snapshots(system: AbstractSystem, snap: SnapshotCarry, fixed: Any, snapshot_obs: np.ndarray) -> Snapshots:
@@ -284,14 +285,15 @@ def _ensemble(system, seeds, ensemble, snapshot_obs) -> _Ensemble:
 def integrate_discrete(system: AbstractSystem, optimizer: Optimizer, steps: np.ndarray, lr: float,
                        seeds: tuple[int, ...], chunks: int = 25, checkpoint: Checkpoint | None = None,
                        progress: Callable[[float], None] | None = None, batch_size: int = 0,
-                       snapshot_obs: np.ndarray = (), ensemble: tuple[Any, Any, Any] | None = None
-                       ) -> EnsembleTraining:
+                       snapshot_obs: np.ndarray = (), ensemble: tuple[Any, Any, Any] | None = None,
+                       stop_at: str = "") -> EnsembleTraining:
     """Train every seed of `system` with `optimizer`, observing after the optimizer steps `steps`
     (which start at 0); time is t = lr x steps (nominal for Adam). `batch_size` > 0 takes
     mini-batches (epoch e of a seed is the permutation drawn from fold_in(fold_in(PRNGKey(seed),
     2), e), so the seed and the step counter fix every batch). The parameters at the observations
     `snapshot_obs` and at the system's `reached` event come back in `snapshots`. `ensemble` gives
-    the seed-stacked (initial parameters, training set, test set) instead of `build_ensemble`'s."""
+    the seed-stacked (initial parameters, training set, test set) instead of `build_ensemble`'s.
+    `stop_at="reached"` ends the run once every seed has reached the system's `reached`."""
     run = _ensemble(system, seeds, ensemble, snapshot_obs)
     compiled = system.traced()
     moving, fixed = system.split(run.initial)
@@ -315,8 +317,9 @@ def integrate_discrete(system: AbstractSystem, optimizer: Optimizer, steps: np.n
         return (moving, opt_state, step, snap), observed, {}
 
     snap = snapshot_carry(moving, len(seeds), len(run.snapshot_obs))
+    arrived = (lambda carry: np.asarray(carry[3].t1_obs) >= 0) if stop_at == STOP_AT_REACHED else None
     driven = _drive(advance, (moving, opt_state, step, snap), intervals, 0, system, seeds, chunks, checkpoint,
-                    progress, lambda done: float(np.sum(done)) / total)
+                    progress, lambda done: float(np.sum(done)) / total, arrived)
     steps = np.asarray(steps, dtype=np.int64)
     return run.result(steps, steps * lr, driven, driven.carry[-1], fixed, checkpoint)
 
@@ -324,13 +327,14 @@ def integrate_discrete(system: AbstractSystem, optimizer: Optimizer, steps: np.n
 def integrate_flow(system: AbstractSystem, solver: Solver, times: np.ndarray, seeds: tuple[int, ...],
                    chunks: int = 25, checkpoint: Checkpoint | None = None,
                    progress: Callable[[float], None] | None = None, snapshot_obs: np.ndarray = (),
-                   ensemble: tuple[Any, Any, Any] | None = None) -> EnsembleTraining:
+                   ensemble: tuple[Any, Any, Any] | None = None, stop_at: str = "") -> EnsembleTraining:
     """Follow the flow d(params)/dt = `system.velocity` for every seed with `solver`, observing at
     `times` (starting at 0). A seed stops where its solver gives up (status `stopped`, with
     Diffrax's reason) or a watched value turns non-finite (`diverged`); solver statistics per seed
     are in `stats`. Each chunk is a fresh solve from the last one's end, so a checkpoint (the
     parameters and the time at a chunk boundary) resumes exactly. Snapshots are the solver's
-    solution at the observed times, as observed. `ensemble` as for `integrate_discrete`."""
+    solution at the observed times, as observed. `ensemble` as for `integrate_discrete`; `stop_at`
+    (`reached` or a first-hit event's name) ends the run after the chunk in which every seed got there."""
     run = _ensemble(system, seeds, ensemble, snapshot_obs)
     compiled = system.traced()
     moving, fixed = system.split(run.initial)
@@ -358,7 +362,7 @@ def integrate_flow(system: AbstractSystem, solver: Solver, times: np.ndarray, se
     snap = snapshot_carry(moving, len(seeds), len(run.snapshot_obs))
     found = event_carry(moving, len(seeds), len(events))
     driven = _drive(advance, (moving, np.float64(0.0), snap, found), times, None, system, seeds, chunks, checkpoint,
-                    progress, lambda done: len(done) / len(times))
+                    progress, lambda done: len(done) / len(times), _arrival(stop_at, list(events)))
     stats = total_stats(driven.extras, solver.name) if driven.extras else {}
     failures = {}
     for s in range(len(seeds)):
@@ -374,6 +378,16 @@ def integrate_flow(system: AbstractSystem, solver: Solver, times: np.ndarray, se
         result.events_located = {name: located.located[:, k] for k, name in enumerate(events)}
         result.event_settings = {name: event_settings(e) for name, e in events.items()}
     return result
+
+
+def _arrival(stop_at: str, events: list[str]) -> Callable[[Any], np.ndarray] | None:
+    """Which seeds of the flow's carry (moving, t, snapshots, events) have got to `stop_at`."""
+    if not stop_at:
+        return None
+    if stop_at == STOP_AT_REACHED:
+        return lambda carry: np.asarray(carry[2].t1_obs) >= 0
+    k = events.index(stop_at)
+    return lambda carry: np.asarray(carry[3].hit_obs)[:, k] >= 0
 
 
 def observation_grid(config: Config) -> np.ndarray:
@@ -395,8 +409,9 @@ def integrate(system: AbstractSystem, config: Config, checkpoint: Checkpoint | N
     grid = observation_grid(config) if grid is None else grid
     if config.is_flow:
         return integrate_flow(system, Solver.of(config.solver, dtype), grid, config.seed_list, config.observe.chunks,
-                              checkpoint, progress, snapshot_obs, ensemble)
+                              checkpoint, progress, snapshot_obs, ensemble, config.train.stop_at)
     train = config.train
     batch_size = 0 if train.method == "gd" or train.batch_size in (0, config.data.n) else train.batch_size
     return integrate_discrete(system, Optimizer.of(train.method, config.optimizer, dtype), grid, config.optimizer.lr, config.seed_list,
-                              config.observe.chunks, checkpoint, progress, batch_size, snapshot_obs, ensemble)
+                              config.observe.chunks, checkpoint, progress, batch_size, snapshot_obs, ensemble,
+                              config.train.stop_at)

@@ -181,6 +181,7 @@ def drive(
     progress_of: Callable[[np.ndarray], float] | None = None,
     checkpoint: Checkpoint | None = None,
     watched: tuple[str, ...] = ("loss",),
+    arrived: Callable[[Any], np.ndarray] | None = None,
 ) -> DriveState:
     """Run `advance(carry, block, index)` over blocks of `plan`; returns observations and bookkeeping.
 
@@ -191,7 +192,9 @@ def drive(
     starts from its restored state and offers it the state after every block (and, on Ctrl-C
     or SIGTERM, the last complete one); since blocks are fixed by the plan, a resumed run
     computes exactly what an uninterrupted one does. A seed diverges at its first observation
-    where a `watched` quantity is non-finite (`first_bad`).
+    where a `watched` quantity is non-finite (`first_bad`). With `arrived` (the carry -> which
+    seeds have got where `train.stop_at` says), the run ends after the block in which the last
+    live seed arrived.
     Returns the driver's state after the last block (`DriveState`: the series (seeds, n_obs),
     each seed's last finite params and the observation they belong to, the alive mask, the first
     bad observation and quantity per seed, the extra outputs per block, the last carry).
@@ -202,13 +205,16 @@ def drive(
         state = checkpoint.restore(state)
         if state.next_obs and progress is not None and progress_of is not None:
             progress(progress_of(plan[: state.next_obs]))
+    def all_arrived(state: DriveState) -> bool:
+        return arrived is not None and bool((np.asarray(arrived(state.carry)) | ~state.alive).all())
+
     try:
-        while state.next_obs < n_obs and state.alive.any():
+        while state.next_obs < n_obs and state.alive.any() and not all_arrived(state):
             state = _advance_block(advance, state, params_of, plan, chunk_len, pad, watched)
             if checkpoint is not None:
                 checkpoint.save(state, n_obs)
             if progress is not None and progress_of is not None:
-                progress(progress_of(plan[: state.next_obs]))
+                progress(progress_of(plan if all_arrived(state) else plan[: state.next_obs]))
     except KeyboardInterrupt:
         if checkpoint is not None:
             checkpoint.save(state, n_obs, now=True)

@@ -191,7 +191,7 @@ def spec_from_dict(tree: dict[str, Any], path: Path | None = None) -> SweepSpec:
             except ConfigError as err:
                 raise ConfigError(f"{_where(path)}job {job_id(axes)}: {err}") from None
             identifier = job_id(axes)
-            if config.system != "eq1":
+            if config.system != "eq1" or config.train.stop_at:
                 from coocflow.systems.registry import system_of  # lazy: defers JAX, 1-3.6 s
 
                 try:

@@ -45,6 +45,16 @@ values), when and where to checkpoint or keep snapshots. Runs that differ only i
 compiled program."""
 
 
+STOP_AT_REACHED = "reached"
+"""`train.stop_at` for the System's `reached` (eq. (1): every training sample correct)."""
+
+
+def stop_events(events: dict[str, "FirstHit"]) -> list[str]:
+    """The events a run can stop at (`train.stop_at`): the first-hit ones, whose time is known
+    once it holds (a `last_entry` event is known only at the end of its window)."""
+    return [name for name, event in events.items() if not event.last_entry]
+
+
 @dataclass(frozen=True)
 class FirstHit:
     """The first observed time at which `value(observed)` is above `level` (`rising`) or below it
@@ -241,6 +251,24 @@ class AbstractSystem(eqx.Module):
         if "sgd" not in self.methods and config.train.batch_size not in (0, config.data.n):
             raise ConfigError(f"train.batch_size: the {self.name} system trains on the full batch; set "
                               f"train.batch_size=0 (got {config.train.batch_size})")
+        self.check_stop_at(config)
+
+    def check_stop_at(self, config: Config) -> None:
+        """`train.stop_at` names `reached` or, for the flow, one of the system's first-hit events;
+        a run that stops early cannot keep weights at later `observe.snapshots`."""
+        stop_at = config.train.stop_at
+        if not stop_at or stop_at == STOP_AT_REACHED:
+            pass
+        elif not config.is_flow:
+            raise ConfigError(f"train.stop_at: a discrete method stops only at '{STOP_AT_REACHED}' (its events are "
+                              f"read off the observed steps after the run), not '{stop_at}'")
+        elif stop_at not in stop_events(self.events()):
+            names = ", ".join([STOP_AT_REACHED, *stop_events(self.events())])
+            raise ConfigError(f"train.stop_at: '{stop_at}' is not an event of the {self.name} system that a run "
+                              f"can stop at; use one of: {names}")
+        if stop_at and config.observe.snapshots:
+            raise ConfigError("train.stop_at: a run that stops at an event keeps no weights at observe.snapshots "
+                              "after it; drop one of the two")
 
     def arrays(self, params: Any) -> dict[str, np.ndarray]:
         """The parameters as named arrays (pytree paths, e.g. `blocks.0.W_Q`), for run folders."""
