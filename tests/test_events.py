@@ -116,7 +116,11 @@ def test_stop_at_names_what_a_run_can_stop_at(overrides, message):
     from coocflow.errors import ConfigError
     from coocflow.systems.eq1 import Eq1System
 
-    config = resolve_config("theory", {**{k: v for k, v in SMALL_THEORY.items() if k != "model.neurons"}, **overrides})
+    overrides = {**{k: v for k, v in SMALL_THEORY.items() if k != "model.neurons"}, **overrides}
+    with pytest.raises(ConfigError, match=message.replace("(", r"\(").replace(".", r"\.")):
+        resolve_config("theory", overrides)  # refused at the door
+    config = resolve_config("theory", {**overrides, "train.stop_at": ""}).replace(
+        {"train.stop_at": overrides["train.stop_at"]})  # Config alone does not know a System's events
     with pytest.raises(ConfigError, match=message.replace("(", r"\(").replace(".", r"\.")):
         Eq1System.from_config(config).check_training(config)
 
