@@ -16,13 +16,12 @@ from pathlib import Path
 from typing import Callable
 
 import jax
-import jax.numpy as jnp
 import numpy as np
 
 from coocflow import interrupts
 from coocflow.config import Config, format1_records
 from coocflow.data import Dataset
-from coocflow.flow import EnsembleTraining, event_record, integrate, observation_steps, observation_times
+from coocflow.flow import EnsembleTraining, event_record, integrate, observation_steps, observation_times, stack_seeds
 from coocflow.model import Transformer
 from coocflow.model.state import State
 from coocflow.observables import Problem
@@ -46,9 +45,8 @@ TIME_CONVENTIONS = {
 }
 
 
-def stack(trees):
-    """Stack pytrees on a new leading (seed) axis."""
-    return jax.tree.map(lambda *leaves: jnp.stack(leaves), *trees)
+stack = stack_seeds
+"""Stack pytrees on a new leading (seed) axis (`flow.stack_seeds`)."""
 
 
 def build_ensemble(config: Config) -> tuple[Transformer, Problem]:

@@ -4,7 +4,14 @@ its explicit-Euler solution)."""
 
 from coocflow.flow.grid import observation_steps, observation_times
 from coocflow.flow.ode import vector_field
-from coocflow.flow.system import EnsembleTraining, event_record, integrate, integrate_discrete, integrate_flow
+from coocflow.flow.system import (
+    EnsembleTraining,
+    event_record,
+    integrate,
+    integrate_discrete,
+    integrate_flow,
+    stack_seeds,
+)
 
 __all__ = ["EnsembleTraining", "event_record", "integrate", "integrate_discrete", "integrate_flow",
-           "observation_steps", "observation_times", "vector_field"]
+           "observation_steps", "observation_times", "stack_seeds", "vector_field"]

