@@ -48,6 +48,7 @@ def _sweep(*args) -> tuple[int, str]:
     ({"seeds": 0}, "seeds: expected a count"),
     ({"base": "generalization"}, "multi-run study"),
     ({"grdi": {}}, "unknown sweep key 'grdi'"),
+    ({"checks": "no"}, "checks: expected true or false"),
     ({"grid": {"seeds": [1, 2]}}, "top-level `seeds = N`"),
     ({"name": "../escape"}, "name: '../escape' has an empty, '.' or '..' path part"),
 ])
@@ -85,7 +86,8 @@ def test_jobs_that_differ_in_traced_values_share_one_program(tmp_path):
     """Three Gram-space jobs at three widths m, m1 and two init scales: the first traces the
     programs, the others reuse them (`traced` 0), and their numbers are each job's own."""
     spec = spec_from_dict({"base": "tiny", "seeds": 2, "set": {**TINY_SET, "model.space": "gram", "data.n": 18},
-                           "zip": {"model.m": [8, 64, 512], "model.m1": [8, 16, 32], "init.c0": [1.0, 0.5, 0.5]}})
+                           "zip": {"model.m": [8, 64, 512], "model.m1": [8, 16, 32], "init.c0": [1.0, 0.5, 0.5]},
+                           "checks": False})
     assert spec.programs == 1
     store = SweepStore(tmp_path / "sweep")
     store.prepare(spec, force=False)
@@ -93,8 +95,10 @@ def test_jobs_that_differ_in_traced_values_share_one_program(tmp_path):
     run_in_process(tmp_path / "sweep", pending_jobs(spec, store, False), results.append, lambda job_id: None)
     assert [r["state"] for r in results] == ["done"] * 3
     assert results[0]["traced"] >= 1 and [r["traced"] for r in results[1:]] == [0, 0]
-    finals = np.asarray(store.read_table("summary")["final.loss"])
+    summary = store.read_table("summary")
+    finals = np.asarray(summary["final.loss"])
     assert len(set(np.round(finals, 12))) == 6, "every job and seed has its own loss"
+    assert not [name for name in summary.column_names if name.startswith("check")], "checks = false: none run"
 
 
 def test_small_grid_end_to_end_then_resume_runs_nothing(tmp_path):

@@ -50,9 +50,9 @@ def event_columns(per_seed: list[dict]) -> dict[str, np.ndarray]:
     return columns
 
 
-def summary_rows(run_folder: Path, job_id: str, axes: dict) -> dict[str, np.ndarray]:
+def summary_rows(run_folder: Path, job_id: str, axes: dict, checks: bool = True) -> dict[str, np.ndarray]:
     """One row per seed: status, phase boundaries (on the observation grid), the located event
-    times (`event_columns`), final values and each check's verdict."""
+    times (`event_columns`), final values and, with `checks`, each check's verdict."""
     from coocflow.theorems.paper import phase_boundaries  # lazy: defers JAX, 1-3.6 s
     from coocflow.theorems.paper.checks import run_checks  # lazy: defers JAX, 1-3.6 s
     from coocflow.theorems.paper.verify import seed_data  # lazy: defers JAX, 1-3.6 s
@@ -64,14 +64,16 @@ def summary_rows(run_folder: Path, job_id: str, axes: dict) -> dict[str, np.ndar
     rows = []
     for seed, data in seed_data(run):
         bounds = phase_boundaries(data.series)
-        checks = {f"check.{c.name}": (np.nan if c.passed is None else float(c.passed)) for c in run_checks(data)}
+        verdicts = ({f"check.{c.name}": (np.nan if c.passed is None else float(c.passed)) for c in run_checks(data)}
+                    if checks else None)
         rows.append({"job": job_id, "seed": seed, "status": per_seed[seed]["status"],
                      "T1": np.nan if bounds["T1"] is None else bounds["T1"],
                      "T0.5": np.nan if bounds["T0.5"] is None else bounds["T0.5"],
                      "phase2_start": np.nan if bounds["phase2_start"] is None else bounds["phase2_start"],
                      "t_end": bounds["end"],
                      **{f"final.{k}": float(data.series[k][-1]) for k in FINALS},
-                     "checks_passed": int(sum(v == 1.0 for v in checks.values())), **checks})
+                     **({"checks_passed": int(sum(v == 1.0 for v in verdicts.values())), **verdicts}
+                        if verdicts is not None else {})})
     columns = {k: np.array([r[k] for r in rows]) for k in rows[0]}
     return {**columns, **event_columns([per_seed[seed] for seed in columns["seed"].tolist()]), **_axis_columns(axes, len(rows))}
 
@@ -104,7 +106,7 @@ def run_job(root: str, job: dict) -> dict:
         folder, metrics = outcome.folder, outcome.metrics
         store.write_table("metrics", job_id, {"job": np.full(len(metrics["t"]), job_id), **metrics,
                                               **_axis_columns(job["axes"], len(metrics["t"]))})
-        store.write_table("summary", job_id, summary_rows(folder, job_id, job["axes"]))
+        store.write_table("summary", job_id, summary_rows(folder, job_id, job["axes"], job.get("checks", True)))
         store.failed_file(job_id).unlink(missing_ok=True)
         return {"id": job_id, "state": "done", "seconds": time.perf_counter() - start,
                 "traced": sum(TRACE_COUNTS.values()) - traced_before}
@@ -160,7 +162,7 @@ def pending_jobs(spec: SweepSpec, store: SweepStore, retry_failed: bool) -> list
     todo = [job for job in spec.jobs if store.state(job.id) in wanted]
     first_of: dict[str, int] = {}
     keys = [first_of.setdefault(program_key(job.config), len(first_of)) for job in todo]
-    return [job.to_dict() for _, job in sorted(zip(keys, todo), key=lambda pair: pair[0])]
+    return [{**job.to_dict(), "checks": spec.checks} for _, job in sorted(zip(keys, todo), key=lambda pair: pair[0])]
 
 
 def run_in_process(root: Path, jobs: list[dict], report: Report, started: Started) -> None:

@@ -5,6 +5,7 @@ The spec is TOML:
     name = "width-and-length"
     base = "paper"              # an experiment name, or a config TOML (relative to this file)
     seeds = 8                   # a count (seeds 0..N-1) or a list of seeds
+    checks = true               # the paper's checks per seed in the summary (false: leave them to verify)
     [set]                       # overrides applied to every job
     "train.method" = "flow"
     [grid]                      # every combination of these values
@@ -44,7 +45,7 @@ from coocflow.config import (
 from coocflow.errors import ConfigError
 from coocflow.experiments import EXPERIMENTS
 
-SPEC_KEYS = ("name", "base", "seeds", "set", "grid", "zip")
+SPEC_KEYS = ("name", "base", "seeds", "set", "grid", "zip", "checks")
 
 
 @dataclass(frozen=True)
@@ -68,6 +69,10 @@ class SweepSpec:
     grid: dict[str, list]
     zip: dict[str, list]
     jobs: tuple[Job, ...]
+    checks: bool = True
+    """Whether each job's summary rows carry the paper's checks per seed (`check.NAME`): about 20 ms
+    a seed of eq. (1), half of what a run of a large T1 table costs; `checks = false` leaves them to
+    `coocflow verify` of the sweep folder."""
 
     @property
     def axes(self) -> list[str]:
@@ -75,7 +80,7 @@ class SweepSpec:
 
     def to_dict(self) -> dict:
         return {"name": self.name, "base": self.base, "seeds": list(self.seeds), "set": self.set,
-                "grid": self.grid, "zip": self.zip}
+                "grid": self.grid, "zip": self.zip, **({} if self.checks else {"checks": False})}
 
     @property
     def programs(self) -> int:
@@ -153,6 +158,10 @@ def spec_from_dict(tree: dict[str, Any], path: Path | None = None) -> SweepSpec:
             raise ConfigError(f"{_where(path)}base: '{base}' is neither an experiment ({', '.join(EXPERIMENTS)}) "
                               "nor a config file")
         base_config = config_from_dict({"name": base_path.stem, **load_toml(base_path)})
+    checks = tree.get("checks", True)
+    if not isinstance(checks, bool):
+        raise ConfigError(f"{_where(path)}checks: expected true or false (the paper's checks per seed in the "
+                          f"summary table), got {checks!r}")
     seeds_value = tree.get("seeds", 1)
     if isinstance(seeds_value, int) and not isinstance(seeds_value, bool) and seeds_value >= 1:
         seeds = tuple(range(seeds_value))
@@ -202,7 +211,7 @@ def spec_from_dict(tree: dict[str, Any], path: Path | None = None) -> SweepSpec:
                 raise ConfigError(f"{_where(path)}two jobs share the folder name {identifier}; make the axis values distinct")
             seen[identifier] = True
             jobs.append(Job(identifier, axes, config))
-    return SweepSpec(name, base, seeds, sections["set"], grid, zipped, tuple(jobs))
+    return SweepSpec(name, base, seeds, sections["set"], grid, zipped, tuple(jobs), checks)
 
 
 def load_spec(path: Path) -> SweepSpec:
