@@ -195,10 +195,11 @@ class Eq1System(AbstractSystem):
     @classmethod
     def program_inputs(cls, config: Config) -> tuple[str, ...]:
         """Besides `PROGRAM_INPUTS`: the init's scales and source, which tokens are drawn (values of
-        the data, not its shapes), the declared times (event levels), and in the Gram space without
-        resolved neurons the widths m and m1 (traced leaves of `GramState`)."""
+        the data, not its shapes), T*'s loss level, and in the Gram space without resolved neurons the
+        widths m and m1 (traced leaves of `GramState`). Not `verify.c_t1`: whether it is declared
+        decides which event closes T0.5's window, a static of the programs."""
         own = ("init.scheme", "init.c0", "init.c1", "init.gram_from", "data.random_tokens", "data.test_tokens",
-               "verify.c_t1", "verify.loss_exponent")
+               "verify.loss_exponent")
         widths = ("model.m", "model.m1") if config.model.space == "gram" and not config.model.neurons else ()
         return PROGRAM_INPUTS + own + widths
 
