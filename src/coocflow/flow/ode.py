@@ -2,9 +2,10 @@
 
 An adaptive Runge-Kutta solver (Dopri8 by default; Tsit5 and Dopri5 selectable) with a PID
 step-size controller follows the flow at the tolerances `rtol`, `atol`; `kvaerno5` is an implicit (stiff)
-solver whose Newton steps use matrix-free GMRES on Hessian-vector products. Only the observables
-are saved at the observation times (SaveAt with a function), never a trajectory of weights
-(a chunk's weights at its own observed times are saved only to keep the snapshots among them).
+solver whose Newton steps use matrix-free GMRES on Hessian-vector products. A chunk saves its
+weights at its own observation times and evaluates the observables on them after the solve, all
+at once (inside Diffrax's save loop they doubled the chunk's compile time); a run keeps only the
+observables, and of the weights only its snapshots.
 The solve is vmapped over seeds; rtol and atol are traced arrays, so new tolerances do not
 recompile. Phase 2 is slow (loss ~ 1/t), so the solver's steps grow with t and t = 1e6 costs
 under a thousand gradient evaluations. Dopri8 is the default because at the same rtol (1e-6) it

@@ -186,13 +186,16 @@ def _flow_chunk(system: AbstractSystem, solver: Solver, events: tuple[FirstHit, 
     def one_seed(y0, snap, found, initial, fixed, train, test):
         objective = system.objective(train)
         saveat = diffrax.SaveAt(subs=[
-            diffrax.SubSaveAt(ts=ts, fn=lambda t, y, args: (_observed(system, y, fixed, initial, train, test), y)),
+            diffrax.SubSaveAt(ts=ts),
             diffrax.SubSaveAt(t1=True)])
         solution = diffrax.diffeqsolve(
             diffrax.ODETerm(lambda t, y, args: system.velocity(objective, y, fixed, train)), solver.diffrax_solver(),
             t0, ts[-1], None, y0, saveat=saveat, stepsize_controller=solver.controller(system.error_norm),
             max_steps=solver.max_steps, throw=False)
-        (observed, states), last = solution.ys
+        states, last = solution.ys
+        # Observed after the solve, all times at once: inside Diffrax's save loop the observables
+        # doubled the chunk's compile time (theory's chunk 5.3 s -> 2.9 s, tracing 2.1 s -> 1.1 s).
+        observed = jax.vmap(lambda y: _observed(system, y, fixed, initial, train, test))(states)
 
         def keep(carry, marks):
             kept, found = carry
