@@ -29,7 +29,7 @@ demo: $(VENV)/.installed-run
 	@echo "runs/paper/figure1.png:   the paper's configuration as stated: no such rise (docs/findings.md, 'paper and paper-phenomena')"
 
 test: $(VENV)/.installed-test browser
-	$(BIN)/python -m pytest -q -n 2 --dist loadfile --durations=25
+	$(BIN)/python -m pytest -q -n 2 --dist loadfile --no-loadscope-reorder --durations=25
 
 # Headless Chromium for the report's browser test (Debian's packages); the test says why it
 # skips when no browser could be installed.
