@@ -58,11 +58,13 @@ SLOWEST_FIRST = (
     "test_flow.py", "test_figures.py", "test_gram.py", "test_report.py", "test_experiments.py", "test_markov.py",
 )
 """Test files by their measured cost, most expensive first (sum of their tests' durations in two
-fresh-clone runs of the suite on 2 cores, 2026-12-03: test_sweep.py 157-179 s down to about 30 s);
-the others follow in the order pytest collects them. With `--no-loadscope-reorder` (the Makefile)
-xdist hands whole files to its workers in this order, so no long file starts last while the other
-worker idles: by default it orders files by their number of tests, which put the single 60-second
-test of test_references.py near the end."""
+runs of the suite on 2 cores, 2026-12-03: test_sweep.py 157-179 s down to about 30 s); the others
+follow in the order pytest collects them. With `--no-loadscope-reorder` (the Makefile) xdist hands
+whole files to its workers in this order; by default it orders them by their number of tests,
+which puts the single minute-long test of test_references.py near the end. Replaying those two
+runs' file durations on two workers: the busier worker's total 729 -> 716 s and 696 -> 680 s,
+against 714 s and 679 s for a perfect split (the suite's wall time drifts by more than that from
+hour to hour on this machine, so the replay is the measurement)."""
 
 
 def pytest_collection_modifyitems(config, items):
