@@ -67,6 +67,23 @@ against 714 s and 679 s for a perfect split (the suite's wall time drifts by mor
 hour to hour on this machine, so the replay is the measurement)."""
 
 
+def coocflow_here(*args, cwd: Path | None = None):
+    """`coocflow ARGS` run in this process (`coocflow.cli.invoke`), its output captured: what the
+    executable prints and its exit code, without a new process importing JAX again (about 1.5 s
+    each). Tests of what only a process shows (signals, the fast exit, the terminal's width) start
+    the executable instead."""
+    import contextlib
+    import io
+    import subprocess
+
+    from coocflow.cli import invoke
+
+    out, err = io.StringIO(), io.StringIO()
+    with contextlib.chdir(cwd or Path.cwd()), contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
+        code = invoke([str(arg) for arg in args])
+    return subprocess.CompletedProcess(["coocflow", *args], code, out.getvalue(), err.getvalue())
+
+
 def pytest_collection_modifyitems(config, items):
     rank = {name: k for k, name in enumerate(SLOWEST_FIRST)}
     items.sort(key=lambda item: rank.get(item.path.name, len(rank)))  # stable: each file keeps its order

@@ -1,8 +1,6 @@
 """The benchmark harness runs and reports ratios (timing targets live in benchmarks/, not here)."""
 
-import subprocess
-import sys
-from pathlib import Path
+from conftest import coocflow_here
 
 from coocflow import bench
 from coocflow.bench import TARGETS, run_case
@@ -25,6 +23,5 @@ def test_process_case_times_whole_commands(monkeypatch):
 
 
 def test_unknown_case_is_one_line():
-    cli = Path(sys.executable).parent / "coocflow"
-    done = subprocess.run([str(cli), "bench", "--case", "nosuch"], capture_output=True, text=True)
+    done = coocflow_here("bench", "--case", "nosuch")
     assert done.returncode == 2 and "--case nosuch: choose from" in done.stderr

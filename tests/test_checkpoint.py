@@ -12,7 +12,7 @@ from pathlib import Path
 import numpy as np
 import pyarrow.parquet as pq
 import pytest
-from conftest import TINY
+from conftest import TINY, coocflow_here
 from typer.testing import CliRunner
 
 from coocflow.api import resolve_config, resume_run, run_and_write
@@ -82,8 +82,7 @@ def test_sigkill_then_resume_equals_the_uninterrupted_run(tmp_path):
     with pytest.raises(RunFolderError, match="--resume"):
         load_run(out)
 
-    resumed = subprocess.run([str(BIN), "run", "--resume", str(out), "--no-figures"], capture_output=True, text=True, timeout=300,
-                             env={**os.environ, "COLUMNS": "200"})
+    resumed = coocflow_here("run", "--resume", out, "--no-figures")
     assert resumed.returncode == 0, resumed.stderr
     assert f"observation {meta['next_obs']} of 60" in resumed.stdout
     assert not (out / CHECKPOINT_FILE).exists() and not (out / "figure1.png").exists()

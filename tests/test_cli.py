@@ -6,26 +6,32 @@ import sys
 from pathlib import Path
 
 import pytest
-from conftest import TINY
+from conftest import TINY, coocflow_here
 
 BIN = Path(sys.executable).parent / "coocflow"
 
 
-def coocflow(*args, cwd=None):
+def coocflow_process(*args, cwd=None):
+    """The installed executable in a new process (what a user runs; `coocflow_here` runs the same
+    command in this process)."""
     env = {**os.environ, "COLUMNS": "200"}
     return subprocess.run([str(BIN), *args], capture_output=True, text=True, cwd=cwd, env=env, timeout=300)
 
 
+coocflow = coocflow_here
+
+
 def test_run_and_show(tmp_path):
+    """The installed executable end to end (the other tests run commands in this process)."""
     out = tmp_path / "run"
     sets = [x for k, v in TINY.items() for x in ("--set", f"{k}={v}")]
-    done = coocflow("run", "paper", *sets, "--seed", "3", "--out", str(out))
+    done = coocflow_process("run", "paper", *sets, "--seed", "3", "--out", str(out))
     assert done.returncode == 0, done.stderr
     assert "T1" in done.stdout and "figure1.png" in done.stdout
     assert (out / "figure1.png").is_file()
-    again = coocflow("run", "paper", *sets, "--out", str(out))
+    again = coocflow_process("run", "paper", *sets, "--out", str(out))
     assert again.returncode == 2 and "--force" in again.stderr
-    shown = coocflow("show", str(out))
+    shown = coocflow_process("show", str(out))
     assert shown.returncode == 0 and "loss" in shown.stdout and "seed=3" in shown.stdout
 
 

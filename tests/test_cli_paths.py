@@ -8,16 +8,21 @@ import tomllib
 from pathlib import Path
 
 import pytest
-from conftest import TINY
+from conftest import TINY, coocflow_here
 
 BIN = Path(sys.executable).parent / "coocflow"
 COMMANDS = ("run", "show", "ls", "experiments", "keys", "verify", "sweep", "sweep-status", "sweep-plot", "report",
             "docs", "export", "compare", "bench")
 
 
-def coocflow(*args, cwd=None):
+def coocflow_process(*args, cwd=None):
+    """The installed executable in a new process (what a user runs; `coocflow_here` runs the same
+    command in this process)."""
     env = {**os.environ, "COLUMNS": "200"}
     return subprocess.run([str(BIN), *args], capture_output=True, text=True, cwd=cwd, env=env, timeout=300)
+
+
+coocflow = coocflow_here
 
 
 @pytest.mark.parametrize("command", COMMANDS)
@@ -36,7 +41,7 @@ def test_sweep_help_keeps_its_brackets():
 
 
 def test_version_and_short_help():
-    done = coocflow("--version")
+    done = coocflow_process("--version")
     assert done.returncode == 0 and done.stdout.startswith("coocflow ")
     assert "Commands" in coocflow("-h").stdout
 

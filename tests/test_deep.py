@@ -2,7 +2,6 @@
 on the chunked driver (same series as before, divergence) and a killed study resumed bit for bit."""
 
 import json
-import os
 import re
 import signal
 import subprocess
@@ -18,6 +17,7 @@ import pyarrow.parquet as pq
 import pytest
 from typer.testing import CliRunner
 
+from conftest import coocflow_here
 from coocflow.cli import app
 from coocflow.config import Config
 from coocflow.data import Dataset
@@ -232,8 +232,7 @@ def sigkill_then_resume(tmp_path: Path, study: str, settings: dict, figure: str)
         meta = json.loads(str(saved["meta"]))
     assert 0 < meta["next_obs"] < meta["n_obs"]
 
-    resumed = subprocess.run([str(BIN), "run", "--resume", str(out)], capture_output=True, text=True, timeout=300,
-                             env={**os.environ, "COLUMNS": "200"})
+    resumed = coocflow_here("run", "--resume", out)
     assert resumed.returncode == 0, resumed.stderr
     assert f"{study} has a checkpoint at observation {meta['next_obs']} of {meta['n_obs']}" in resumed.stdout
     manifest = json.loads((out / "manifest.json").read_text())

@@ -21,7 +21,9 @@ difference of two rates); 2e-9 for the others (theory preset, m = 2^15, 2 seeds)
 @pytest.fixture(scope="module")
 def two_grids():
     def run(points):
-        overrides = [f"{k}={v}" for k, v in {**SMALL_THEORY, "observe.points": points}.items()]
+        # 50 observations a chunk on both grids: the second run reuses the first's compiled programs
+        overrides = [f"{k}={v}" for k, v in {**SMALL_THEORY, "observe.points": points,
+                                             "observe.chunks": points // 50}.items()]
         return train(resolve_config("theory", overrides)).trajectory
 
     return run(100), run(400)

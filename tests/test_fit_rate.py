@@ -9,7 +9,7 @@ import pyarrow.csv as pa_csv
 import pyarrow.parquet as pq
 import pytest
 
-from test_cli import coocflow
+from conftest import coocflow_here as coocflow
 
 
 def write_sweep(path, exponent, widths=(1e3, 3e3, 1e4, 3e4, 1e5, 3e5), seeds=8, noise=0.05, seed=0):

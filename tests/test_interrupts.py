@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from conftest import TINY
+from conftest import TINY, coocflow_here
 
 BIN = Path(sys.executable).parent / "coocflow"
 LONG = {**TINY, "train.steps": 60000, "observe.points": 60, "observe.chunks": 30, "observe.checkpoint_every_s": 0}
@@ -71,8 +71,7 @@ def test_interrupt_between_chunks_checkpoints_and_resumes(tmp_path, signum):
     _wait_for(out / "checkpoint.npz", process)
     line = _interrupted(process, signum)
     assert "holds a checkpoint at observation" in line and f"coocflow run --resume {out}" in line
-    done = subprocess.run([str(BIN), "run", "--resume", str(out), "--no-figures"], capture_output=True, text=True,
-                          timeout=300)
+    done = coocflow_here("run", "--resume", out, "--no-figures")
     assert done.returncode == 0, done.stderr
     assert (out / "manifest.json").is_file()
 
@@ -140,7 +139,7 @@ def test_an_interrupt_after_training_keeps_the_finished_run(moment, tmp_path):
     assert f"coocflow run --resume {out}" in line and "figure1.png" in line
     assert load_run(out).manifest["figures"] == ["figure1.png", "overview.png"]
     assert not (out / "figure1.png").exists() and _left_behind(out) == []
-    resumed = subprocess.run([str(BIN), "run", "--resume", str(out)], capture_output=True, text=True, timeout=300)
+    resumed = coocflow_here("run", "--resume", out)
     assert resumed.returncode == 0 and "drew its missing figures" in resumed.stdout, resumed.stderr
     assert (out / "figure1.png").stat().st_size > 10000 and (out / "overview.png").is_file()
 

@@ -233,15 +233,12 @@ def test_verify_json_reports_appendix_c(phenomena):
 
 
 def test_scaling_flags_are_validated():
-    import subprocess
-    import sys
-    from pathlib import Path
+    from conftest import coocflow_here
 
-    cli = Path(sys.executable).parent / "coocflow"
     for args, expected in ((["--scaling", "depth"], "--scaling depth: choose one of"),
                            (["--scaling", "m", "--values", "8"], "need at least two positive widths"),
                            (["--scaling", "m", "--values", "a,b"], "expected comma-separated whole numbers")):
-        done = subprocess.run([str(cli), "verify", "tiny", *args], capture_output=True, text=True)
+        done = coocflow_here("verify", "tiny", *args)
         assert done.returncode == 2 and expected in done.stderr, done.stderr
 
 
@@ -314,7 +311,9 @@ def test_strict_exit_codes_and_the_summary_line(tmp_path):
     assert "pass* = passes, but a premise" in piped.stdout and "fail* = fails" in piped.stdout
     assert any(line.startswith("pass*") for line in summary) and "outside the theory's regime" in " ".join(relaxed.stdout.split())
     assert sum(line.startswith("premises: ") and "not met (" in line for line in piped.stdout.splitlines()) == 1 and "add --full" in " ".join(relaxed.stdout.split())
-    full = subprocess.run([str(cli), "verify", str(folder), "--full"], capture_output=True, text=True, env=env)
+    from conftest import coocflow_here
+
+    full = coocflow_here("verify", folder, "--full")  # in this process: its width is not what it tests
     assert "implementation identities" in full.stdout and len(full.stdout.splitlines()) > len(summary)
     rates = json.loads((folder / "verify.json").read_text())["pass_rates"]
     outside = [name for name, rate in rates.items() if rate["failed_outside_premises"]]

@@ -22,7 +22,7 @@ from coocflow.cli import tools  # noqa: F401,E402
 from coocflow.cli.app import app, print_error
 from coocflow.errors import CoocflowError, ConfigError, Interrupted
 
-__all__ = ["app", "main", "print_error"]
+__all__ = ["app", "invoke", "main", "print_error"]
 
 
 def main() -> None:
@@ -30,22 +30,46 @@ def main() -> None:
     or SIGTERM at any moment (compiling included) exits 130 with one line (coocflow.interrupts)."""
     interrupts.install()
     try:
-        app(args=_checked_args(sys.argv[1:]), prog_name="coocflow")
+        code = _exit_code(sys.argv[1:])
     except Interrupted as err:
         message = str(err)
         interrupts.set_message(lambda: message)
         interrupts.exit_interrupted()
-    except CoocflowError as err:
-        print_error(err)
-        sys.exit(getattr(err, "exit_code", 2))
     except KeyboardInterrupt:
         interrupts.exit_interrupted()
+    if code:
+        sys.exit(code)
+    _leave()
+
+
+def invoke(args: list[str]) -> int:
+    """Run one command in this process as the `coocflow` executable runs it and return its exit
+    code: the same output, the same one-line errors and codes (an interrupt: its line and 130),
+    without the executable's signal handlers and fast exit (`main`). For scripts, notebooks and
+    tests that would otherwise start a process (and import JAX again) per command."""
+    try:
+        return _exit_code(args)
+    except (Interrupted, KeyboardInterrupt) as err:
+        print_error(Interrupted(str(err) or "interrupted"))
+        return 130
+
+
+def _exit_code(args: list[str]) -> int:
+    """The command's exit code (user errors printed as one line); interrupts propagate."""
+    try:
+        app(args=_checked_args(args), prog_name="coocflow")
+    except Interrupted:
+        raise
+    except CoocflowError as err:
+        print_error(err)
+        return getattr(err, "exit_code", 2)
     except SystemExit as done:
         if done.code == 130:
-            interrupts.exit_interrupted()
-        if done.code not in (0, None):
-            raise
-    _leave()
+            raise KeyboardInterrupt from None
+        if done.code is None or isinstance(done.code, int):
+            return done.code or 0
+        raise
+    return 0
 
 
 def _leave() -> None:
