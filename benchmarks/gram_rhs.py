@@ -26,7 +26,7 @@ from coocflow.bench import LOOP_EVALUATIONS, repeated_velocity
 from coocflow.config import random_slots
 from coocflow.model import loss_grad
 from coocflow.model.gram import gram_gd_step, gram_velocity, grams_from_weights
-from coocflow.runner import build_model, build_problem
+from coocflow.systems.eq1 import build_model, build_problem
 
 CASES = (
     ("d=64 uniform n=60 L=5", {"data.n": 60, "data.L": 5, "data.d": 64, "data.random_tokens": "uniform"}),

@@ -7,7 +7,7 @@ import pytest
 
 from coocflow.api import resolve_config
 from coocflow.theorems.paper.checks import SeedData
-from coocflow.runner import train
+from coocflow.runs import train
 
 SMALL_THEORY = {"data.n": 12, "data.L": 3, "data.d": 40, "data.n_test": 12, "model.m": 4096, "model.m1": 8,
                 "model.neurons": "false", "train.t_end": 50.0 * 4096, "solver.rtol": 1e-10, "solver.atol": 1e-14,

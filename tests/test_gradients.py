@@ -9,7 +9,7 @@ from coocflow.api import resolve_config
 from coocflow.model import combine, loss, loss_grad, partition, trainable_loss
 from coocflow.observables import OBSERVABLES
 from coocflow.observables.registry import margins, loss_weights
-from coocflow.runner import build_model, build_problem
+from coocflow.systems.eq1 import build_model, build_problem
 
 from conftest import TINY
 

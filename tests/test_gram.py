@@ -9,7 +9,7 @@ from coocflow.api import resolve_config
 from coocflow.model import combine, logits, loss, loss_grad, partition, sample_losses, trainable_loss
 from coocflow.model.gram import (GramState, gram_gd_step, gram_logits, gram_loss, gram_sample_losses, gram_velocity,
                                  grams_from_weights, score_and_value_gradients)
-from coocflow.runner import build_model, build_problem
+from coocflow.systems.eq1 import build_model, build_problem
 
 from conftest import TINY
 

@@ -10,7 +10,8 @@ from conftest import TINY
 from coocflow.api import resolve_config, run_and_write
 from coocflow.errors import ConfigError
 from coocflow.observables.registry import neuron_only
-from coocflow.runner import gram_source, train
+from coocflow.systems.eq1 import gram_source
+from coocflow.runs import train
 from coocflow.storage import load_run
 
 

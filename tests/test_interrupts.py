@@ -91,8 +91,8 @@ def interrupting(function, when=lambda *args, **kwargs: True):
     return wrapped
 
 if moment == "writing":
-    import coocflow.runner as runner
-    runner.write_state = interrupting(runner.write_state)
+    import coocflow.runs.folder as folder
+    folder.write_arrays = interrupting(folder.write_arrays)
 elif moment == "rename":
     os.replace = interrupting(os.replace, lambda source, *rest: ".partial-" in str(source)
                               and os.path.exists(os.path.join(source, "manifest.json")))

@@ -8,7 +8,7 @@ from coocflow.api import resolve_config
 from coocflow.model import partition, trainable_loss
 from coocflow.model.state import join
 from coocflow.observables import observe
-from coocflow.runner import build_model, build_problem
+from coocflow.systems.eq1 import build_model, build_problem
 from conftest import TINY
 
 

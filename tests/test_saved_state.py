@@ -11,7 +11,7 @@ from coocflow.api import resolve_config
 from coocflow.model import Transformer
 from coocflow.model.gram import GramState
 from coocflow.theorems.paper.saved import SavedState, seed_arrays, seed_states
-from coocflow.runner import build_model, build_problem
+from coocflow.systems.eq1 import build_model, build_problem
 
 
 @pytest.fixture(scope="module")

@@ -14,7 +14,7 @@ from coocflow.errors import ConfigError
 from coocflow.model import Transformer
 from coocflow.observables import observe
 from coocflow.report import write_report
-from coocflow.runner import build_problem
+from coocflow.systems.eq1 import build_problem
 from coocflow.storage import load_run
 from coocflow.storage.checkpoint import read_checkpoint_meta
 

@@ -224,7 +224,7 @@ def test_a_system_declares_its_own_settings(at_root, tmp_path):
     """A System's `Settings` are its own typed section: read from [settings] or --set system.KEY,
     checked at the door with a did-you-mean, listed by `keys --system`, kept in config.json and part
     of the run's identity; a config without them keeps its hash, and a System without them refuses them."""
-    from coocflow.runner import config_hash
+    from coocflow.runs import config_hash
 
     toml = str(ROOT / "examples" / "icl_regression.toml")
     config = resolve_config(toml, ["system.N=40"])
@@ -291,7 +291,7 @@ def test_every_system_decodes_its_own_arrays(at_root, tmp_path):
         assert type(back) is type(params), config.system
         for a, b in zip(jax.tree.leaves(params), jax.tree.leaves(back)):
             np.testing.assert_array_equal(np.asarray(a), np.asarray(b), err_msg=config.system)
-    from coocflow.system_run import read_states
+    from coocflow.runs import read_states
 
     config = example_config()
     _, run = run_and_write(config, tmp_path / "run", figures=False)

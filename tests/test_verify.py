@@ -215,7 +215,7 @@ def test_a_wrong_equation_is_caught():
     import jax.numpy as jnp
 
     from coocflow.theorems.paper import appendix_c
-    from coocflow.runner import build_model, build_problem
+    from coocflow.systems.eq1 import build_model, build_problem
 
     config = resolve_config("tiny", [])
     model, data = build_model(config), build_problem(config).train

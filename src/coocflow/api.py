@@ -11,9 +11,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Callable, Literal, Mapping, Sequence
 
-import pyarrow.parquet as pq
 
-from coocflow import interrupts
 from coocflow.config import (
     Config,
     _unknown_key,
@@ -34,8 +32,7 @@ from coocflow.storage.run_folder import read_metrics
 if TYPE_CHECKING:
     import numpy as np
 
-    from coocflow.runner import RunResult
-    from coocflow.system_run import SystemRun
+    from coocflow.runs import TrainedRun
 
 
 def config_of_target(target: str | Path) -> Config:
@@ -156,76 +153,28 @@ def time_axis_changes(before: Config, after: Config) -> list[str]:
     return changes
 
 
-def figure_writer(figures: bool | Sequence[str] = True) -> Callable[["RunResult", Path], None] | None:
-    """What `write_run` calls to draw a run's figures: None for no figures, else a writer of
-    figure1 and overview in the given formats (`True`: PNG only)."""
-    if not figures:
-        return None
-    formats = ("png",) if figures is True else tuple(figures)
-
-    def draw(result: "RunResult", folder: Path) -> None:
-        from coocflow.plots import SeriesView, write_run_figures  # lazy: defers JAX, 1-3.6 s
-
-        view = SeriesView(result.trajectory.t, result.trajectory.series, result.t1)
-        write_run_figures(view, folder, title=_title(result.config), formats=formats)
-
-    return draw
-
-
-def _figure_names(figures: bool | Sequence[str]) -> tuple[str, ...]:
-    """The files `figure_writer(figures)` draws."""
-    if not figures:
-        return ()
-    formats = ("png",) if figures is True else tuple(figures)
-    return tuple(f"figure1.{fmt}" for fmt in formats) + ("overview.png",)
-
-
-def _title(c: Config) -> str:
-    seeds = c.seed_list
-    seed_text = f"seed={seeds[0]}" if len(seeds) == 1 else f"{len(seeds)} seeds (median, 10-90% band)"
-    if c.is_flow:
-        method = f"flow ({c.solver.name}, rtol={c.solver.rtol:g}) to t={c.t_end:g}"
-    else:
-        method = f"{c.train.method} lr={c.optimizer.lr:g}" + (f" batch={c.train.batch_size}" if c.train.batch_size else "")
-    return (f"{c.name}: n={c.data.n}, L={c.data.L}, d={c.data.d} ({c.data.random_tokens}), m={c.model.m}, "
-            f"m1={c.model.m1}, init={c.init.scheme} (c0={c.init.c0:g}, c1={c.init.c1:g}), {method}, {seed_text}")
-
-
 def run_and_write(config: Config, out: Path, force: bool = False,
                   progress: Callable[[float], None] | None = None,
-                  figures: bool | Sequence[str] = True) -> tuple[Path, "RunResult | SystemRun"]:
-    """Train `config` and write its run folder (with figures unless `figures` is false): a run of
-    eq. (1) (`runner`) or of the system `config.system` names (`system_run`).
+                  figures: bool | Sequence[str] = True) -> tuple[Path, "TrainedRun"]:
+    """Train `config` and write its run folder (with figures unless `figures` is false), whatever
+    its System (`coocflow.runs`: a `TrainedRun` of the class the System names).
 
     The folder exists from the start, holding config.json and the checkpoints of the run in
     progress, so a killed run continues with `resume_run(out)`.
     """
-    from coocflow.runner import begin_run_folder  # lazy: defers JAX, 1-3.6 s
+    from coocflow.runs import begin_run_folder  # lazy: defers JAX, 1-3.6 s
 
     begin_run_folder(out, config, force=force)
     return _train_and_write(config, Path(out), progress, figures)
 
 
 def _train_and_write(config: Config, out: Path, progress: Callable[[float], None] | None,
-                     figures: bool | Sequence[str]) -> tuple[Path, "RunResult"]:
-    """Train into the begun folder `out` (checkpointing it) and write the run there. From the end of
-    training to the folder's last rename an interrupt waits (`interrupts.shielded`), so a finished
-    run is always written; the figures come after, and an interrupt there keeps the run."""
-    from coocflow.runner import train, write_run_files  # lazy: defers JAX, 1-3.6 s
-    from coocflow.storage.checkpoint import run_lock  # lazy: defers JAX, 1-3.6 s
+                     figures: bool | Sequence[str]) -> tuple[Path, "TrainedRun"]:
+    """Train into the begun folder `out` (checkpointing it) and write the run there
+    (`runs.train_and_write`: an interrupt from the end of training to the folder's rename waits)."""
+    from coocflow.runs import train_and_write  # lazy: defers JAX, 1-3.6 s
 
-    if config.system != "eq1":
-        from coocflow.system_run import train_and_write_system  # lazy: defers JAX, 1-3.6 s
-
-        return out, train_and_write_system(config, out, progress, figures=bool(figures))
-    with run_lock(out), interrupts.shielded():
-        with interrupts.exposed():
-            result = train(config, progress, checkpoint_in=out)
-        write_run_files(result, out, figures=_figure_names(figures))
-    draw = figure_writer(figures)
-    if draw is not None:
-        draw(result, out)
-    return out, result
+    return out, train_and_write(config, out, progress, figures)
 
 
 def study_of(config: Config) -> str | None:
@@ -302,18 +251,9 @@ def missing_figures(folder: Path) -> list[str]:
 def draw_figures(folder: Path) -> list[Path]:
     """Draw a complete run folder's figures (those its manifest lists) from its metrics table, as
     the run would have (what `coocflow run --resume` does for a run interrupted while drawing them)."""
-    from coocflow.plots import SeriesView, write_run_figures  # lazy: defers JAX, 1-3.6 s
+    from coocflow.runs import draw_figures as draw  # lazy: defers JAX, 1-3.6 s
 
-    run = RunFolder(folder)
-    config = run.config()
-    if config.system != "eq1":
-        from coocflow.system_run import draw_system_figures  # lazy: defers JAX, 1-3.6 s
-
-        return draw_system_figures(run.path)
-    table = pq.read_table(run.metrics_file)
-    columns = {name: table.column(name).to_numpy() for name in table.column_names}
-    formats = tuple(name.split(".", 1)[1] for name in run.manifest()["figures"] if name.startswith("figure1."))
-    return write_run_figures(SeriesView.from_metrics(columns), run.path, title=_title(config), formats=formats)
+    return draw(Path(folder))
 
 
 @dataclass(frozen=True)
@@ -425,7 +365,7 @@ def resumable_config(folder: Path) -> Config | None:
 
 
 def resume_run(folder: Path, progress: Callable[[float], None] | None = None,
-               figures: bool | Sequence[str] = True, accept_changed_code: bool = False) -> tuple[Path, "RunResult"]:
+               figures: bool | Sequence[str] = True, accept_changed_code: bool = False) -> tuple[Path, "TrainedRun"]:
     """Continue an interrupted run from its last checkpoint (or from t = 0 if it has none) and
     write the run folder; the result equals the uninterrupted run's bit for bit. A System whose code
     changed since the checkpoint is refused unless `accept_changed_code`."""
@@ -438,9 +378,7 @@ def resume_run(folder: Path, progress: Callable[[float], None] | None = None,
 
 
 def describe(c: Config) -> str:
-    """One line saying what a run will do."""
-    if c.system != "eq1":
-        from coocflow.system_run import title_of  # lazy: defers JAX, 1-3.6 s
+    """One line saying what a run will do (its `TrainedRun` class's title)."""
+    from coocflow.runs import run_type  # lazy: defers JAX, 1-3.6 s
 
-        return f"[bold]{c.name}[/]: {title_of(c).split(': ', 1)[1]}, {c.dtype}"
-    return f"[bold]{c.name}[/]: {_title(c).split(': ', 1)[1]}, {c.dtype}"
+    return f"[bold]{c.name}[/]: {run_type(c.system).title(c).split(': ', 1)[1]}, {c.dtype}"

@@ -26,7 +26,9 @@ from coocflow.flow.trajectory import over_seed_groups, seed_groups, take_seeds
 from coocflow.model import partition, trainable_loss
 from coocflow.model.gram import gram_gd_step, gram_velocity
 from coocflow.model.state import split, velocity
-from coocflow.runner import build_ensemble, build_model, build_problem, train, unstack
+from coocflow.runs import train
+from coocflow.runs.eq1 import build_ensemble, unstack
+from coocflow.systems.eq1 import build_model, build_problem
 from coocflow.storage.folders import RunFolder, ScalingFolder
 
 CASES = ("gd", "ensemble", "flow", "large", "process", "gram", "gram-wide", "scaling")

@@ -17,7 +17,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from coocflow.api import execute, resolve_config, study_of
-from coocflow.config import Config
+from coocflow.config import Config, config_from_dict
 from coocflow.errors import CoocflowError
 from coocflow.estimate import estimate
 from coocflow.report import write_report
@@ -56,26 +56,19 @@ class Run:
         rows = np.asarray(table["seed"]) == seed
         return np.asarray(table["t"])[rows], np.asarray(table[name])[rows]
 
-    def plot(self, kind: str = "figure1", columns: list[str] | None = None):
-        """A Matplotlib figure: `figure1` (the paper's Figure 1), `overview`, or `columns` against
-        t (median and 10-90% band over seeds); a run of another system than eq. (1) draws every
-        observable (its training.png) unless `columns` are given."""
+    def plot(self, kind: str = "", columns: list[str] | None = None):
+        """A Matplotlib figure: `columns` against t (median and 10-90% band over seeds), or the run's
+        own figure as its System's run type draws it (`TrainedRun.plot`): for eq. (1) `figure1` (the
+        paper's Figure 1, the default) or `overview`; for another System every observable (its
+        training.png)."""
         from coocflow.plots import SeriesView  # lazy: defers JAX, 1-3.6 s
-        from coocflow.plots.figures import figure1, overview  # lazy: defers JAX, 1-3.6 s
+        from coocflow.runs import run_type  # lazy: defers JAX, 1-3.6 s
 
         columns_of = {name: np.asarray(col) for name, col in self.metrics.to_pydict().items()}
-        view = SeriesView.from_metrics(columns_of)
         title = str(self.manifest.get("name", self.folder.name))
         if columns:
-            return _columns_figure(view, columns, title)
-        if self.manifest.get("system", "eq1") != "eq1":
-            from coocflow.plots.system import training_figure  # lazy: defers matplotlib, 0.7 s
-
-            time_label = "flow time t" if self.manifest.get("method") == "flow" else "t = lr x steps"
-            return training_figure(view.t, view.series, self.manifest.get("loss_name", "loss"), title, time_label)
-        if kind not in ("figure1", "overview"):
-            raise ValueError(f"kind must be figure1 or overview (got {kind!r}); or pass columns=[...]")
-        return figure1(view, title) if kind == "figure1" else overview(view, title)
+            return _columns_figure(SeriesView.from_metrics(columns_of), columns, title)
+        return run_type(config_from_dict(self.config).system).plot(columns_of, self.manifest, title, kind)
 
     def report(self) -> Path:
         """Write and return the run's self-contained report.html."""

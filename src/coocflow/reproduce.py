@@ -35,20 +35,12 @@ def _compare(name: str, old: np.ndarray, new: np.ndarray) -> Difference | None:
 
 
 def _train_again(config) -> tuple[dict[str, np.ndarray], dict[str, np.ndarray]]:
-    """The metrics table and the final arrays (named as the run folder names them) of training
-    `config` again, by eq. (1)'s runner or by the system `config.system` names."""
-    if config.system == "eq1":
-        from coocflow.runner import state_arrays, train  # lazy: defers JAX, 1-3.6 s
+    """The metrics table and the final arrays (named as the run folder's state_final.npz names them)
+    of training `config` again, whatever its System (`coocflow.runs`)."""
+    from coocflow.runs import train  # lazy: defers JAX, 1-3.6 s
 
-        result = train(config)
-        final = state_arrays(result.trajectory.final, result.problem.train)
-        if len(result.seeds) == 1:  # a one-seed eq. (1) folder stores its arrays without the seed axis
-            final = {k: v[0] for k, v in final.items()}
-        return result.table(), final
-    from coocflow.system_run import train_system_run  # lazy: defers JAX, 1-3.6 s
-
-    run = train_system_run(config)
-    return run.table(), {name: np.asarray(value) for name, value in run.system.arrays(run.training.final).items()}
+    run = train(config)
+    return run.table(), run.final_arrays()
 
 
 def check_reproduce(folder: Path, accept_changed_code: bool = False) -> tuple[list[Difference], dict]:

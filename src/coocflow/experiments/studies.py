@@ -17,7 +17,8 @@ import numpy as np
 
 from coocflow.config import Config, random_slots
 from coocflow.plots.figures import band_curve
-from coocflow.runner import RunResult, train, write_run
+from coocflow.runs import train, write_run
+from coocflow.runs.eq1 import Eq1TrainedRun
 
 Progress = Callable[[str], None]
 
@@ -36,7 +37,7 @@ def _band(ax, t: np.ndarray, values: np.ndarray, label: str, color: str, style: 
     band_curve(ax, t[shown], values[:, shown], label, color, style)
 
 
-def _plot(ax, result: RunResult, key: str, label: str, color: str, transform=lambda v: v) -> None:
+def _plot(ax, result: Eq1TrainedRun, key: str, label: str, color: str, transform=lambda v: v) -> None:
     _band(ax, result.trajectory.t, transform(result.trajectory.series[key]), label, color)
 
 
@@ -62,7 +63,7 @@ def decay_rate(t: np.ndarray, loss: np.ndarray, t_from: float) -> float | None:
     return float(-slope)
 
 
-def _run_variants(base: Config, variants: dict[str, dict], out: Path, progress: Progress | None) -> dict[str, RunResult]:
+def _run_variants(base: Config, variants: dict[str, dict], out: Path, progress: Progress | None) -> dict[str, Eq1TrainedRun]:
     """Each variant as an ordinary run folder (metrics, states, manifest) under OUT/variants;
     the study draws the comparison figure, so the variants skip their own figures."""
     results = {}
@@ -71,7 +72,7 @@ def _run_variants(base: Config, variants: dict[str, dict], out: Path, progress: 
         if progress:
             progress(f"variant {name}")
         results[name] = train(config)
-        write_run(results[name], out / "variants" / name, force=True)
+        write_run(results[name], out / "variants" / name, force=True, figures=False)
     return results
 
 
@@ -96,7 +97,7 @@ def _change(values: np.ndarray) -> np.ndarray:
     return values - values[:, :1]
 
 
-def _comparison_figure(results: dict[str, RunResult], panels: list[tuple], path: Path) -> Path:
+def _comparison_figure(results: dict[str, Eq1TrainedRun], panels: list[tuple], path: Path) -> Path:
     """One panel per (column, transform, axis settings), one curve (median and band) per variant."""
     assert len(results) <= len(COLORS), "more variants than colors"
     fig, axes = _figure(1, len(panels))
@@ -125,7 +126,7 @@ def _median_or_none(values: list) -> float | None:
     return float(np.median(found)) if found else None
 
 
-def _t1_median(result: RunResult) -> float | None:
+def _t1_median(result: Eq1TrainedRun) -> float | None:
     return _median_or_none(result.t1)
 
 

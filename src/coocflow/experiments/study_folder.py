@@ -20,7 +20,7 @@ from coocflow.config import Config
 from coocflow.errors import RunFolderError
 from coocflow.flow.system import EnsembleTraining
 from coocflow.flow.trajectory import Checkpoint
-from coocflow.runner import begin_run_folder, config_hashes
+from coocflow.runs import begin_run_folder, config_hashes
 from coocflow.storage.atomic import atomic_write_bytes
 from coocflow.storage.checkpoint import RunCheckpoint
 from coocflow.storage.folders import StudyFolder, read_json_object
@@ -111,7 +111,7 @@ def _read_npz(path: Path, what: str) -> tuple[dict, dict[str, np.ndarray]]:
 
 def read_variant(out: Path, variant: str, digests: Sequence[str]) -> EnsembleTraining:
     """The finished variant `write_variant` kept, refused when written for another config (its hash
-    not among `digests`, `runner.config_hashes`)."""
+    not among `digests`, `runs.config_hashes`)."""
     path = StudyFolder(out).variant_file(variant)
     meta, arrays = _read_npz(path, "finished variant")
     if meta.get("config_hash") not in digests:

@@ -412,7 +412,7 @@ def run_report(folder: Path) -> str:
 
 
 def system_report(folder: Path) -> str:
-    """The page of a system's run folder (coocflow/system_run.py): header, configuration and
+    """The page of a system's run folder (coocflow/runs/base.py): header, configuration and
     provenance, and one figure per observable (a vector observable's entries share one), the
     loss first on a log axis; median and 10-90% band over seeds."""
     run = load_run(folder)

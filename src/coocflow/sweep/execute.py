@@ -79,7 +79,7 @@ def summary_rows(run_folder: Path, job_id: str, axes: dict, checks: bool = True)
 
 
 def system_summary_rows(manifest: dict, job_id: str) -> dict[str, np.ndarray]:
-    """One row per seed of a system's run (coocflow/system_run.py): status, the time it reached,
+    """One row per seed of a system's run (coocflow/runs/base.py): status, the time it reached,
     and the final value of every scalar observable (NaN where a seed has none)."""
     per_seed = manifest["per_seed"]
     names = sorted({key for p in per_seed if p["final"] for key in p["final"] if key != "t"})

@@ -183,6 +183,7 @@ class Eq1System(AbstractSystem):
 
     name: ClassVar[str] = "eq1"
     methods: ClassVar[tuple[str, ...]] = TRAIN_METHODS
+    run_type: ClassVar[str] = "coocflow.runs.eq1:Eq1TrainedRun"
 
     @classmethod
     def from_config(cls, config: Config) -> "Eq1System":

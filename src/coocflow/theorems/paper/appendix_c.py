@@ -117,7 +117,7 @@ def saved_state_agreement(run) -> list[dict]:
 def random_state_agreement(config, states: int = 3, attention_scale: float = 8.0) -> list[dict]:
     """Agreement at random states of `config`: its own initialization, then W_Q and W_K scaled by
     `attention_scale` so that attention is far from uniform."""
-    from coocflow.runner import build_model, build_problem  # lazy: defers pyarrow, 0.3 s
+    from coocflow.systems.eq1 import build_model, build_problem  # lazy: defers JAX, 1-3.6 s
 
     reports = []
     for k in range(states):

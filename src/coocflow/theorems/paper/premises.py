@@ -6,7 +6,7 @@ Each premise is measured on the run's own configuration and data (`state_init`),
 an ensemble; a premise is met only if every seed meets it, and its value shows the worst seed.
 "Much greater than 1" is made concrete as >= `MUCH_GREATER`. Init scales follow the manifest's
 scheme: theory s0 = c0/sqrt(Lm), s1 = c1/sqrt(m1); Kaiming uniform has the same variances at
-c0 = c0_cfg sqrt(Lm/(3d)), c1 = c1_cfg sqrt(m1/(3m)) (runner.INIT_NOTES).
+c0 = c0_cfg sqrt(Lm/(3d)), c1 = c1_cfg sqrt(m1/(3m)) (runs.eq1.INIT_NOTES).
 """
 
 from __future__ import annotations
