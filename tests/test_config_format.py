@@ -3,10 +3,7 @@ folders under tests/data/format1 were written by 5f236ea, the last format-1 comm
 (tests/data/format1/make_format1.py), so these tests read, resume and reuse real old folders."""
 
 import json
-import os
 import shutil
-import subprocess
-import sys
 from pathlib import Path
 
 import numpy as np
@@ -110,15 +107,15 @@ def _within(got: np.ndarray, want: np.ndarray, rtol: float) -> bool:
 
 
 def test_a_format_1_checkpoint_resumes_to_the_old_uninterrupted_run(tmp_path):
-    """The resume runs in a process with the default XLA flags, those the fixtures were written
-    with (the suite compiles at --xla_backend_optimization_level=0, which moves a few ulps)."""
+    """Resumed in this process: the suite compiles at --xla_backend_optimization_level=0, not the
+    default level the fixtures were written with, which moves a few ulps, a rounding difference
+    like another machine's, within `FLOW_ACROSS_MACHINES` rtol."""
+    from coocflow.api import resume_run
+
     folder = tmp_path / "killed"
     shutil.copytree(FORMAT1 / "run-flow-killed", folder)
     meta = read_checkpoint_meta(folder)
-    env = {k: v for k, v in os.environ.items() if k != "XLA_FLAGS"}
-    code = "import sys; from coocflow.api import resume_run; resume_run(sys.argv[1], figures=False)"
-    done = subprocess.run([sys.executable, "-c", code, str(folder)], env=env, capture_output=True, text=True, timeout=300)
-    assert done.returncode == 0, done.stderr
+    resume_run(folder, figures=False)
     manifest = json.loads((folder / "manifest.json").read_text())
     assert manifest["resumed"]["observation"] == meta["next_obs"] > 0
     assert stored_record(folder)["format"] == CONFIG_FORMAT
