@@ -370,3 +370,82 @@ def test_a_changed_system_is_refused_by_resume_check_reproduce_and_sweep(at_root
     refused = CliRunner().invoke(app, ["sweep", str(spec), "--out", str(tmp_path / "sweep"), "--workers", "1"])
     assert isinstance(refused.exception, RunFolderError) and "keep its results" in str(refused.exception)
     cli("sweep", str(spec), "--out", str(tmp_path / "sweep"), "--workers", "1", "--accept-changed-code")
+
+
+OWN_RUN = '''
+"""A System whose runs keep one more file and draw their own figure, through coocflow.runs."""
+from pathlib import Path
+from typing import ClassVar
+
+import equinox as eqx
+import jax
+import jax.numpy as jnp
+import numpy as np
+
+from coocflow.runs import TrainedRun
+from coocflow.systems import AbstractSystem
+
+
+class Shrink(AbstractSystem):
+    size: int = eqx.field(static=True, default=2)
+    name: ClassVar[str] = "shrink"
+    run_type: ClassVar[str] = "{source}:StampedRun"
+
+    @classmethod
+    def from_config(cls, config):
+        return cls()
+
+    def init(self, key):
+        return 1.0 + jax.random.uniform(key, (self.size,))
+
+    def data(self, seed):
+        return jnp.asarray(1.0), jnp.asarray(1.0)
+
+    def loss(self, params, train):
+        return 0.5 * train * jnp.sum(params**2)
+
+    def observe(self, params, initial, train, test):
+        return {{"loss": self.loss(params, train)}}
+
+
+class StampedRun(TrainedRun):
+    FIGURE: ClassVar[str] = "shrink.png"
+
+    def files(self):
+        final = self.table()["loss"][-1]
+        return {{**super().files(), "stamp.npz": {{"final_loss": np.asarray(final)}}}}
+
+    def manifest(self, figures):
+        return {{**super().manifest(figures), "stamped": True}}
+
+    @classmethod
+    def redraw(cls, folder):
+        path = Path(folder) / cls.FIGURE
+        path.write_bytes(b"drawn")
+        return [path]
+'''
+
+
+def test_a_systems_own_run_type_writes_its_folder_through_the_one_run_path(tmp_path):
+    """A System names its own `TrainedRun` subclass (`run_type`, here by file path): `run`, the
+    figures, `--check-reproduce` and the redraw of a missing figure all go through it."""
+    from conftest import coocflow_here
+
+    from coocflow.runs import draw_figures, run_type
+
+    source = tmp_path / "shrink.py"
+    source.write_text(OWN_RUN.format(source=source))
+    spec = tmp_path / "shrink.toml"
+    spec.write_text(f'name = "shrink"\nsystem = "{source}:Shrink"\n[train]\nmethod = "flow"\nt_end = 2.0\n'
+                    '[observe]\npoints = 5\n')
+    out = tmp_path / "run"
+    done = coocflow_here("run", spec, "--out", out)
+    assert done.returncode == 0, done.stderr
+    assert run_type(f"{source}:Shrink").__name__ == "StampedRun"
+    manifest = json.loads((out / "manifest.json").read_text())
+    assert manifest["stamped"] and manifest["figures"] == ["shrink.png"] and (out / "shrink.png").read_bytes() == b"drawn"
+    with np.load(out / "stamp.npz") as stamp:
+        assert float(stamp["final_loss"]) == pq.read_table(out / "metrics.parquet").column("loss").to_pylist()[-1]
+    assert coocflow_here("run", out, "--check-reproduce").returncode == 0
+    (out / "shrink.png").unlink()
+    assert draw_figures(out) == [out / "shrink.png"] and (out / "shrink.png").is_file()

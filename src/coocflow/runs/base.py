@@ -20,7 +20,6 @@ from __future__ import annotations
 
 import datetime as dt
 import hashlib
-import importlib
 import json
 from dataclasses import dataclass
 from pathlib import Path
@@ -36,7 +35,7 @@ from coocflow.storage.checkpoint import RunCheckpoint
 from coocflow.storage.folders import RunFolder
 from coocflow.storage.provenance import provenance
 from coocflow.systems.base import AbstractSystem
-from coocflow.systems.registry import system_class, system_code, system_of
+from coocflow.systems.registry import named_object, system_class, system_code, system_of
 
 TIME_CONVENTIONS = {
     "flow": "t is the flow time of d(theta)/dt = -grad L, integrated by an adaptive Runge-Kutta solver",
@@ -243,11 +242,10 @@ class TrainedRun:
 def run_type(system: str) -> type[TrainedRun]:
     """The `TrainedRun` class of the System `system` names (`Config.system`; its `run_type`)."""
     spec = system_class(system).run_type
-    where, _, name = spec.partition(":")
-    found = getattr(importlib.import_module(where), name, None)
+    found = named_object(spec, field=f"{system}'s run_type")
     if not (isinstance(found, type) and issubclass(found, TrainedRun)):
-        raise ConfigError(f"system: {system}'s run_type {spec!r} is not a subclass of "
-                          "coocflow.runs.TrainedRun; name one as 'package.module:ClassName'")
+        raise ConfigError(f"system: {system}'s run_type {spec!r} is not a subclass of coocflow.runs.TrainedRun; "
+                          "name one as 'path/to/file.py:ClassName' or 'package.module:ClassName'")
     return found
 
 

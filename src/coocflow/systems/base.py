@@ -120,9 +120,10 @@ class AbstractSystem(eqx.Module):
     """The observable that is the training loss: a seed whose value of it (or of its weights' norm)
     turns non-finite has diverged there."""
     run_type: ClassVar[str] = "coocflow.runs.base:TrainedRun"
-    """The `coocflow.runs.TrainedRun` class of this System's runs, as 'package.module:ClassName': what its
-    run folder holds and how its figures are drawn (the generic run by default; eq. (1)'s adds its
-    T1 state, test set and Figure 1). Named, not imported: a System knows nothing of run folders."""
+    """The `coocflow.runs.TrainedRun` class of this System's runs, as 'package.module:ClassName' or
+    'path/to/file.py:ClassName': what its run folder holds and how its figures are drawn (the generic
+    run by default; eq. (1)'s adds its T1 state, test set and Figure 1). Named, not imported: a
+    System knows nothing of run folders."""
     key_stream: ClassVar[int] = 1
     """The initial parameters of seed s come from fold_in(PRNGKey(s), key_stream)."""
     Settings: ClassVar[type | None] = None

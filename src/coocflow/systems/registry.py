@@ -40,24 +40,31 @@ def _module_from_file(path: Path):
     return module
 
 
-def system_class(spec: str) -> type[AbstractSystem]:
-    """The class `spec` names: a built-in name, `path/to/file.py:ClassName` (relative to the
-    working directory) or `package.module:ClassName`."""
-    if spec in BUILT_IN:
-        return BUILT_IN[spec]
-    where, _, class_name = spec.partition(":")
+def named_object(spec: str, field: str = "system") -> Any:
+    """What `path/to/file.py:Name` (relative to the working directory) or `package.module:Name`
+    names (None when the module has no such name); `field` names the setting in the errors."""
+    where, _, name = spec.partition(":")
     if where.endswith(".py"):
         path = Path(where)
         if not path.is_file():
-            raise ConfigError(f"system: {where} is not a file (relative to {Path.cwd()}); give its path from the "
+            raise ConfigError(f"{field}: {where} is not a file (relative to {Path.cwd()}); give its path from the "
                               "working directory, or an absolute one")
         module = _module_from_file(path)
     else:
         try:
             module = importlib.import_module(where)
         except ImportError as err:
-            raise ConfigError(f"system: cannot import module {where!r} ({err}); is it installed?") from None
-    found = getattr(module, class_name, None)
+            raise ConfigError(f"{field}: cannot import module {where!r} ({err}); is it installed?") from None
+    return getattr(module, name, None)
+
+
+def system_class(spec: str) -> type[AbstractSystem]:
+    """The class `spec` names: a built-in name, `path/to/file.py:ClassName` (relative to the
+    working directory) or `package.module:ClassName`."""
+    if spec in BUILT_IN:
+        return BUILT_IN[spec]
+    where, _, class_name = spec.partition(":")
+    found = named_object(spec)
     if not (isinstance(found, type) and issubclass(found, AbstractSystem)):
         raise ConfigError(f"system: {where} has no AbstractSystem subclass named {class_name!r}; name the class "
                           "that subclasses coocflow.systems.AbstractSystem")
