@@ -16,6 +16,17 @@ from coocflow.theorems.paper.boundaries import phase_boundaries, sandwich_start
 from coocflow.theorems.paper.saved import SavedState
 from coocflow.theorems.paper.scales import Scales
 
+# The evidence classes and the vacuous factor are the declaration API's (`theorems.declare`), the same
+# for eq. (1)'s checks as for any declared theorem. For eq. (1): a `statement` check is the paper's claim
+# with its quantifiers, as stated (signs, orderings, explicit inequalities); a `refinement` a sharper
+# statement derived here (F8's kappa = (2 - R)/(4 + 3R), E16's derived error term, Lemma 4.5's R*); an
+# `identity` an equation of the implementation (eq. (5), Def. E.18, L. F.11); a `diagnostic` a number
+# with no verdict (`passed` is None), because it holds by construction or measures a constant the paper
+# hides (O, Theta), whose m-dependence only a width sweep can judge. A bound check whose every part
+# sits below its bound by more than VACUOUS_FACTOR is `vacuous` (a part that far inside is named in
+# the sentence when others decide).
+from coocflow.theorems.declare import EVIDENCE_CLASSES, VACUOUS_FACTOR  # noqa: E402,F401  (re-exported)
+
 MONOTONE_FRACTION = 0.95
 """Theorem 3.2: a quantity 'increases' when its rate has the right sign at >= 95% of Phase-2 times."""
 LINEAR_R2 = 0.99
@@ -29,22 +40,10 @@ HIDDEN_CONSTANT = 10.0
 """The band [1/HIDDEN_CONSTANT, HIDDEN_CONSTANT] that a fitted constant of a Theta(1) would lie in;
 no verdict rests on it (a constant the paper hides makes a check a diagnostic), it only says in
 the reports whether a fitted constant looks like one."""
-VACUOUS_FACTOR = 1e3
-"""A bound check whose every part sits below its bound by more than this factor is `vacuous`: the
-data are so far inside the bound that it says nothing about them, so the check counts neither as
-a pass nor as a fail (a part that far inside is named in the sentence when others decide)."""
 IDENTITY_TOLERANCE = 1e-8
 """An exact identity holds when its two sides agree to 1e-8 relative: eq. (5), Def. E.18, Lemma
 F.11 and Appendix C's closed forms, each a JVP or autodiff rate against its closed form (float64
 rounding is about 1e-15; a wrong factor or term is far above 1e-8)."""
-EVIDENCE_CLASSES = ("statement", "refinement", "identity", "diagnostic")
-"""What a check's verdict is evidence of. `statement`: the paper's claim with its quantifiers, as
-stated (signs, orderings, explicit inequalities); its verdict is the claim's. `refinement`: a
-sharper statement derived here (F8's kappa = (2 - R)/(4 + 3R), E16's derived error term, Lemma
-4.5's R*); its verdict is shown but never fails a claim. `identity`: an equation of the
-implementation that holds for any state (eq. (5), Def. E.18, L. F.11); its verdict tests the code.
-`diagnostic`: a number with no verdict (`passed` is None), because it holds by construction or
-measures a constant the paper hides (O, Theta), whose m-dependence only a width sweep can judge."""
 
 
 @dataclass
