@@ -207,7 +207,8 @@ checkpoint_every_s = 0.0
 def test_a_system_declared_in_a_test_runs_through_every_command_with_its_theorem(tmp_path):
     """A System written here (not an example) with a small theorem: run, an interrupted run refused
     after its source is edited and resumed with --accept-changed-code, check-reproduce, verify on the
-    run and --scaling along its own setting, a sweep over it and the reports."""
+    run and --scaling along its own setting (its runs trained on a local Ray instance), a sweep over
+    it and the reports."""
     from coocflow.api import resolve_config, run_and_write
 
     source = tmp_path / "decay.py"
@@ -240,7 +241,13 @@ def test_a_system_declared_in_a_test_runs_through_every_command_with_its_theorem
     cli("run", "--resume", str(tmp_path / "cut"), "--accept-changed-code", "--no-figures")
 
     scaling = tmp_path / "scaling"
-    printed = cli("verify", str(toml), "--scaling", "settings.k", "--out", str(scaling))
+    import ray  # noqa: F401  (in the test extras)
+
+    printed = cli("verify", str(toml), "--scaling", "settings.k", "--out", str(scaling), "--ray", "local",
+                  "--workers", "1")  # the runs train as Ray tasks, the System read from its file there
+    trained = [json.loads(f.read_text()) for f in sorted((scaling / "runs").glob("*/manifest.json"))]
+    assert len(trained) == 4 and all(m["system_code"]["file"] == str(source) for m in trained)
+    assert all("ray" in m["command"] for m in trained), "each run was written by a Ray worker"
     record = json.loads((scaling / "verify.json").read_text())
     assert {c["id"]: c["verdict"] for c in record["claims"]} == {"D1": "pass", "D2": "pass", "D3": "pass",
                                                                  "D4": "pass"}, printed

@@ -50,8 +50,8 @@ def verify(
     full: bool = typer.Option(False, "--full", help="print every table (premises, each claim's evidence, "
                                                      "identities) instead of the summary"),
     ray: Optional[str] = typer.Option(None, "--ray", metavar="ADDRESS",
-                                      help="with --scaling: train the widths as Ray tasks: local (start Ray here), "
-                                           "auto, or an address"),
+                                      help="with --scaling: train the sweep's runs as Ray tasks: local (start Ray "
+                                           "here), auto, or an address"),
     workers: Optional[int] = typer.Option(None, "--workers", metavar="N",
                                           help="with --scaling --ray local: Ray's CPUs (default: the cores)"),
     yes: bool = typer.Option(False, "--yes", "-y", help="start training estimated over 30 minutes without asking"),
@@ -371,20 +371,19 @@ def _verify_scaling(target, set_, seed, seeds, out, force, axis, values, strict,
     from coocflow.sweep.width import width_scaling  # lazy: defers JAX, 1-3.6 s
 
     declared = resolve_config(target, set_, seed, None if seeds is None else seeds)
-    if declared.system != "eq1":
-        _refuse_without_theorem(declared.system, target)
-        _refuse_unused("--scaling on a declared theorem (its runs train here, one after another)",
-                       (("--ray", ray), ("--workers", workers)))
-        _verify_declared_scaling(declared, target, axis, values, out, force, strict, yes, accept_changed_code)
-        return
-    if axis not in AXES:
-        raise CoocflowError(f"--scaling {axis}: choose one of {', '.join(AXES)}")
     if ray:
         from coocflow.sweep.execute import require_ray  # lazy: defers pyarrow, 0.3 s
 
         require_ray()
     elif workers is not None:
         raise CoocflowError("--workers: sets Ray's CPUs for --ray local; add --ray local or drop --workers")
+    if declared.system != "eq1":
+        _refuse_without_theorem(declared.system, target)
+        _verify_declared_scaling(declared, target, axis, values, out, force, strict, yes, accept_changed_code, ray,
+                                 workers)
+        return
+    if axis not in AXES:
+        raise CoocflowError(f"--scaling {axis}: choose one of {', '.join(AXES)}")
 
     experiment = EXPERIMENTS.get(str(target))
     along_neurons = axis == "m1" and experiment is not None and bool(experiment.scaling_m1)
@@ -491,11 +490,13 @@ def _scaling_out(out: Optional[Path], name: str, axis: str, force: bool) -> Path
 
 
 def _verify_declared_scaling(config, target: str, axis: str, values: Optional[str], out: Optional[Path], force: bool,
-                             strict: bool, yes: bool, accept_changed_code: bool = False) -> None:
+                             strict: bool, yes: bool, accept_changed_code: bool = False, ray: Optional[str] = None,
+                             workers: Optional[int] = None) -> None:
     """`verify --scaling KEY` for a System that declares a theorem: one run per value of the config
     key KEY (any key: the System's `settings.X`, `data.n`, `optimizer.lr`, ...), each with the
-    config's seeds (paired), reused when complete and resumed when interrupted (`api.ensure_run`);
-    then every claim judged over all the runs and each rate along KEY."""
+    config's seeds (paired), reused when complete and resumed when interrupted (`api.ensure_run`),
+    here one after another or, with `ray`, as Ray tasks first; then every claim judged over all the
+    runs and each rate along KEY."""
     from coocflow.api import ensure_run  # lazy: defers pyarrow, 0.3 s
     from coocflow.config import current_key, is_known_key, suggest_key  # lazy: keeps --help light
     from coocflow.estimate import estimate  # lazy: defers the config model
@@ -536,6 +537,11 @@ def _verify_declared_scaling(config, target: str, axis: str, values: Optional[st
                                    f"from its last checkpoint); resume with: {resume}")
     with Progress(*columns, console=console, transient=True) as bar:
         task = bar.add_task(f"sweep of {key}", total=len(jobs))
+        missing = [{"id": folder.name, "config": job.to_dict(), "folder": str(folder),
+                    "accept_changed_code": accept_changed_code}
+                   for (_, job), folder in zip(jobs, folders) if not RunFolder(folder).complete]
+        if ray and missing:
+            _train_on_ray(missing, out, ray, workers, bar, task, f"sweep of {key}", "runs")
         for (value, job), folder in zip(jobs, folders):
             bar.update(task, description=f"sweep of {key} ({key}={value:g})")
             ensure_run(job, folder, accept_changed_code)
@@ -559,21 +565,29 @@ def _sensitivity_line(sensitivity: dict | None) -> str | None:
 def _width_trainer_on_ray(out: Path, address: str, workers: Optional[int], bar, task, accept_changed_code: bool = False):
     """`width_scaling`'s `train`: every width as a Ray task (`sweep.execute.run_width_job`), the
     progress bar saying how many are trained; a width that fails stops the sweep with its line."""
-    from coocflow.sweep.execute import run_on_ray, run_width_job  # lazy: defers pyarrow, 0.3 s
-
     def train(planned) -> None:
-        failed, done = [], {"n": 0}
-
-        def report(result: dict) -> None:
-            done["n"] += 1
-            bar.update(task, description=f"width sweep (trained {done['n']} of {len(planned)} on Ray)")
-            if result["state"] != "done":
-                failed.append(result)
-
-        run_on_ray(out, [{**p.job(), "accept_changed_code": accept_changed_code} for p in planned], address, workers or os.cpu_count() or 1, report,
-                   lambda job_id: None, task=run_width_job)
-        if failed:
-            raise CoocflowError(f"{len(failed)} of {len(planned)} widths failed on Ray ({failed[0]['id']}: "
-                                f"{failed[0].get('error')}); run the command again to retry them")
+        _train_on_ray([{**p.job(), "accept_changed_code": accept_changed_code} for p in planned], out, address,
+                      workers, bar, task, "width sweep", "widths")
 
     return train
+
+
+def _train_on_ray(jobs: list[dict], out: Path, address: str, workers: Optional[int], bar, task, what: str,
+                  runs: str) -> None:
+    """Every job (`{"id", "config", "folder", "accept_changed_code"}`: one run into its folder, reused
+    or resumed as `api.ensure_run` decides) as a Ray task (`sweep.execute.run_width_job`), the progress
+    bar saying how many are trained; a run that fails stops the sweep with its line."""
+    from coocflow.sweep.execute import run_on_ray, run_width_job  # lazy: defers pyarrow, 0.3 s
+
+    failed, done = [], {"n": 0}
+
+    def report(result: dict) -> None:
+        done["n"] += 1
+        bar.update(task, description=f"{what} (trained {done['n']} of {len(jobs)} on Ray)")
+        if result["state"] != "done":
+            failed.append(result)
+
+    run_on_ray(out, jobs, address, workers or os.cpu_count() or 1, report, lambda job_id: None, task=run_width_job)
+    if failed:
+        raise CoocflowError(f"{len(failed)} of {len(jobs)} {runs} failed on Ray ({failed[0]['id']}: "
+                            f"{failed[0].get('error')}); run the command again to retry them")
