@@ -9,6 +9,7 @@ the System's, through the same `flow.system.integrate` as every System.
 from __future__ import annotations
 
 import datetime as dt
+import functools
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable
@@ -28,7 +29,7 @@ from coocflow.runs.base import TIME_CONVENTIONS, Figures, TrainedRun, checkpoint
 from coocflow.storage import FORMAT_VERSION
 from coocflow.storage.folders import RunFolder
 from coocflow.storage.provenance import provenance
-from coocflow.storage.run_folder import state_keys
+from coocflow.storage.run_folder import state_file_arrays
 from coocflow.systems.eq1 import Eq1System, build_model, build_problem, gram_source
 from coocflow.systems.registry import system_code
 
@@ -95,6 +96,11 @@ class Eq1TrainedRun(TrainedRun):
         t1 = [first_time_all_correct(training.t, training.series["min_margin"][i]) for i in range(training.n_seeds)]
         return cls(config, system, training, problem, t1)
 
+    @functools.cached_property
+    def kept_weights(self) -> dict[str, dict[str, np.ndarray]]:
+        """`snapshot_files`, built once: both the folder's files and its manifest read them."""
+        return snapshot_files(self)
+
     @property
     def trajectory(self) -> EnsembleTraining:
         """The ensemble's training (`TrainedRun.training`), by the name eq. (1)'s code reads it."""
@@ -125,8 +131,8 @@ class Eq1TrainedRun(TrainedRun):
     def files(self) -> dict[str, dict[str, np.ndarray]]:
         """state_init.npz and state_final.npz under the golden-file keys (Grams under the Gram keys),
         the kept weights (`snapshot_files`), then the test set."""
-        files = {RunFolder.STATE_INIT: _state_file(_states(self, self.initial)),
-                 RunFolder.STATE_FINAL: _state_file(_states(self, self.training.final)), **snapshot_files(self)}
+        files = {RunFolder.STATE_INIT: state_file_arrays(_states(self, self.initial)),
+                 RunFolder.STATE_FINAL: state_file_arrays(_states(self, self.training.final)), **self.kept_weights}
         test = self.problem.test
         arrays = {"tokens": test.tokens, "labels": test.labels, "groups": test.groups}
         files[RunFolder.TEST_SET] = {k: np.asarray(v)[0] if len(self.seeds) == 1 else np.asarray(v)
@@ -138,7 +144,7 @@ class Eq1TrainedRun(TrainedRun):
 
     def manifest(self, figures: tuple[str, ...]) -> dict:
         config = self.config
-        snapshots = snapshot_files(self)
+        snapshots = self.kept_weights
         return {
             "format_version": FORMAT_VERSION,
             "name": config.name,
@@ -216,14 +222,6 @@ class Eq1TrainedRun(TrainedRun):
                       + (f" batch={c.train.batch_size}" if c.train.batch_size else ""))
         return (f"{c.name}: n={c.data.n}, L={c.data.L}, d={c.data.d} ({c.data.random_tokens}), m={c.model.m}, "
                 f"m1={c.model.m1}, init={c.init.scheme} (c0={c.init.c0:g}, c1={c.init.c1:g}), {method}, {seed_text}")
-
-
-def _state_file(arrays: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
-    """Exactly the golden-file keys (or the Gram keys) of a state's arrays, in their order."""
-    keys = state_keys(arrays)
-    missing = set(keys) - set(arrays)
-    assert not missing, f"state is missing {sorted(missing)}"
-    return {k: arrays[k] for k in keys}
 
 
 def state_arrays(model: State, data: Dataset) -> dict[str, np.ndarray]:

@@ -10,10 +10,9 @@ from coocflow.storage.run_folder import (
     read_state,
     write_arrays,
     write_metrics,
-    write_state,
 )
 
 __all__ = [
     "FORMAT_VERSION", "STATE_KEYS", "LoadedRun", "atomic_write_bytes", "atomic_write_json",
-    "atomic_write_text", "load_run", "read_metrics", "read_state", "write_arrays", "write_metrics", "write_state",
+    "atomic_write_text", "load_run", "read_metrics", "read_state", "write_arrays", "write_metrics",
 ]

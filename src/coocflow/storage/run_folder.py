@@ -62,14 +62,13 @@ def state_keys(arrays: dict[str, Any]) -> tuple[str, ...]:
     return GRAM_STATE_KEYS + (GRAM_NEURON_KEYS if "N" in arrays else ())
 
 
-def write_state(path: Path, arrays: dict[str, np.ndarray]) -> None:
-    """Save an npz with exactly the golden-file keys (or, for the Gram space, the Gram keys)."""
+def state_file_arrays(arrays: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
+    """What an eq. (1) state file holds of a state's arrays: exactly the golden-file keys (or, for
+    the Gram space, the Gram keys), in their order."""
     keys = state_keys(arrays)
     missing = set(keys) - set(arrays)
     assert not missing, f"state is missing {sorted(missing)}"
-    buffer = io.BytesIO()
-    np.savez(buffer, **{k: np.asarray(arrays[k]) for k in keys})
-    atomic_write_bytes(path, buffer.getvalue())
+    return {k: arrays[k] for k in keys}
 
 
 def write_arrays(path: Path, arrays: dict[str, np.ndarray]) -> None:
