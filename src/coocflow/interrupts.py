@@ -75,6 +75,10 @@ def exposed() -> Iterator[None]:
 CHILD_GRACE_S = 5.0
 """How long the worker processes of an interrupted command (a sweep's) get to stop after SIGTERM
 before they are killed: the whole command leaves within about twice this."""
+RAY_GRACE_S = 1.0
+"""How long a local Ray instance's own processes get: its raylet, GCS and agents outlive SIGTERM
+while this process is still their driver, so they used the whole `CHILD_GRACE_S` (an interrupted
+Ray sweep left after 5.5 s; its results are on disk, nothing of Ray's needs saving)."""
 
 
 def stop_children(grace: float = CHILD_GRACE_S) -> None:
@@ -89,10 +93,13 @@ def stop_children(grace: float = CHILD_GRACE_S) -> None:
         helpers = _multiprocessing_helpers(mp)
         others = [pid for pid in _descendants(os.getpid()) if pid not in {c.pid for c in children} | helpers]
         _signal_all(others, signal.SIGTERM)
-        deadline = time.monotonic() + grace
+        start = time.monotonic()
+        deadline, ray_deadline = start + grace, start + min(grace, RAY_GRACE_S)
         for child in children:
             child.join(max(0.0, deadline - time.monotonic()))
-        while time.monotonic() < deadline and any(_running(pid) for pid in others):
+        ray = {pid for pid in others if _is_ray(pid)}
+        while time.monotonic() < deadline and any(
+                _running(pid) for pid in others if pid not in ray or time.monotonic() < ray_deadline):
             time.sleep(0.05)
         for child in children:
             if child.is_alive():
@@ -134,6 +141,16 @@ def _descendants(root: int) -> list[int]:
             found.append(child)
             todo.append(child)
     return found
+
+
+def _is_ray(pid: int) -> bool:
+    """A process of Ray's own (raylet, GCS, an agent, a worker: `ray::...`), by its command line."""
+    try:
+        with open(f"/proc/{pid}/cmdline", "rb") as cmdline:
+            text = cmdline.read(4096).decode(errors="replace")
+    except OSError:
+        return False
+    return text.startswith("ray::") or f"{os.sep}ray{os.sep}" in text
 
 
 def _running(pid: int) -> bool:
