@@ -58,7 +58,7 @@ def config_of_target(target: str | Path) -> Config:
         raise ConfigError(does_not_exist(path))
     close = difflib.get_close_matches(text, list(EXPERIMENTS), n=1, cutoff=0.5)
     hint = f"did you mean '{close[0]}'? " if close else ""
-    raise ConfigError(f"unknown experiment '{text}': {hint}`coocflow experiments` lists them "
+    raise ConfigError(f"unknown experiment {text!r}: {hint}`coocflow experiments` lists them "
                       "(or pass a .toml, a run folder or its config.json)")
 
 

@@ -409,7 +409,7 @@ def _unknown_key(key: str) -> ConfigError:
                            f"config names; write {RENAMED_KEYS[key]}")
     close = suggest_key(key)
     hint = f"did you mean '{close}'?" if close else "see `coocflow keys` for the valid keys"
-    return ConfigError(f"unknown config key '{key}': {hint}")
+    return ConfigError(f"unknown config key {key!r}: {hint}")
 
 
 def _unknown_section(name: str) -> ConfigError:

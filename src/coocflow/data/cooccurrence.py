@@ -70,7 +70,7 @@ def make_train_set(cfg: DataConfig, seed: int) -> Dataset:
     elif cfg.random_tokens == "uniform":
         fill = rng.integers(FIRST_RANDOM, cfg.d, size=slots)
     else:
-        raise ConfigError(f"data.random_tokens: must be distinct or uniform (got '{cfg.random_tokens}')")
+        raise ConfigError(f"data.random_tokens: must be distinct or uniform (got {cfg.random_tokens!r})")
     tokens[random_mask] = fill
     return Dataset(jnp.asarray(tokens), jnp.asarray(_labels(groups)), jnp.asarray(groups))
 

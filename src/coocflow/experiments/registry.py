@@ -164,5 +164,5 @@ EXPERIMENTS: dict[str, Experiment] = {
 
 def get_experiment(name: str) -> Experiment:
     if name not in EXPERIMENTS:
-        raise ConfigError(f"unknown experiment '{name}': choose one of {', '.join(EXPERIMENTS)} or pass a .toml file")
+        raise ConfigError(f"unknown experiment {name!r}: choose one of {', '.join(EXPERIMENTS)} or pass a .toml file")
     return EXPERIMENTS[name]

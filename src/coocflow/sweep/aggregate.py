@@ -14,7 +14,7 @@ from coocflow.sweep.store import SweepStore, read_record
 def _column(table, name: str, what: str) -> np.ndarray:
     if name not in table.column_names:
         choices = ", ".join(c for c in table.column_names if c not in ("job",))
-        raise ConfigError(f"{what} '{name}': not a column of the sweep's summary table; choose one of {choices}")
+        raise ConfigError(f"{what} {name!r}: not a column of the sweep's summary table; choose one of {choices}")
     return np.asarray(table.column(name).to_numpy(zero_copy_only=False))
 
 

@@ -104,14 +104,14 @@ def _check_key(key: str, section: str, path: Path | None) -> None:
     if not is_known_key(current_key(key)):
         close = difflib.get_close_matches(key, all_keys(), n=1)
         hint = f"did you mean '{close[0]}'?" if close else "see `coocflow keys`"
-        raise ConfigError(f"{_where(path)}[{section}] '{key}' is not a config key: {hint}")
+        raise ConfigError(f"{_where(path)}[{section}] {key!r} is not a config key: {hint}")
     if key in ("seed", "seeds"):
-        raise ConfigError(f"{_where(path)}[{section}] '{key}': give seeds with the top-level `seeds = N` instead")
+        raise ConfigError(f"{_where(path)}[{section}] {key!r}: give seeds with the top-level `seeds = N` instead")
 
 
 def _values(section: str, key: str, values: Any, path: Path | None) -> list:
     if not isinstance(values, list) or not values:
-        raise ConfigError(f"{_where(path)}[{section}] '{key}' must be a non-empty list of values, e.g. {key} = [1, 2]")
+        raise ConfigError(f"{_where(path)}[{section}] {key!r} must be a non-empty list of values, e.g. {key!r} = [1, 2]")
     return values
 
 
@@ -149,13 +149,13 @@ def spec_from_dict(tree: dict[str, Any], path: Path | None = None) -> SweepSpec:
     if base in EXPERIMENTS:
         study = EXPERIMENTS[base].study
         if study and study not in BUILT_IN_SYSTEMS:
-            raise ConfigError(f"{_where(path)}base: '{base}' is a multi-run study; sweep a single-run experiment "
+            raise ConfigError(f"{_where(path)}base: {base!r} is a multi-run study; sweep a single-run experiment "
                               "such as paper, deep, markov or a config file")
         base_config = EXPERIMENTS[base].config()
     else:
         base_path = Path(base) if path is None or Path(base).is_absolute() else path.parent / base
         if not base_path.is_file():
-            raise ConfigError(f"{_where(path)}base: '{base}' is neither an experiment ({', '.join(EXPERIMENTS)}) "
+            raise ConfigError(f"{_where(path)}base: {base!r} is neither an experiment ({', '.join(EXPERIMENTS)}) "
                               "nor a config file")
         base_config = config_from_dict({"name": base_path.stem, **load_toml(base_path)})
     checks = tree.get("checks", True)

@@ -269,7 +269,7 @@ class AbstractSystem(eqx.Module):
                               f"read off the observed steps after the run), not '{stop_at}'")
         elif stop_at not in stop_events(self.events()):
             names = ", ".join([STOP_AT_REACHED, *stop_events(self.events())])
-            raise ConfigError(f"train.stop_at: '{stop_at}' is not an event of the {self.name} system that a run "
+            raise ConfigError(f"train.stop_at: {stop_at!r} is not an event of the {self.name} system that a run "
                               f"can stop at; use one of: {names}")
         if stop_at and config.observe.snapshots:
             raise ConfigError("train.stop_at: a run that stops at an event keeps no weights at observe.snapshots "
