@@ -135,3 +135,43 @@ def test_gd_stops_once_every_seed_is_correct():
     assert all(t1 is not None for t1 in result.t1) and result.t1 == full.t1
     assert kept < len(full.trajectory.t)
     assert np.array_equal(result.trajectory.series["loss"], full.trajectory.series["loss"][:, :kept])
+
+
+def _reference_first_index(event, t, series, level, window_end):
+    """The grid search as it read one seed at a time before it was vectorized (session 37)."""
+    with np.errstate(invalid="ignore"):
+        holds = np.asarray(event.holds(series, level), dtype=bool) & np.isfinite(t)
+    if event.last_entry:
+        if np.isfinite(window_end) and window_end > t[-1]:
+            return None
+        inside = np.flatnonzero((t > 0) & (t <= window_end))
+        if not inside.size or not holds[inside[-1]]:
+            return None
+        broken = inside[~holds[inside]]
+        return int(inside[0] if not broken.size else broken[-1] + 1)
+    if event.after_start:
+        holds &= t > 0
+    hits = np.flatnonzero(holds)
+    return int(hits[0]) if hits.size else None
+
+
+@pytest.mark.parametrize("kind", ["first", "after_start", "last_entry", "per_seed_value"])
+def test_the_vectorized_grid_search_finds_what_the_per_seed_one_found(kind):
+    """`FirstHit.first_indices` (all seeds at once, as `locate` calls it) against the per-seed search
+    it replaced, on noisy series with NaN tails, holds at t = 0, and windows that end before, inside
+    and after the grid, and with a `value` that reads one seed only (applied seed by seed)."""
+    from coocflow.systems.base import FirstHit
+
+    rng = np.random.default_rng(7)
+    t = np.concatenate([[0.0], np.geomspace(0.1, 10.0, 39)])
+    x = np.cumsum(rng.normal(size=(60, 40)), axis=1) + rng.normal(size=(60, 1))
+    x[rng.integers(0, 60, 10), -5:] = np.nan
+    series = {"x": x}
+    value = (lambda o: o["x"]) if kind != "per_seed_value" else (lambda o: np.stack([o["x"][j] for j in range(len(o["x"]))]))
+    event = FirstHit(value, 0.5, rising=bool(kind != "after_start"), strict=kind == "first",
+                     after_start=kind == "after_start", last_entry=kind == "last_entry")
+    ends = rng.choice([np.inf, -np.inf, 0.05, 2.0, 9.0, 11.0], size=60)
+    found = event.first_indices(t, series, 0.5, ends)
+    expected = [_reference_first_index(event, t, {"x": x[s]}, 0.5, ends[s]) for s in range(60)]
+    assert [None if i < 0 else int(i) for i in found] == expected
+    assert sum(e is not None for e in expected) >= 10 and sum(e is None for e in expected) >= 1

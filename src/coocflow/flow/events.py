@@ -15,7 +15,6 @@ first observed step, as on the grid.
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Mapping
 from typing import Any, Callable, NamedTuple
 
 import diffrax
@@ -26,6 +25,7 @@ import numpy as np
 import optimistix
 
 from coocflow.flow.discrete import TRACE_COUNTS
+from coocflow.flow.trajectory import over_seed_groups, seed_groups, take_seeds
 from coocflow.storage.checkpoint import AddedLater
 from coocflow.systems.base import FirstHit
 
@@ -125,21 +125,26 @@ class Located(NamedTuple):
     located: np.ndarray
 
 
+LOCATE_MIN_GROUP = 2
+"""The fewest pairs a thread's locating program maps over (`over_seed_groups`): a map of one pair
+would be inlined by XLA and round differently from the loop."""
+
 LOCATE_MAX_STEPS = 64 * LOCATE_STEPS
 """A locating solve that needs more steps than this gives up, and the event keeps its grid time."""
 
 
 @eqx.filter_jit
 def _locate_program(system, solver, observe: Callable, events: tuple[FirstHit, ...], before, t_lo, t_hi, which,
-                    levels, fixed, initial, train, test):
+                    active, levels, fixed, initial, train, test):
     """For every (seed, event) pair (leading axis of every argument but `levels`): the flow from
     `t_lo` (parameters `before`) towards `t_hi`, stopped where event `which`'s gap crosses zero
-    (its root found by Newton on the solver's interpolation)."""
+    (its root found by Newton on the solver's interpolation). A pair that is not `active` only pads
+    the program's shape: it takes one step, not `LOCATE_STEPS`, and its result is ignored."""
     TRACE_COUNTS["locate"] += 1
     signs = [1.0 if e.rising else -1.0 for e in events]
     needs = None if any(not e.needs for e in events) else frozenset(n for e in events for n in e.needs)
 
-    def one_pair(y0, t0, t1, which, fixed, initial, train, test):
+    def one_pair(y0, t0, t1, which, active, fixed, initial, train, test):
         objective = system.objective(train)
 
         def gap(t, y, args, **kwargs):
@@ -151,30 +156,13 @@ def _locate_program(system, solver, observe: Callable, events: tuple[FirstHit, .
         solution = diffrax.diffeqsolve(
             diffrax.ODETerm(lambda t, y, args: system.velocity(objective, y, fixed, train)), solver.diffrax_solver(),
             t0, t1, None, y0, saveat=diffrax.SaveAt(t1=True),
-            stepsize_controller=solver.controller(system.error_norm, (t1 - t0) / LOCATE_STEPS),
+            stepsize_controller=solver.controller(system.error_norm, jnp.where(active, (t1 - t0) / LOCATE_STEPS, t1 - t0)),
             max_steps=LOCATE_MAX_STEPS, throw=False, event=diffrax.Event(gap, root_finder=root, direction=True))
         return solution.ts[-1], solution.event_mask
 
     # One pair after another (lax.map): the solves are short, and tracing a vmapped Diffrax solve with
     # an event costs about twice an unbatched one.
-    return jax.lax.map(lambda args: one_pair(*args), (before, t_lo, t_hi, which, fixed, initial, train, test))
-
-
-class _SeedRow(Mapping):
-    """One seed's row of every series, sliced when read: an event reads a few of the hundred-odd
-    series, and copying them all for each seed cost 1.5 ms a seed."""
-
-    def __init__(self, series: dict[str, np.ndarray], seed: int):
-        self._series, self._seed = series, seed
-
-    def __getitem__(self, name: str) -> np.ndarray:
-        return self._series[name][self._seed]
-
-    def __iter__(self):
-        return iter(self._series)
-
-    def __len__(self) -> int:
-        return len(self._series)
+    return jax.lax.map(lambda args: one_pair(*args), (before, t_lo, t_hi, which, active, fixed, initial, train, test))
 
 
 def locate(system, solver, observe: Callable, events: dict[str, FirstHit], levels: np.ndarray, carry: EventCarry,
@@ -195,36 +183,45 @@ def locate(system, solver, observe: Callable, events: dict[str, FirstHit], level
     order = sorted(range(len(names)), key=lambda k: events[names[k]].last_entry)  # windows after their closers
     series = {name: np.asarray(values) for name, values in series.items()}
     t = times[: next(iter(series.values())).shape[1]] if series else times
-    for s in range(n_seeds):
-        one = _SeedRow(series, s)
-        for k in order:
-            event = events[names[k]]
-            end = event.window_end
-            if event.window_event is not None:
-                closer = grid[s, names.index(event.window_event)]
-                end = min(end, closer) if np.isfinite(closer) else -np.inf
-            index = event.first_index(t, one, float(levels[k]), end)
-            if index is None:
-                continue
-            grid[s, k] = t[index]
-            first_hit = event.last_entry or hit_obs[s, k] == index
-            bracket[s, k] = index > 0 and first_hit and before_obs[s, k] == index - 1
+    seeds = np.arange(n_seeds)
+    for k in order:
+        event = events[names[k]]
+        end = np.full(n_seeds, event.window_end, dtype=np.float64)
+        if event.window_event is not None:
+            closer = grid[:, names.index(event.window_event)]
+            end = np.where(np.isfinite(closer), np.minimum(end, closer), -np.inf)
+        index = event.first_indices(t, series, float(levels[k]), end)
+        hit = index >= 0
+        grid[:, k] = np.where(hit, t[np.maximum(index, 0)], np.nan)
+        first_hit = np.full(n_seeds, True) if event.last_entry else hit_obs[seeds, k] == index
+        bracket[:, k] = hit & (index > 0) & first_hit & (before_obs[seeds, k] == index - 1)
     if not bracket.any():
         return Located(grid, np.zeros_like(bracket))
     # One solve per (seed, event) pair; pairs without a bracket repeat the first one (the program's
-    # shape stays seeds x events, so it compiles once) and are ignored.
+    # shape stays seeds x events, so it compiles once) with a single step, and are ignored. The pairs
+    # are split into one equal group per core, each solved in its own thread (`over_seed_groups`).
     pairs = np.argwhere(bracket)
     flat = np.arange(bracket.size).reshape(bracket.shape)
     pick = np.where(bracket.ravel(), flat.ravel(), flat[tuple(pairs[0])])
+    groups = len(seed_groups(pick.size, LOCATE_MIN_GROUP))
+    padded = -(-pick.size // groups) * groups
+    active = np.concatenate([bracket.ravel(), np.zeros(padded - pick.size, dtype=bool)])
+    pick = np.concatenate([pick, np.full(padded - pick.size, pick[0])])
     seed_of, event_of = np.unravel_index(pick, bracket.shape)
     lo = times[before_obs[seed_of, event_of]]
     hi = grid[seed_of, event_of]
     per_pair = jax.tree.map(lambda leaf: leaf[seed_of], (fixed, initial, train, test))
     start = jax.tree.map(lambda leaf: leaf[seed_of, event_of], carry.before)
-    shapes = traced_shapes(events)
-    found, fired = _locate_program(system, solver, observe, shapes, start, jnp.asarray(lo), jnp.asarray(hi),
-                                   jnp.asarray(event_of), jnp.asarray(levels, dtype=jnp.asarray(lo).dtype), *per_pair)
-    found, fired = np.asarray(found).reshape(bracket.shape), np.asarray(fired).reshape(bracket.shape)
+    shapes, levels = traced_shapes(events), jnp.asarray(levels, dtype=jnp.asarray(lo).dtype)
+
+    def group(members: slice):
+        mine = take_seeds((start, lo, hi, event_of, active, *per_pair), members)
+        return _locate_program(system, solver, observe, shapes, *mine[:5], levels, *mine[5:])
+
+    found, fired = over_seed_groups(group, padded, LOCATE_MIN_GROUP)
+    found, fired = np.asarray(found)[: bracket.size], np.asarray(fired)[: bracket.size]
+    lo, hi = lo[: bracket.size], hi[: bracket.size]
+    found, fired = found.reshape(bracket.shape), fired.reshape(bracket.shape)
     lo, hi = lo.reshape(bracket.shape), hi.reshape(bracket.shape)
     use = bracket & fired & np.isfinite(found) & (found >= lo) & (found <= hi)
     return Located(np.where(use, found, grid), use)

@@ -13,6 +13,7 @@ and see one seed (the integrators vmap them over the seed ensemble).
 from __future__ import annotations
 
 import abc
+from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any, Callable, ClassVar
 
@@ -93,21 +94,40 @@ class FirstHit:
                     window_end: float = float("inf")) -> int | None:
         """The observation at which the event first holds on the grid (one seed's series), or None;
         with `last_entry`, where its last unbroken stretch up to `window_end` starts."""
-        t = np.asarray(t)
+        series = {name: np.asarray(values)[None] for name, values in series.items()}
+        found = int(self.first_indices(t, series, level, np.asarray([window_end], dtype=np.float64))[0])
+        return None if found < 0 else found
+
+    def first_indices(self, t: np.ndarray, series: Mapping[str, np.ndarray], level: float,
+                      window_end: np.ndarray | float = float("inf")) -> np.ndarray:
+        """`first_index` for every seed at once: `series` are (seeds, observations) arrays, `window_end`
+        one end per seed (or one for all); -1 where a seed has none. `value` is applied to the whole
+        arrays, one call per event instead of one per seed (a sweep of 1024 seeds spent 6.6 s in the
+        per-seed calls); a `value` that does not broadcast over the seed axis is applied seed by seed."""
+        t = np.asarray(t, dtype=np.float64)
+        n_seeds = len(next(iter(series.values()))) if series else 0
+        ends = np.broadcast_to(np.asarray(window_end, dtype=np.float64), (n_seeds,))
         with np.errstate(invalid="ignore"):
-            holds = np.asarray(self.holds(series, level), dtype=bool) & np.isfinite(t)
+            try:
+                held = np.asarray(self.holds(series, level), dtype=bool)
+            except (TypeError, ValueError, IndexError):
+                held = None
+            if held is None or held.shape != (n_seeds, len(t)):
+                held = np.stack([np.asarray(self.holds({name: values[s] for name, values in series.items()}, level),
+                                            dtype=bool) for s in range(n_seeds)]) if n_seeds else np.zeros((0, len(t)), bool)
+        held = held & np.isfinite(t)
         if self.last_entry:
-            if np.isfinite(window_end) and window_end > t[-1]:
-                return None  # the window has not closed within the run
-            inside = np.flatnonzero((t > 0) & (t <= window_end))
-            if not inside.size or not holds[inside[-1]]:
-                return None
-            broken = inside[~holds[inside]]
-            return int(inside[0] if not broken.size else broken[-1] + 1)
+            inside = (t > 0) & (t <= ends[:, None])
+            last = np.where(inside.any(axis=1), len(t) - 1 - np.argmax(inside[:, ::-1], axis=1), -1)
+            closed = ~(np.isfinite(ends) & (ends > t[-1])) & (last >= 0)
+            closed &= held[np.arange(n_seeds), np.maximum(last, 0)]
+            broken = inside & ~held
+            last_broken = np.where(broken.any(axis=1), len(t) - 1 - np.argmax(broken[:, ::-1], axis=1), -1)
+            first_inside = np.argmax(inside, axis=1)
+            return np.where(closed, np.where(last_broken >= 0, last_broken + 1, first_inside), -1)
         if self.after_start:
-            holds &= t > 0
-        hits = np.flatnonzero(holds)
-        return int(hits[0]) if hits.size else None
+            held = held & (t > 0)
+        return np.where(held.any(axis=1), np.argmax(held, axis=1), -1)
 
 
 class AbstractSystem(eqx.Module):
