@@ -350,6 +350,7 @@ def design_spec(spec: Path, widths: int, seeds: int, folder: Path) -> Path:
     tree["seeds"] = seeds
     tree["zip"] = {"model.m": ms, "model.m1": [m // 8 for m in ms], "train.t_end": [20 / m for m in ms]}
     lines = [f'name = "{tree["name"]}-{widths}x{seeds}"', f'base = "{tree["base"]}"', f"seeds = {seeds}"]
+    lines += [f"{key} = {json.dumps(tree[key])}" for key in ("checks",) if key in tree]
     for section in ("set", "zip"):
         lines.append(f"[{section}]")
         lines += [f'"{key}" = {json.dumps(value)}' for key, value in tree[section].items()]

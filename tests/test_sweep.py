@@ -220,6 +220,17 @@ def test_example_sweeps_are_valid_specs(spec):
     assert parsed.jobs and all(job.config.name.startswith(f"{parsed.name}/") for job in parsed.jobs)
 
 
+def test_the_benchmark_t1_table_is_one_program_shape_of_event_times_only():
+    """benchmarks/t1_table.toml (issue 31's table, timed against SciPy) is a valid spec whose jobs all
+    share one compiled program, samples its Grams, stops at T1 and skips the per-seed checks."""
+    from coocflow.sweep.spec import program_key
+
+    parsed = load_spec(REPO / "benchmarks" / "t1_table.toml")
+    assert len(parsed.jobs) == 6 and not parsed.checks
+    assert len({program_key(job.config) for job in parsed.jobs}) == 1
+    assert {(job.config.init.gram_from, job.config.train.stop_at) for job in parsed.jobs} == {("sampled", "all_correct")}
+
+
 def test_sweep_plot_orders_its_legend_by_value_and_labels_the_widths_plainly():
     """Issue 20: the legend read m = 128, 32, 64 (sorted as text) and the ticks 3x10^1."""
     import matplotlib
