@@ -167,3 +167,19 @@ def test_kaiming_affordability_refuses_wide_models_naming_theory():
     with pytest.raises(ConfigError, match="use init.scheme=theory") as refused:
         check_kaiming_affordable(64, 10**6, 10**6)
     assert "\n" not in str(refused.value)
+
+
+def test_widths_whose_m1_moves_with_m_share_one_sampler():
+    """m1 is traced in the Wishart sampler without neurons (it enters through u's scale, which is c1
+    up to rounding, and the state's m1 leaf): a T1 table with m1 = m/8 compiled one sampler per width
+    before. The state still carries each width."""
+    from coocflow.model import gram_init
+
+    key = jax.random.PRNGKey(3)
+    first = gram_init.sample_wide_theory_grams(key, 5, 2**10, 2**7, 3, 0.01, 1.0)
+    programs = gram_init._sample_wide_any_m1._cache_size()
+    for m in (2**12, 2**16, 2**22):
+        state = gram_init.sample_wide_theory_grams(key, 5, m, m // 8, 3, 0.01, 1.0)
+        assert (float(state.m), float(state.m1)) == (m, m // 8)
+        assert not np.array_equal(np.asarray(state.A), np.asarray(first.A))
+    assert gram_init._sample_wide_any_m1._cache_size() == programs

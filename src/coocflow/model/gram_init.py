@@ -78,7 +78,7 @@ def _attention_value_grams(query_key: jnp.ndarray, value_u: jnp.ndarray, d: int,
 
 
 def sample_theory_grams(key: jax.Array, d: int, m: int, m1: int, L: int, c0: float, c1: float,
-                        dtype=jnp.float64) -> GramState:
+                        dtype=jnp.float64, sigma_u=None) -> GramState:
     """The initial Grams under Condition 1 (`init.scheme=theory`), exact in distribution.
 
     W_Q, W_K, W_V ~ N(0, sigma0^2) with sigma0 = c0/sqrt(L m), and u = W^T a has i.i.d.
@@ -87,11 +87,12 @@ def sample_theory_grams(key: jax.Array, d: int, m: int, m1: int, L: int, c0: flo
     D = diag(sigma0^2 (3d times), c1^2), drawn at once (one chi-square draw to compile, not two).
     In the Gram of [W_Q, W_K]: P is the top-left d x d block, K the bottom-right, A = W_K^T W_Q
     the bottom-left. In the Gram of [W_V, u]: V is the top-left d x d block, G = W_V^T u the last
-    column, s = u^T u the corner. O(d^3) time for any m, m1.
+    column, s = u^T u the corner. O(d^3) time for any m, m1. `sigma_u`: u's scale (`u_scale`), given
+    where m1 is traced.
     """
     dtype = jnp.dtype(dtype)
-    sigma0, sigma1 = c0 / jnp.sqrt(jnp.asarray(L * m, dtype)), c1 / math.sqrt(m1)
-    sigma_u = math.sqrt(m1) * sigma1
+    sigma0 = c0 / jnp.sqrt(jnp.asarray(L * m, dtype))
+    sigma_u = u_scale(m1, c1) if sigma_u is None else sigma_u
     scales = jnp.concatenate([jnp.full((3 * d,), sigma0, dtype=dtype), jnp.array([sigma_u], dtype=dtype)])
     joint = _scaled_wishart(key, m, scales, dtype)
     return _attention_value_grams(joint[:2 * d, :2 * d], joint[2 * d:, 2 * d:], d, m, m1)
@@ -122,22 +123,41 @@ def sample_theory_neuron_grams(key: jax.Array, d: int, m: int, m1: int, L: int, 
     )
 
 
+def u_scale(m1: float, c1: float) -> float:
+    """The standard deviation of u = W^T a's entries, sqrt(m1) sigma1 with sigma1 = c1 / sqrt(m1):
+    c1 up to rounding. A constant of the compiled sampler, as it always was (traced, it rounded G
+    and s differently by an ulp: XLA folds constant factors in another order)."""
+    return math.sqrt(m1) * (c1 / math.sqrt(m1))
+
+
 @functools.partial(jax.jit, static_argnames=("d", "m1", "neurons", "dtype"))
 def _sample_wide(key, m, L, c0, c1, *, d, m1, neurons, dtype):
     sample = sample_theory_neuron_grams if neurons else sample_theory_grams
     return sample(key, d, m, m1, L, c0, c1, dtype)
 
 
+@functools.partial(jax.jit, static_argnames=("d", "sigma_u", "dtype"))
+def _sample_wide_any_m1(key, m, m1, L, c0, *, d, sigma_u, dtype):
+    """`_sample_wide` without the neurons, m1 traced (it enters only through u's scale, a constant
+    that is c1 up to rounding, and the state's m1 leaf): a T1 table whose m1 moves with m compiled
+    one sampler per width before (16 for 16 widths), now one per distinct rounding of c1 (1-3)."""
+    return sample_theory_grams(key, d, m, m1, L, c0, None, dtype, sigma_u=sigma_u)
+
+
 def sample_wide_theory_grams(key: jax.Array, d: int, m: int, m1: int, L: int, c0: float, c1: float,
                              neurons: bool = False, dtype=jnp.float64) -> GramState:
     """`sample_theory_neuron_grams` (`neurons`) or `sample_theory_grams` compiled once for every
-    width m, c0 and c1 (traced, so a width sweep compiles one sampler, not one per width); m below
-    the Wishart's dimension takes the un-compiled path, whose Gram of drawn Gaussians has m rows."""
+    width m, c0 and c1 (traced, so a width sweep compiles one sampler, not one per width; without the
+    neurons m1 and c1 too); m below the Wishart's dimension takes the un-compiled path, whose Gram of
+    drawn Gaussians has m rows."""
     dimension = 3 * d + (m1 if neurons else 1)
     if m < dimension:
         sample = sample_theory_neuron_grams if neurons else sample_theory_grams
         return sample(key, d, m, m1, L, c0, c1, dtype)
     dtype = jnp.dtype(dtype)
+    if not neurons:
+        return _sample_wide_any_m1(key, jnp.asarray(m, dtype), jnp.asarray(m1, dtype), jnp.asarray(L, dtype),
+                                   jnp.asarray(c0, dtype), d=d, sigma_u=u_scale(m1, c1), dtype=dtype)
     return _sample_wide(key, jnp.asarray(m, dtype), jnp.asarray(L, dtype), jnp.asarray(c0, dtype),
                         jnp.asarray(c1, dtype), d=d, m1=m1, neurons=neurons, dtype=dtype)
 

@@ -172,19 +172,11 @@ def _snapshot_at(snapshots: dict | None, index: int, time: float, initial: dict)
     return SavedState.of({**initial, **state, "t": np.asarray(times[at])})
 
 
-def seed_data(run: LoadedRun) -> list[tuple[int, SeedData]]:
-    """Each seed's series, saved states (initial, T1, final) and the configuration's scales.
-
-    Seeds are matched to the stacked states through the manifest's `seeds` list; a seed with
-    no valid observation (it diverged at t = 0) is skipped.
-    """
+def seed_series(run: LoadedRun) -> list[tuple[int, int, dict[str, np.ndarray]]]:
+    """(index in the manifest's `seeds`, seed, its metrics in time order) for each seed with at least
+    one valid observation: what `seed_data` builds on, and all a sweep's summary needs without checks."""
     metrics = run.metrics
     seeds = [int(s) for s in run.manifest.get("seeds", [run.manifest["seed"]])]
-    scales = scales_of(run.config)
-    paper_t1 = declared_t1(run.config)
-    initial_arrays = seed_arrays(run.state_init)
-    per_seed = {"init": [SavedState.of(arrays) for arrays in initial_arrays], "final": seed_states(run.state_final),
-                "T1": seed_states(run.state_t1) if run.state_t1 is not None else None}
     out = []
     for index, seed in enumerate(seeds):
         rows = metrics["seed"] == seed if "seed" in metrics else np.ones(len(metrics["t"]), dtype=bool)
@@ -192,7 +184,23 @@ def seed_data(run: LoadedRun) -> list[tuple[int, SeedData]]:
             continue
         series = {k: np.asarray(v[rows]) for k, v in metrics.items()}
         order = np.argsort(series["t"], kind="stable")
-        series = {k: v[order] for k, v in series.items()}
+        out.append((index, seed, {k: v[order] for k, v in series.items()}))
+    return out
+
+
+def seed_data(run: LoadedRun) -> list[tuple[int, SeedData]]:
+    """Each seed's series, saved states (initial, T1, final) and the configuration's scales.
+
+    Seeds are matched to the stacked states through the manifest's `seeds` list; a seed with
+    no valid observation (it diverged at t = 0) is skipped.
+    """
+    scales = scales_of(run.config)
+    paper_t1 = declared_t1(run.config)
+    initial_arrays = seed_arrays(run.state_init)
+    per_seed = {"init": [SavedState.of(arrays) for arrays in initial_arrays], "final": seed_states(run.state_final),
+                "T1": seed_states(run.state_t1) if run.state_t1 is not None else None}
+    out = []
+    for index, seed, series in seed_series(run):
         states = {name: (None if stack is None else stack[index]) for name, stack in per_seed.items()}
         if states["T1"] is not None and states["T1"].t is not None and not np.isfinite(states["T1"].t):
             states["T1"] = None
