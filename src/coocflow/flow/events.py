@@ -199,7 +199,7 @@ def locate(system, solver, observe: Callable, events: dict[str, FirstHit], level
         return Located(grid, np.zeros_like(bracket))
     # One solve per (seed, event) pair; pairs without a bracket repeat the first one (the program's
     # shape stays seeds x events, so it compiles once) with a single step, and are ignored. The pairs
-    # are split into one equal group per core, each solved in its own thread (`over_seed_groups`).
+    # are split into groups of one size, solved by one thread per core (`over_seed_groups`).
     pairs = np.argwhere(bracket)
     flat = np.arange(bracket.size).reshape(bracket.shape)
     pick = np.where(bracket.ravel(), flat.ravel(), flat[tuple(pairs[0])])
