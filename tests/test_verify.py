@@ -360,3 +360,28 @@ def test_only_statements_and_identities_decide_a_claim():
     line = summary_line(rows)
     assert "statements: " in line and "refinements: 1 fail, 2 pass" in line and "identities: 3 pass" in line
     assert f"diagnostics: {sum(EVIDENCE[n] == 'diagnostic' for n in CHECKS)} (no verdict)" in line
+
+
+def test_seed_series_splits_the_table_as_the_per_seed_masks_did():
+    """`seed_series` sorts the metrics once by (seed, t) and splits them (a mask per seed cost rows x
+    seeds): rows shuffled, ties in t kept in file order, a seed of the manifest with no rows skipped,
+    and a table without a seed column given whole to each seed, as before."""
+    from types import SimpleNamespace
+
+    from coocflow.theorems.paper.verify import seed_series
+
+    rng = np.random.default_rng(3)
+    seed = rng.choice([4, 9, 1], size=300)
+    t = rng.choice(np.linspace(0.0, 1.0, 40), size=300)
+    metrics = {"seed": seed, "t": t, "loss": np.arange(300.0)}
+    run = SimpleNamespace(metrics=metrics, manifest={"seed": 9, "seeds": [9, 2, 4, 1]})
+    found = seed_series(run)
+    assert [(index, s) for index, s, _ in found] == [(0, 9), (2, 4), (3, 1)]
+    for index, s, series in found:
+        rows = seed == s
+        order = np.argsort(t[rows], kind="stable")
+        for name in metrics:
+            np.testing.assert_array_equal(series[name], metrics[name][rows][order])
+    whole = seed_series(SimpleNamespace(metrics={"t": t, "loss": np.arange(300.0)}, manifest={"seed": 5}))
+    assert len(whole) == 1 and np.array_equal(whole[0][2]["loss"], np.arange(300.0)[np.argsort(t, kind="stable")])
+    assert seed_series(SimpleNamespace(metrics={"seed": np.array([]), "t": np.array([])}, manifest={"seed": 0, "seeds": [0]})) == []

@@ -199,11 +199,12 @@ def locate(system, solver, observe: Callable, events: dict[str, FirstHit], level
         return Located(grid, np.zeros_like(bracket))
     # One solve per (seed, event) pair; pairs without a bracket repeat the first one (the program's
     # shape stays seeds x events, so it compiles once) with a single step, and are ignored. The pairs
-    # are split into groups of one size, solved by one thread per core (`over_seed_groups`).
+    # are split into one group per core, each solved in its own thread (`over_seed_groups`; the pairs
+    # are a sequential map, so smaller groups would only add calls).
     pairs = np.argwhere(bracket)
     flat = np.arange(bracket.size).reshape(bracket.shape)
     pick = np.where(bracket.ravel(), flat.ravel(), flat[tuple(pairs[0])])
-    groups = len(seed_groups(pick.size, LOCATE_MIN_GROUP))
+    groups = len(seed_groups(pick.size, LOCATE_MIN_GROUP, max_size=0))
     padded = -(-pick.size // groups) * groups
     active = np.concatenate([bracket.ravel(), np.zeros(padded - pick.size, dtype=bool)])
     pick = np.concatenate([pick, np.full(padded - pick.size, pick[0])])
@@ -218,7 +219,7 @@ def locate(system, solver, observe: Callable, events: dict[str, FirstHit], level
         mine = take_seeds((start, lo, hi, event_of, active, *per_pair), members)
         return _locate_program(system, solver, observe, shapes, *mine[:5], levels, *mine[5:])
 
-    found, fired = over_seed_groups(group, padded, LOCATE_MIN_GROUP)
+    found, fired = over_seed_groups(group, padded, LOCATE_MIN_GROUP, max_size=0)
     found, fired = np.asarray(found)[: bracket.size], np.asarray(fired)[: bracket.size]
     lo, hi = lo[: bracket.size], hi[: bracket.size]
     found, fired = found.reshape(bracket.shape), fired.reshape(bracket.shape)

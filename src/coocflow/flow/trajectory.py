@@ -30,20 +30,20 @@ against one group per core (128 seeds each), alternated: the 16 x 256 T1 table (
 as long as its slowest seed, and smaller batches stay in cache."""
 
 
-def seed_groups(n_seeds: int, min_size: int = 1) -> list[slice]:
+def seed_groups(n_seeds: int, min_size: int = 1, max_size: int = SEED_GROUP_MAX) -> list[slice]:
     """How an ensemble's seeds are split for `over_seed_groups`: one group per CPU core (at
-    most one per `min_size` seeds; more, of one size and at most about `SEED_GROUP_MAX` seeds, where
-    the seed count divides evenly), each a contiguous slice; a single group on accelerators, where
-    one wide vmapped call is what the device wants.
+    most one per `min_size` seeds; more, of one size and at most about `max_size` seeds (0: no
+    limit), where the seed count divides evenly), each a contiguous slice; a single group on
+    accelerators, where one wide vmapped call is what the device wants.
 
     Measured on the 2-core CPU (paper configuration, GD, 8 seeds): one vmapped call of all seeds
     runs 1.4x one seed's throughput (XLA:CPU runs a batched step on one core), two threads each
     running a vmapped call of half the seeds 2.4x; one thread per seed 1.6x."""
     cores = os.cpu_count() or 1
     groups = max(1, min(cores, n_seeds // min_size))
-    if groups > 1 and n_seeds > groups * SEED_GROUP_MAX:
+    if groups > 1 and max_size and n_seeds > groups * max_size:
         # More groups only where they can be of one size: each size is a program to trace and compile.
-        fewest = -(-n_seeds // SEED_GROUP_MAX)
+        fewest = -(-n_seeds // max_size)
         groups = next((count for count in range(fewest, 2 * fewest + 1) if n_seeds % count == 0), groups)
     if jax.default_backend() != "cpu":
         groups = 1
@@ -57,11 +57,12 @@ _COMPILED: set = set()
 other, so each program is traced and compiled once, not by two threads at the same time."""
 
 
-def over_seed_groups(fn: Callable[[slice], Any], n_seeds: int, min_size: int = 1) -> Any:
-    """`fn(group)` for each group of `seed_groups(n_seeds, min_size)`, concurrently in one thread per
+def over_seed_groups(fn: Callable[[slice], Any], n_seeds: int, min_size: int = 1,
+                     max_size: int = SEED_GROUP_MAX) -> Any:
+    """`fn(group)` for each group of `seed_groups(n_seeds, min_size, max_size)`, concurrently in one thread per
     core (a compiled call releases the GIL), with the results' leaves concatenated back along the seed
     axis. `fn` must return a pytree whose every leaf has the seed axis first."""
-    groups = seed_groups(n_seeds, min_size)
+    groups = seed_groups(n_seeds, min_size, max_size)
     if len(groups) == 1:
         return fn(groups[0])
     seen = (fn.__code__, tuple(g.stop - g.start for g in groups))

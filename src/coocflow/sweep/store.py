@@ -26,8 +26,8 @@ from coocflow.api import training_part
 from coocflow.config import Config, config_from_dict
 from coocflow.errors import ConfigError, RunFolderError
 from coocflow.storage import atomic_write_json
-from coocflow.storage.atomic import atomic_write_with
 from coocflow.storage.folders import SweepFolder, read_json_object
+from coocflow.storage.run_folder import write_parquet
 from coocflow.sweep.spec import SweepSpec
 
 SWEEP_FORMAT_VERSION = 1
@@ -83,9 +83,7 @@ class SweepStore:
         return {job["id"]: self.state(job["id"]) for job in read_record(self.root)["jobs"]}
 
     def write_table(self, kind: str, job_id: str, columns: dict[str, np.ndarray]) -> None:
-        table = pa.table({k: np.asarray(v) for k, v in columns.items()})
-        path = self.table_file(kind, job_id)
-        atomic_write_with(path, lambda tmp: pq.write_table(table, tmp))
+        write_parquet(self.table_file(kind, job_id), columns)
 
     def read_table(self, kind: str) -> pa.Table:
         """Every finished job's rows of `kind` (metrics or summary) as one Arrow table."""
