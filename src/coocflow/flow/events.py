@@ -220,9 +220,6 @@ def locate(system, solver, observe: Callable, events: dict[str, FirstHit], level
         return _locate_program(system, solver, observe, shapes, *mine[:5], levels, *mine[5:])
 
     found, fired = over_seed_groups(group, padded, LOCATE_MIN_GROUP, max_size=0)
-    found, fired = np.asarray(found)[: bracket.size], np.asarray(fired)[: bracket.size]
-    lo, hi = lo[: bracket.size], hi[: bracket.size]
-    found, fired = found.reshape(bracket.shape), fired.reshape(bracket.shape)
-    lo, hi = lo.reshape(bracket.shape), hi.reshape(bracket.shape)
+    found, fired, lo, hi = (np.asarray(a)[: bracket.size].reshape(bracket.shape) for a in (found, fired, lo, hi))
     use = bracket & fired & np.isfinite(found) & (found >= lo) & (found <= hi)
     return Located(np.where(use, found, grid), use)

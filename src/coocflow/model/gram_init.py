@@ -93,7 +93,7 @@ def sample_theory_grams(key: jax.Array, d: int, m: int, m1: int, L: int, c0: flo
     dtype = jnp.dtype(dtype)
     sigma0 = c0 / jnp.sqrt(jnp.asarray(L * m, dtype))
     sigma_u = u_scale(m1, c1) if sigma_u is None else sigma_u
-    scales = jnp.concatenate([jnp.full((3 * d,), sigma0, dtype=dtype), jnp.array([sigma_u], dtype=dtype)])
+    scales = jnp.concatenate([jnp.full((3 * d,), sigma0, dtype=dtype), jnp.reshape(jnp.asarray(sigma_u, dtype), (1,))])
     joint = _scaled_wishart(key, m, scales, dtype)
     return _attention_value_grams(joint[:2 * d, :2 * d], joint[2 * d:, 2 * d:], d, m, m1)
 
@@ -125,8 +125,8 @@ def sample_theory_neuron_grams(key: jax.Array, d: int, m: int, m1: int, L: int, 
 
 def u_scale(m1: float, c1: float) -> float:
     """The standard deviation of u = W^T a's entries, sqrt(m1) sigma1 with sigma1 = c1 / sqrt(m1):
-    c1 up to rounding. A constant of the compiled sampler, as it always was (traced, it rounded G
-    and s differently by an ulp: XLA folds constant factors in another order)."""
+    c1 up to rounding, computed in host floating point as it always was (inside a compiled program
+    XLA may rewrite c1 / sqrt(m1) as c1 * rsqrt(m1), which rounds differently)."""
     return math.sqrt(m1) * (c1 / math.sqrt(m1))
 
 
@@ -136,11 +136,11 @@ def _sample_wide(key, m, L, c0, c1, *, d, m1, neurons, dtype):
     return sample(key, d, m, m1, L, c0, c1, dtype)
 
 
-@functools.partial(jax.jit, static_argnames=("d", "sigma_u", "dtype"))
-def _sample_wide_any_m1(key, m, m1, L, c0, *, d, sigma_u, dtype):
-    """`_sample_wide` without the neurons, m1 traced (it enters only through u's scale, a constant
-    that is c1 up to rounding, and the state's m1 leaf): a T1 table whose m1 moves with m compiled
-    one sampler per width before (16 for 16 widths), now one per distinct rounding of c1 (1-3)."""
+@functools.partial(jax.jit, static_argnames=("d", "dtype"))
+def _sample_wide_any_m1(key, m, m1, L, c0, sigma_u, *, d, dtype):
+    """`_sample_wide` without the neurons, m1 traced (it enters only through u's scale, computed on
+    the host by `u_scale`, and the state's m1 leaf): a T1 table whose m1 moves with m compiled one
+    sampler per width before (16 for 16 widths), now one."""
     return sample_theory_grams(key, d, m, m1, L, c0, None, dtype, sigma_u=sigma_u)
 
 
@@ -157,7 +157,7 @@ def sample_wide_theory_grams(key: jax.Array, d: int, m: int, m1: int, L: int, c0
     dtype = jnp.dtype(dtype)
     if not neurons:
         return _sample_wide_any_m1(key, jnp.asarray(m, dtype), jnp.asarray(m1, dtype), jnp.asarray(L, dtype),
-                                   jnp.asarray(c0, dtype), d=d, sigma_u=u_scale(m1, c1), dtype=dtype)
+                                   jnp.asarray(c0, dtype), jnp.asarray(u_scale(m1, c1), dtype), d=d, dtype=dtype)
     return _sample_wide(key, jnp.asarray(m, dtype), jnp.asarray(L, dtype), jnp.asarray(c0, dtype),
                         jnp.asarray(c1, dtype), d=d, m1=m1, neurons=neurons, dtype=dtype)
 
