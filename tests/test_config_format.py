@@ -107,8 +107,8 @@ def _within(got: np.ndarray, want: np.ndarray, rtol: float) -> bool:
 
 
 def test_a_format_1_checkpoint_resumes_to_the_old_uninterrupted_run(tmp_path):
-    """Resumed in this process: the suite compiles at --xla_backend_optimization_level=0, not the
-    default level the fixtures were written with, which moves a few ulps, a rounding difference
+    """Resumed in this process: the suite compiles with its own XLA flags (tests/conftest.py), not the
+    default ones the fixtures were written with, which moves a few ulps, a rounding difference
     like another machine's, within `FLOW_ACROSS_MACHINES` rtol."""
     from coocflow.api import resume_run
 

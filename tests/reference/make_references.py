@@ -9,9 +9,9 @@ core) rounds differently: the comparison allows what the computation can promise
 largest |value|, so a quantity that crosses 0 or a change from init that starts at 0 is held to the
 run's scale, not to its smallest value). `--bitwise` asks for bit-for-bit equality instead, which
 only a re-run on the machine that wrote them can promise. Run it with the default XLA flags: the test suite compiles at
-`--xla_backend_optimization_level=0`, which moves some columns by a few ulps (measured: 6.5e-12
-relative in the balance ratio bal_S2_S3 of `run paper`), so tests/test_references.py runs this
-file in a subprocess without that flag."""
+`--xla_backend_optimization_level=0` and XLA's older fusion emitter (tests/conftest.py), which moves
+some columns by a few ulps (measured: 6.5e-12 relative in the balance ratio bal_S2_S3 of `run paper`),
+so tests/test_references.py runs this file in a subprocess without those flags."""
 
 import json
 import sys
