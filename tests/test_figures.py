@@ -186,6 +186,28 @@ def test_write_run_figures_formats(tmp_path):
         write_run_figures(view, tmp_path, formats=("svg",))
 
 
+def test_a_loss_near_overflow_draws_cut_at_the_log_axis_top(tmp_path):
+    """A diverging seed's last finite loss (5e275 in a deep run at lr 1e8) made Matplotlib's log
+    ticks overflow (OverflowError while the figure was written); `save_figure` cuts the axis at
+    `LOG_AXIS_TOP` with a note, leaves an axis below it as it was, and leaves no temporary file."""
+    import io
+
+    from coocflow.plots.save import LOG_AXIS_TOP, save_figure
+
+    fig, (huge, fine) = plt.subplots(1, 2, constrained_layout=True)
+    huge.plot([1, 2, 3], [0.7, 4e13, 5e275])
+    fine.plot([1, 2, 3], [0.7, 0.1, 1e-3])
+    for ax in (huge, fine):
+        ax.set(xscale="log", yscale="log")
+    with pytest.raises(OverflowError):
+        fig.savefig(io.BytesIO(), format="png")
+    path = save_figure(fig, tmp_path / "bounded.png", dpi=80)
+    assert path.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+    assert huge.get_ylim() == (0.7, LOG_AXIS_TOP) and [t.get_text() for t in huge.texts] == ["values above 1e+200 not drawn"]
+    assert fine.get_ylim()[1] < 1 and not fine.texts
+    assert [p.name for p in tmp_path.iterdir()] == ["bounded.png"]
+
+
 def test_long_series_are_thinned_keeping_both_ends():
     t = np.r_[0.0, np.geomspace(1e-3, 1e6, 4000)]
     view = make_view(t=t, seeds=2, t1=0.2)

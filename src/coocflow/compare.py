@@ -27,7 +27,7 @@ import numpy as np
 from coocflow.config import flatten_dotted
 from coocflow.errors import ConfigError, RunFolderError
 from coocflow.storage import load_run
-from coocflow.storage.atomic import _jsonable, atomic_write_text, atomic_write_with
+from coocflow.storage.atomic import _jsonable, atomic_write_text
 from coocflow.storage.folders import ComparisonFolder, read_json_object
 from coocflow.storage.paths import default_out, is_in_progress
 
@@ -244,6 +244,7 @@ def draw_figure(runs, labels: list[str], columns: list[str], path: Path) -> Path
     """compare.png: one panel per column, one line (or median and band) per run, shared log time
     axis, each run's T1 (median over seeds) a dashed line in the run's color; written atomically."""
     from coocflow.plots.figures import band_curve, plt  # lazy: defers JAX, 1-3.6 s
+    from coocflow.plots.save import save_figure  # lazy: beside the figures
 
     n = len(columns)
     ncols = min(n, 2)
@@ -279,9 +280,7 @@ def draw_figure(runs, labels: list[str], columns: list[str], path: Path) -> Path
         axes[-2][-1].set_xlabel("flow time t (dashed: T1 of each run)")
         axes[-2][-1].xaxis.set_tick_params(labelbottom=True)
     axes[0][0].legend(fontsize=7, loc="best")
-    atomic_write_with(path, lambda tmp: fig.savefig(tmp, format="png", dpi=130))
-    plt.close(fig)
-    return path
+    return save_figure(fig, path, dpi=130, fmt="png")
 
 
 def _prepare_out(out: Path | None, resolved: list[Path]) -> Path:

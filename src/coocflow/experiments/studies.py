@@ -17,6 +17,7 @@ import numpy as np
 
 from coocflow.config import Config, random_slots
 from coocflow.plots.figures import band_curve
+from coocflow.plots.save import save_figure
 from coocflow.runs import train, write_run
 from coocflow.runs.eq1 import Eq1TrainedRun
 
@@ -77,11 +78,7 @@ def _run_variants(base: Config, variants: dict[str, dict], out: Path, progress: 
 
 
 def _save(fig, path: Path) -> Path:
-    tmp = path.with_name(f".{path.name}.tmp{path.suffix}")
-    fig.savefig(tmp, dpi=120)
-    plt.close(fig)
-    tmp.replace(path)
-    return path
+    return save_figure(fig, path, dpi=120)
 
 
 def _figure(rows: int, cols: int, width: float = 5.2, height: float = 4.0):

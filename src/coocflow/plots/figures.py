@@ -24,6 +24,7 @@ import numpy as np  # noqa: E402
 from matplotlib.ticker import FuncFormatter, LogLocator  # noqa: E402
 
 from coocflow.observables.ensemble import BAND, first_time_all_correct, median_band  # noqa: E402
+from coocflow.plots.save import save_figure  # noqa: E402
 
 SCORE_CURVES = (
     ("A_mu2_mu1", r"$A[\mu_2,\mu_1]$", "tab:blue"),
@@ -476,21 +477,13 @@ def overview(view: SeriesView, title: str = ""):
     return fig
 
 
-def _savefig(fig, path: Path, fmt: str) -> None:
-    from coocflow.storage.atomic import atomic_write_with  # lazy: defers pyarrow, 0.3 s
-
-    kwargs = {"pil_kwargs": {"compress_level": 3}} if fmt == "png" else {}
-    atomic_write_with(path, lambda tmp: fig.savefig(tmp, format=fmt, dpi=DPI, **kwargs))
-
-
 def save(fig, stem: Path, formats=("png",)) -> list[Path]:
-    """Write `fig` in each format (atomically: a temporary file, then a rename) and close it."""
+    """Write `fig` in each format (`plots.save.save_figure`: atomically, log axes bounded) and close it."""
     paths = []
     try:
         for fmt in formats:
-            path = Path(f"{stem}.{fmt}")
-            _savefig(fig, path, fmt)
-            paths.append(path)
+            kwargs = {"pil_kwargs": {"compress_level": 3}} if fmt == "png" else {}
+            paths.append(save_figure(fig, Path(f"{stem}.{fmt}"), DPI, fmt, close=False, **kwargs))
     finally:
         plt.close(fig)
     return paths

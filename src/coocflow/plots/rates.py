@@ -10,6 +10,7 @@ from pathlib import Path
 import numpy as np
 
 from coocflow.plots.figures import plt
+from coocflow.plots.save import save_figure
 
 
 def rates_figure(rates: list[dict], title: str, path: Path) -> Path | None:
@@ -44,8 +45,4 @@ def rates_figure(rates: list[dict], title: str, path: Path) -> Path | None:
     for ax in axes.ravel()[len(rates):]:
         ax.set_visible(False)
     fig.suptitle(textwrap.fill(title, 60 * columns), fontsize=10)
-    tmp = path.with_name(f".{path.name}.tmp{path.suffix}")
-    fig.savefig(tmp, dpi=110)
-    plt.close(fig)
-    tmp.replace(path)
-    return path
+    return save_figure(fig, path, dpi=110)

@@ -8,6 +8,7 @@ from pathlib import Path
 import numpy as np
 
 from coocflow.plots.figures import band_curve, plt
+from coocflow.plots.save import save_figure
 
 MAX_PANELS = 12
 """Panels of one figure; a system with more observables gets its first ones (the table has all)."""
@@ -16,12 +17,7 @@ MAX_PANELS = 12
 def system_figure(t: np.ndarray, series: dict[str, np.ndarray], loss_name: str, title: str, time_label: str,
                   path: Path) -> Path:
     """`training_figure`, written atomically to `path` (temporary file, then rename)."""
-    fig = training_figure(t, series, loss_name, title, time_label)
-    tmp = path.with_name(f".{path.name}.tmp{path.suffix}")
-    fig.savefig(tmp, dpi=110)
-    plt.close(fig)
-    tmp.replace(path)
-    return path
+    return save_figure(training_figure(t, series, loss_name, title, time_label), path, dpi=110)
 
 
 def training_figure(t: np.ndarray, series: dict[str, np.ndarray], loss_name: str, title: str, time_label: str):

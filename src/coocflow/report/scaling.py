@@ -138,6 +138,8 @@ def figure(report: dict, path: Path) -> None:
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt  # lazy: defers matplotlib, 0.7 s
+
+    from coocflow.plots.save import save_figure  # lazy: beside matplotlib
     from matplotlib.ticker import NullLocator  # lazy: defers matplotlib, 0.7 s
 
     shown = list(dict.fromkeys(r["quantity"] for r in report["rates"] if r["source"] == "quantity"))
@@ -183,5 +185,4 @@ def figure(report: dict, path: Path) -> None:
     fig.suptitle(f"width scaling over {report['axis']} = {report['values']}, {len(report['seeds'])} seeds each, "
                  f"c0 = {base_c0:g}",
                  fontsize=9)
-    fig.savefig(path, dpi=110)
-    plt.close(fig)
+    save_figure(fig, path, dpi=110)

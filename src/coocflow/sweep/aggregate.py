@@ -83,6 +83,8 @@ def aggregate_figure(root: Path, x: str, y: str = "T1", by: str | None = None, l
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt  # lazy: defers matplotlib, 0.7 s
 
+    from coocflow.plots.save import save_figure  # lazy: beside matplotlib
+
     lines = aggregate(root, x, y, by)
     positive = all((line["x"] > 0).all() and (line["median"][np.isfinite(line["median"])] > 0).all() for line in lines)
     log = positive if log is None else log
@@ -102,11 +104,7 @@ def aggregate_figure(root: Path, x: str, y: str = "T1", by: str | None = None, l
     ax.grid(alpha=0.3, which="both", lw=0.4)
     path = path or Path(root) / "figures" / f"{y}_vs_{x}.png".replace("/", "-")
     path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_name(f".{path.name}.tmp.png")
-    fig.savefig(tmp, dpi=120)
-    plt.close(fig)
-    tmp.replace(path)
-    return path
+    return save_figure(fig, path, dpi=120, fmt="png")
 
 
 def default_figures(root: Path) -> list[Path]:

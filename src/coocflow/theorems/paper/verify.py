@@ -342,6 +342,8 @@ def figure(data: SeedData, path: Path) -> None:
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt  # lazy: defers matplotlib, 0.7 s
 
+    from coocflow.plots.save import save_figure  # lazy: beside matplotlib
+
     s, t = data.series, data.t
     t1 = data.bounds["T1"]
     fig, axes = plt.subplots(1, 3, figsize=(16, 4.4), constrained_layout=True)
@@ -373,8 +375,7 @@ def figure(data: SeedData, path: Path) -> None:
             ax.axvline(t1, color="0.4", ls="--", lw=1)
         ax.legend(fontsize=7)
         ax.grid(alpha=0.3, lw=0.4)
-    fig.savefig(path, dpi=120)
-    plt.close(fig)
+    save_figure(fig, path, dpi=120, fmt="png")
 
 
 def write_verification(run: LoadedRun, v: Verification) -> None:
