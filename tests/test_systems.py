@@ -307,7 +307,7 @@ def test_check_reproduce_and_verify_serve_every_system(at_root, tmp_path):
     (it used to train eq. (1) on the config and fail on `KeyError: 'W'`); a changed stored array is
     named. `verify` on a System that declares no theorem is one line, exit 2, before any training
     (it used to end in `KeyError: 'tokens'`)."""
-    import subprocess
+    from conftest import coocflow_here
 
     from coocflow.reproduce import check_reproduce
     from coocflow.storage.run_folder import write_arrays
@@ -321,11 +321,10 @@ def test_check_reproduce_and_verify_serve_every_system(at_root, tmp_path):
     write_arrays(folder / "state_final.npz", arrays)
     assert [d.name for d in check_reproduce(folder)[0]] == ["state_final.W_KQ"]
 
-    cli_bin = Path(sys.executable).parent / "coocflow"
     toml = str(ROOT / "examples" / "icl_regression.toml")
     for args in ([str(folder)], [toml, "--out", str(tmp_path / "never")],
                  [toml, "--scaling", "m", "--out", str(tmp_path / "never")]):
-        done = subprocess.run([str(cli_bin), "verify", *args], capture_output=True, text=True, timeout=300)
+        done = coocflow_here("verify", *args)  # in this process: an exception would fail the test here
         assert done.returncode == 2, done.stderr
         lines = done.stderr.strip().splitlines()
         assert len(lines) == 1 and "declares no theorem" in lines[0] and "Traceback" not in done.stderr
