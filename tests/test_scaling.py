@@ -169,18 +169,21 @@ def test_claims_side_by_side(sweep):
 
 def test_the_command_reuses_the_sweep_and_prints_the_claims(sweep):
     """`coocflow verify --scaling` over the fixture's folder: its width runs are reused, and the
-    claims table, scaling.md and the figure are written; --strict exits 2 exactly when a claim fails."""
+    claims table, scaling.md and the figure are written; --strict exits 2 exactly when a claim fails.
+    The fixture's init scale is set on the command line: without it `theory --scaling both` runs its
+    design's three c0 (`scaling_c0`) into folders of their own names, and trained six new runs here
+    while the fixture's stood untouched (so the check that they were reused held by construction)."""
     import json
     import subprocess
     import sys
 
-    _, out, _ = sweep
+    config, out, _ = sweep
     manifest = out / "runs" / "both-512" / "manifest.json"
     before = manifest.stat().st_mtime_ns
     cli = Path(sys.executable).parent / "coocflow"
     args = [str(cli), "verify", "theory", "--scaling", "both", "--values", "512,640", "--seeds", "2",
             "--set", "data.n=24", "--set", "data.d=40", "--set", "observe.points=60",
-            "--set", "observe.chunks=1", "--out", str(out), "--strict"]
+            "--set", "observe.chunks=1", "--set", f"init.c0={config.init.c0!r}", "--out", str(out), "--strict"]
     done = subprocess.run(args, capture_output=True, text=True, env={**__import__("os").environ, "COLUMNS": "80"})
     report = json.loads((out / "scaling.json").read_text())
     failed = [row["id"] for row in report["claims"] if row["verdict"] == "fail"]
@@ -196,6 +199,7 @@ def test_the_command_reuses_the_sweep_and_prints_the_claims(sweep):
     assert (out / "scaling.md").read_text().count("\n| ") > len(CLAIMS) and (out / "scaling.png").stat().st_size > 20000
     assert report["base_width"] == 640 and len(report["claims"]) == len(CLAIMS)
     assert manifest.stat().st_mtime_ns == before
+    assert sorted(p.name for p in (out / "runs").iterdir()) == ["both-512", "both-640"], "no run trained here"
     shown = subprocess.run([str(cli), "show", str(out)], capture_output=True, text=True)
     assert shown.returncode == 2 and "a width sweep, not a run folder" in shown.stderr and "coocflow report" in shown.stderr
     assert (out / "report.html").stat().st_size > 100000
