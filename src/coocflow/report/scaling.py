@@ -138,9 +138,9 @@ def figure(report: dict, path: Path) -> None:
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt  # lazy: defers matplotlib, 0.7 s
+    from matplotlib.ticker import NullLocator  # lazy: defers matplotlib, 0.7 s
 
     from coocflow.plots.save import save_figure  # lazy: beside matplotlib
-    from matplotlib.ticker import NullLocator  # lazy: defers matplotlib, 0.7 s
 
     shown = list(dict.fromkeys(r["quantity"] for r in report["rates"] if r["source"] == "quantity"))
     predicted = {r["quantity"]: r["predicted"] for r in report["rates"] if r["predicted"] is not None}
