@@ -19,7 +19,6 @@ import numpy as np
 
 from coocflow.config import flatten_dotted
 from coocflow.errors import ConfigError, CoocflowError, RunFolderError
-from coocflow.plots.rates import rates_figure
 from coocflow.storage import atomic_write_json, atomic_write_text
 from coocflow.storage.folders import RunFolder, SweepFolder
 from coocflow.storage.run_folder import pivot_metrics, read_metrics, read_state
@@ -488,5 +487,7 @@ def write_theorem_verdict(verdict: TheoremVerdict, folder: Path) -> tuple[Path, 
               "values": c.values.get("values"), "exponent": c.rate.get("exponent"), "ci": c.rate.get("ci"),
               "predicted": c.rate["test"]["predicted"], "ylabel": c.values.get("ylabel", "quantity")}
              for c in verdict.claims if c.rate]
+    from coocflow.plots.rates import rates_figure  # lazy: defers Matplotlib, 1 s of a refusal
+
     drawn = rates_figure(rates, f"{verdict.theorem}: rates along {verdict.axis}", folder / RunFolder.VERIFY_PNG)
     return paths + ((drawn,) if drawn else ())
