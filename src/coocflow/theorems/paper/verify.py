@@ -375,14 +375,11 @@ def figure(data: SeedData, path: Path) -> None:
             ax.axvline(t1, color="0.4", ls="--", lw=1)
         ax.legend(fontsize=7)
         ax.grid(alpha=0.3, lw=0.4)
-    save_figure(fig, path, dpi=120, fmt="png")
+    save_figure(fig, path, dpi=120)
 
 
 def write_verification(run: LoadedRun, v: Verification) -> None:
     folder = RunFolder(run.path)
     atomic_write_json(folder.verify_file("json"), v.to_dict())
     atomic_write_text(folder.verify_file("md"), markdown(v, f"{run.manifest['name']} ({folder.path})"))
-    first = seed_data(run)[0][1]
-    tmp = folder.path / f".{folder.VERIFY_PNG}.tmp.png"
-    figure(first, tmp)
-    tmp.replace(folder.verify_file("png"))
+    figure(seed_data(run)[0][1], folder.verify_file("png"))  # atomic: plots.save.save_figure
