@@ -25,6 +25,7 @@ import numpy as np
 import optimistix
 
 from coocflow.flow.discrete import TRACE_COUNTS
+from coocflow.flow.ode import velocity_of
 from coocflow.flow.trajectory import over_seed_groups, seed_groups, take_seeds
 from coocflow.storage.checkpoint import AddedLater
 from coocflow.systems.base import FirstHit
@@ -151,6 +152,16 @@ LOCATE_MAX_STEPS = 64 * LOCATE_STEPS
 
 
 @eqx.filter_jit
+def _event_gaps(system, observe: Callable, events: tuple[FirstHit, ...], signs: tuple[float, ...], needs, y, fixed,
+                initial, train, test, levels):
+    """Every event's signed gap to its level at one seed's parameters `y`, as one traced call: Diffrax
+    and the bisection evaluate the event's condition in several places of the locating solve, and
+    each evaluation would trace the observables again."""
+    observed = observe(system, needs, y, fixed, initial, train, test)
+    return jnp.stack([signs[k] * (e.value(observed) - levels[k]) for k, e in enumerate(events)])
+
+
+@eqx.filter_jit
 def _locate_program(system, solver, observe: Callable, events: tuple[FirstHit, ...], before, t_lo, t_hi, which,
                     active, levels, fixed, initial, train, test):
     """For every (seed, event) pair (leading axis of every argument but `levels`): the flow from
@@ -158,20 +169,18 @@ def _locate_program(system, solver, observe: Callable, events: tuple[FirstHit, .
     (its root bracketed by `IntervalBisection` on the solver's interpolation). A pair that is not `active` only pads
     the program's shape: it takes one step, not `LOCATE_STEPS`, and its result is ignored."""
     TRACE_COUNTS["locate"] += 1
-    signs = [1.0 if e.rising else -1.0 for e in events]
+    signs = tuple(1.0 if e.rising else -1.0 for e in events)
     needs = None if any(not e.needs for e in events) else frozenset(n for e in events for n in e.needs)
 
     def one_pair(y0, t0, t1, which, active, fixed, initial, train, test):
         objective = system.objective(train)
 
         def gap(t, y, args, **kwargs):
-            observed = observe(system, needs, y, fixed, initial, train, test)
-            gaps = jnp.stack([signs[k] * (e.value(observed) - levels[k]) for k, e in enumerate(events)])
-            return gaps[which]
+            return _event_gaps(system, observe, events, signs, needs, y, fixed, initial, train, test, levels)[which]
 
         root = IntervalBisection(rtol=ROOT_RTOL, atol=0.0)
         solution = diffrax.diffeqsolve(
-            diffrax.ODETerm(lambda t, y, args: system.velocity(objective, y, fixed, train)), solver.diffrax_solver(),
+            diffrax.ODETerm(lambda t, y, args: velocity_of(system, objective, y, fixed, train)), solver.diffrax_solver(),
             t0, t1, None, y0, saveat=diffrax.SaveAt(t1=True),
             stepsize_controller=solver.controller(system.error_norm, jnp.where(active, (t1 - t0) / LOCATE_STEPS, t1 - t0)),
             max_steps=LOCATE_MAX_STEPS, throw=False, event=diffrax.Event(gap, root_finder=root, direction=True))

@@ -36,7 +36,7 @@ from coocflow.flow.events import (
 )
 from coocflow.flow.discrete import TRACE_COUNTS, Optimizer, chunk_length, minibatch, steps_then_observe
 from coocflow.flow.grid import observation_steps, observation_times
-from coocflow.flow.ode import Solver, result_message, total_stats
+from coocflow.flow.ode import Solver, result_message, total_stats, velocity_of
 from coocflow.flow.trajectory import (
     Checkpoint,
     SnapshotCarry,
@@ -189,7 +189,7 @@ def _flow_chunk(system: AbstractSystem, solver: Solver, events: tuple[FirstHit, 
             diffrax.SubSaveAt(ts=ts),
             diffrax.SubSaveAt(t1=True)])
         solution = diffrax.diffeqsolve(
-            diffrax.ODETerm(lambda t, y, args: system.velocity(objective, y, fixed, train)), solver.diffrax_solver(),
+            diffrax.ODETerm(lambda t, y, args: velocity_of(system, objective, y, fixed, train)), solver.diffrax_solver(),
             t0, ts[-1], None, y0, saveat=saveat, stepsize_controller=solver.controller(system.error_norm),
             max_steps=solver.max_steps, throw=False)
         states, last = solution.ys
