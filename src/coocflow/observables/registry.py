@@ -104,10 +104,17 @@ def observe(model: Transformer, problem: Problem, only: frozenset[str] | None = 
 
 TOKENS = {1: MU1, 2: MU2, 3: COMMON}
 
+_logits = eqx.filter_jit(logits_of)
+_attention = eqx.filter_jit(attention_of)
+_sample_losses = eqx.filter_jit(sample_losses_of)
+"""The model's outputs, attention and per-sample losses as jitted calls: dozens of observables read
+them, and inside a compiled program each call would trace the model again, where a jitted one is
+traced once per argument structure and reused (XLA inlines the calls and merges the copies)."""
+
 
 def margins(model: Transformer, data: Dataset) -> jnp.ndarray:
     """y_i F_i per sample."""
-    return data.labels * logits_of(model, data.tokens)
+    return data.labels * _logits(model, data.tokens)
 
 
 def loss_weights(model: Transformer, data: Dataset) -> jnp.ndarray:
@@ -134,7 +141,7 @@ def _position(tokens: jnp.ndarray, token: int) -> tuple[jnp.ndarray, jnp.ndarray
 
 def mean_attention(model: Transformer, data: Dataset, query: int, key: int) -> jnp.ndarray:
     """Mean of p_{q<-query, k<-key} over the samples that hold both tokens."""
-    p = attention_of(model, data.tokens)
+    p = _attention(model, data.tokens)
     q_pos, q_has = _position(data.tokens, query)
     k_pos, k_has = _position(data.tokens, key)
     weights = p[jnp.arange(data.n), k_pos, q_pos]
@@ -145,7 +152,7 @@ def mean_attention(model: Transformer, data: Dataset, query: int, key: int) -> j
 def random_key_attention(model: Transformer, data: Dataset) -> jnp.ndarray:
     """Mean attention a key position holding a random token receives, averaged over the queries
     of its sample and over all such positions (1/L under uniform attention)."""
-    per_key = jnp.mean(attention_of(model, data.tokens), axis=2)
+    per_key = jnp.mean(_attention(model, data.tokens), axis=2)
     is_random = data.tokens >= FIRST_RANDOM
     return jnp.sum(jnp.where(is_random, per_key, 0.0)) / jnp.maximum(jnp.sum(is_random), 1)
 
@@ -164,10 +171,10 @@ def value_gram(model: Transformer, a: int, b: int) -> jnp.ndarray:
 
 def _register_all() -> None:
     _register("loss", "loss", "training loss (mean logistic loss)",
-              lambda model, pr: jnp.mean(sample_losses_of(model, pr.train)))
+              lambda model, pr: jnp.mean(_sample_losses(model, pr.train)))
     for k in range(4):
         _register(f"loss_I{k + 1}", "loss", f"mean training loss over group I{k + 1}",
-                  lambda model, pr, k=k: _group_mean(sample_losses_of(model, pr.train), pr.train, k))
+                  lambda model, pr, k=k: _group_mean(_sample_losses(model, pr.train), pr.train, k))
     _register("train_acc", "accuracy", "fraction of training samples with y F > 0",
               lambda model, pr: jnp.mean((margins(model, pr.train) > 0).astype(dtype_of(model))))
     _register("min_margin", "accuracy", "smallest training margin min_i y_i F_i",
@@ -178,7 +185,7 @@ def _register_all() -> None:
     _register("mean_margin", "accuracy", "mean training margin",
               lambda model, pr: jnp.mean(margins(model, pr.train)))
     _register("test_loss", "loss", "mean logistic loss on the i.i.d. test set",
-              lambda model, pr: jnp.mean(sample_losses_of(model, pr.test)))
+              lambda model, pr: jnp.mean(_sample_losses(model, pr.test)))
     _register("test_acc", "accuracy", "test accuracy",
               lambda model, pr: jnp.mean((margins(model, pr.test) > 0).astype(dtype_of(model))))
     for a, token in TOKENS.items():
