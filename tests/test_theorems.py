@@ -343,6 +343,58 @@ def test_the_judge_says_fail_outside_premises_inconclusive_and_vacuous_where_the
     assert verdict(Sign(id="i", statement="", quantity="t_quarter", evidence="diagnostic")) == "diagnostic"
 
 
+def test_a_check_judges_what_the_theorems_reads_makes_of_each_seed():
+    """A `Check`, for a claim the other kinds cannot say (here: the fitted decay rate of |x|^2 is 2k),
+    receives the theorem's `reads` of each seed, and its outcome's verdict, premises and headroom give
+    pass, fail, fail outside premises, inconclusive and vacuous as for the other claims; a diagnostic
+    keeps its reason and a check that raises is one line naming it."""
+    import numpy as np
+
+    from coocflow.theorems import Check, Outcome, Premise, bound_parts
+    from coocflow.theorems.judge import judge_on_runs
+
+    seen = []
+
+    def reads(run):
+        seen.append(run.seed)
+        return run.t[1:], np.log(np.asarray(run.series["ratio"])[1:]), run.system.k
+
+    def rate_is(factor, rtol=1e-9, bound=None):
+        def judge(view):
+            t, log_ratio, k = view
+            slope = -np.polyfit(t, log_ratio, 1)[0]
+            gap = abs(slope - factor * k) / (factor * k)
+            if bound is not None:
+                return Outcome(slope, gap <= bound, f"slope {slope:.6g}, gap {gap:.2g}", f"gap <= {bound:g}",
+                               bound_parts(gap=(gap, bound)))
+            return Outcome(slope, gap <= rtol, f"slope {slope:.6g} against {factor:g} k = {factor * k:g}")
+        return judge
+
+    theorem = Theorem(name="synthetic", claims=(), reads=reads,
+                      premises=(Premise("K1", "k is at least 1", lambda system, config: system.k >= 1),))
+    runs = _synthetic_runs(theorem, (0.5, 1.0))
+    met, labels = {"K1": [False, True]}, ["k=0.5", "k=1"]
+
+    def judged(check):
+        return judge_on_runs(check, theorem, runs, met, labels)
+
+    right = judged(Check(id="a", statement="|x|^2 decays at 2k", judge=rate_is(2.0)))
+    assert right.verdict == "pass" and "slope 1 against 2 k = 1" in right.sentence and seen == [0, 1, 0, 1]
+    assert judged(Check(id="b", statement="", judge=rate_is(2.1))).verdict == "fail"
+    below_one = Check(id="c", statement="", judge=lambda view: Outcome(view[2], view[2] >= 1, ""), premises=("K1",))
+    assert judged(below_one).verdict == "fail outside premises"
+    assert judged(Check(id="d", statement="", judge=lambda view: Outcome(None, None, "no fit"))).verdict == "inconclusive"
+    assert judged(Check(id="e", statement="", judge=rate_is(2.0, bound=1e-3))).verdict == "vacuous"  # gap ~1e-15
+    assert judged(Check(id="f", statement="", judge=rate_is(2.0, bound=1e-3), evidence="identity")).verdict == "pass"
+    shown = judged(Check(id="g", statement="", judge=rate_is(2.0), evidence="diagnostic", no_verdict="a fitted constant"))
+    assert shown.verdict == "diagnostic" and shown.sentence.endswith("No verdict: a fitted constant")
+    with pytest.raises(ConfigError, match=r"claim h: a diagnostic check, and only a diagnostic, says in no_verdict"):
+        Theorem(name="x", claims=(Check(id="h", statement="", judge=rate_is(2.0), evidence="diagnostic"),))
+    raising = Check(id="i", statement="", judge=lambda view: view.missing)
+    with pytest.raises(ConfigError, match=r"^theorem 'synthetic': check i failed on seed 0 \(AttributeError: .*\); fix"):
+        judged(raising)
+
+
 def test_a_declared_rate_is_judged_only_along_its_own_key_with_paired_seeds():
     from coocflow.theorems import Crossing, EventTime
     from coocflow.theorems.judge import judge_rate_claim

@@ -2,10 +2,11 @@
 
 A `Theorem` is data: what the statement names (event times, quantities measured per seed),
 what it assumes (`Premise`s on the System and the config) and what it claims (`Sign`, `Ordering`,
-`Bound`, `Identity`, `Rate`), each claim with the evidence class its verdict carries. A System
-returns its theorem from `AbstractSystem.theorem()`; `coocflow verify` judges it on a run, a config
-or a sweep along any config key (`coocflow.theorems.judge`). Nothing here computes: every callable
-receives the System (built from the run's config) or one seed of the run (`SeedRun`).
+`Bound`, `Limit`, `Identity`, `Check`, `Rate`), each claim with the evidence class its verdict
+carries. A System returns its theorem from `AbstractSystem.theorem()`; `coocflow verify` judges it
+on a run, a config or a sweep along any config key (`coocflow.theorems.judge`). Nothing here
+computes: every callable receives the System (built from the run's config) or one seed of the run
+(`SeedRun`, or what the theorem's `reads` makes of it).
 """
 
 from __future__ import annotations
@@ -25,6 +26,10 @@ EVIDENCE_CLASSES = ("statement", "refinement", "identity", "diagnostic")
 against it); `refinement`, a sharper statement derived from it (shown, never fails the theorem);
 `identity`, an equation that holds for any state (it tests the code); `diagnostic`, a number shown
 with no verdict."""
+
+VACUOUS_FACTOR = 1e3
+"""A `Bound` or a `Check` passed with every bound beaten by more than this factor says nothing about
+the data: `vacuous`, counted neither as a pass nor as a fail."""
 
 Number = Union[float, Callable[[Any], float]]
 """A level, a time or a bound: a number, or a function of the System (its settings)."""
@@ -131,6 +136,34 @@ class Premise:
 
 # Claims.
 
+@dataclass
+class Outcome:
+    """What a `Check` finds on one seed: what it measured, the threshold it holds that to (in words),
+    whether it holds (None: the seed cannot tell), one sentence with the numbers, and for explicit
+    bounds each part's headroom (`bound_parts`: bound / |value|), so that a pass far inside every
+    bound is reported `vacuous` rather than as evidence."""
+
+    measured: Any
+    passed: bool | None
+    sentence: str
+    threshold: str = ""
+    headroom: dict[str, float] = field(default_factory=dict)
+
+    @property
+    def vacuous_parts(self) -> list[str]:
+        return [part for part, room in self.headroom.items() if room > VACUOUS_FACTOR]
+
+    @property
+    def vacuous(self) -> bool:
+        """A pass every one of whose bounds is beaten by more than `VACUOUS_FACTOR`."""
+        return bool(self.passed) and bool(self.headroom) and len(self.vacuous_parts) == len(self.headroom)
+
+
+def bound_parts(**parts: tuple[float, float]) -> dict[str, float]:
+    """`part=(value, bound)` -> {part: bound / |value|} (inf for a value of 0): an `Outcome`'s headroom."""
+    return {part: (abs(bound) / abs(value) if value else float("inf")) for part, (value, bound) in parts.items()}
+
+
 @dataclass(frozen=True, kw_only=True)
 class Claim:
     """What every claim has: an id, the statement in words, its evidence class, the premises
@@ -205,6 +238,21 @@ class Identity(Claim):
 
 
 @dataclass(frozen=True, kw_only=True)
+class Check(Claim):
+    """A claim judged on each seed by a function, for what the other claims cannot say (a curve's
+    shape over a phase, a sandwich of three rates, a fitted constant): `judge(view)` returns the
+    seed's `Outcome`, where `view` is what the theorem's `reads` makes of the seed's `SeedRun` (the
+    SeedRun itself when it declares none). A diagnostic says in `no_verdict` why it carries none.
+    Calling the check on a view judges it: `check(view)`."""
+
+    judge: Callable[[Any], Outcome]
+    no_verdict: str = ""
+
+    def __call__(self, view: Any) -> Outcome:
+        return self.judge(view)
+
+
+@dataclass(frozen=True, kw_only=True)
 class Rate(Claim):
     """quantity ~ axis^exponent along the config key `axis` (any key: `model.m`, `data.n`,
     `optimizer.lr`, a System's `settings.KEY`), as `kind` (order: Theta, upper bound: O, lower
@@ -227,9 +275,6 @@ class Rate(Claim):
         return (self.quantity,)
 
 
-VACUOUS_FACTOR = 1e3
-"""A `Bound` passed with every bound beaten by more than this factor says nothing about the data:
-`vacuous`, counted neither as a pass nor as a fail (as eq. (1)'s checks)."""
 
 
 @dataclass(frozen=True)
@@ -242,6 +287,9 @@ class Theorem:
     quantities: dict[str, Quantity] = field(default_factory=dict)
     premises: tuple[Premise, ...] = ()
     source: str = ""
+    reads: Callable[[SeedRun], Any] | None = None
+    """What each `Check` receives of one seed: `reads(seed_run)` (eq. (1)'s reads its phase boundaries
+    and saved states once per seed), or the `SeedRun` itself when None."""
 
     def __post_init__(self):
         problems = list(self.problems())
@@ -253,7 +301,7 @@ class Theorem:
         ids = [claim.id for claim in self.claims]
         for claim in self.claims:
             if not isinstance(claim, Claim):
-                yield f"{claim!r} is not a claim (Sign, Ordering, Bound, Limit, Identity or Rate)"
+                yield f"{claim!r} is not a claim (Sign, Ordering, Bound, Limit, Identity, Check or Rate)"
                 continue
             if ids.count(claim.id) > 1:
                 yield f"claim id {claim.id!r} is declared twice"
@@ -272,6 +320,8 @@ class Theorem:
                 yield f"claim {claim.id}: an ordering needs at least two quantities"
             if isinstance(claim, Bound) and claim.upper is None and claim.lower is None:
                 yield f"claim {claim.id}: a bound needs an upper or a lower constant"
+            if isinstance(claim, Check) and (claim.evidence == "diagnostic") != bool(claim.no_verdict):
+                yield f"claim {claim.id}: a diagnostic check, and only a diagnostic, says in no_verdict why it has no verdict"
             if isinstance(claim, Limit) and not claim.tol > 0:
                 yield f"claim {claim.id}: a limit needs a tolerance tol > 0"
         for name, quantity in self.quantities.items():

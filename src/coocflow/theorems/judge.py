@@ -30,6 +30,7 @@ from coocflow.theorems.declare import (
     VACUOUS_FACTOR,
     At,
     Bound,
+    Check,
     Claim,
     Computed,
     Crossing,
@@ -242,6 +243,8 @@ def _holds_on_seed(claim: Claim, theorem: Theorem, run: SeedRun) -> tuple[bool |
     """Whether a non-rate claim holds on one seed (None: cannot tell), and what was measured."""
     if isinstance(claim, Limit):
         return _limit_on_seed(claim, run)
+    if isinstance(claim, Check):
+        return _check_on_seed(claim, theorem, run)
     values = {name: quantity(theorem, name, run) for name in claim.quantity_names()}
     if not all(math.isfinite(v) for v in values.values()):
         return None, values
@@ -267,6 +270,20 @@ def _holds_on_seed(claim: Claim, theorem: Theorem, run: SeedRun) -> tuple[bool |
         values["relative_difference"] = abs(left - right) / scale
         return values["relative_difference"] <= claim.rtol, values
     raise TypeError(f"claim {claim.id}: {type(claim).__name__} is not judged per seed")
+
+
+def _check_on_seed(claim: Check, theorem: Theorem, run: SeedRun) -> tuple[bool | None, dict]:
+    """A `Check` on one seed: its outcome's verdict, and what it measured, its threshold, its sentence
+    and its smallest headroom (absent when it bounds nothing explicitly)."""
+    try:
+        outcome = claim(theorem.reads(run) if theorem.reads is not None else run)
+    except Exception as err:  # the user's function: one line naming it, not a traceback
+        raise ConfigError(f"theorem {theorem.name!r}: check {claim.id} failed on seed {run.seed} "
+                          f"({type(err).__name__}: {err}); fix its function") from None
+    values = {"measured": outcome.measured, "threshold": outcome.threshold, "sentence": outcome.sentence}
+    if outcome.headroom:
+        values["headroom"] = min(outcome.headroom.values())
+    return (None if outcome.passed is None else bool(outcome.passed)), values
 
 
 def _limit_on_seed(claim: Limit, run: SeedRun) -> tuple[bool | None, dict]:
@@ -307,7 +324,7 @@ def judge_on_runs(claim: Claim, theorem: Theorem, runs: list[list[SeedRun]], met
     kind = type(claim).__name__
     if claim.evidence == "diagnostic":
         return ClaimVerdict(claim.id, claim.statement, kind, claim.evidence, "diagnostic",
-                            _values_text(measured), measured)
+                            _values_text(claim, measured), measured)
     failed = [o for o in outcomes if o[0] is False]
     inside = [o for o in failed if not o[1]]
     unknown = [o for o in outcomes if o[0] is None]
@@ -319,7 +336,7 @@ def judge_on_runs(claim: Claim, theorem: Theorem, runs: list[list[SeedRun]], met
         verdict, where = "inconclusive", unknown
     else:
         rooms = [o[2].get("headroom") for o in outcomes]
-        vacuous = ((isinstance(claim, Bound) and claim.evidence != "identity"
+        vacuous = ((isinstance(claim, (Bound, Check)) and claim.evidence != "identity"
                     and all(r is not None and r > VACUOUS_FACTOR for r in rooms))
                    or (isinstance(claim, Limit) and all(o[2].get("started_at_limit") for o in outcomes)))
         verdict, where = ("vacuous" if vacuous else "pass"), outcomes
@@ -331,34 +348,44 @@ def _fmt(value: float) -> str:
     return f"{value:.4g}" if isinstance(value, float) else str(value)
 
 
-def _values_text(measured: dict) -> str:
+def _values_text(claim: Claim, measured: dict) -> str:
+    """A diagnostic's line: the first seed's numbers (and, for a check, why it has no verdict)."""
     first = next(iter(measured.items()), None)
     if first is None:
         return "nothing measured"
     where, values = first
-    return f"{where}: " + ", ".join(f"{k} {_fmt(v)}" for k, v in values.items()) + (
-        f" (and {len(measured) - 1} more)" if len(measured) > 1 else "")
+    reason = f" No verdict: {claim.no_verdict}" if isinstance(claim, Check) else ""
+    return f"{where}: " + _numbers_text(claim, values) + (
+        f" (and {len(measured) - 1} more)" if len(measured) > 1 else "") + reason
 
 
 def _claim_sentence(claim: Claim, verdict: str, where: list, total: int) -> str:
     """One line: on how many seeds and runs it held, and the worst case's numbers."""
     holds, unmet, values, label, seed = where[0]
-    numbers = ", ".join(f"{k} {_fmt(v)}" for k, v in values.items())
+    bounded = isinstance(claim, Bound) or (isinstance(claim, Check) and "headroom" in values)
+    numbers = _numbers_text(claim, values)
     if verdict in ("pass", "vacuous"):
-        if isinstance(claim, Bound):
+        if bounded:
             worst = min(where, key=lambda o: o[2].get("headroom", math.inf))
-            numbers = ", ".join(f"{k} {_fmt(v)}" for k, v in worst[2].items())
+            numbers = _numbers_text(claim, worst[2])
             label, seed = worst[3], worst[4]
-        text = f"holds on all {total} seed runs; {'closest' if isinstance(claim, Bound) else 'e.g.'} {label} seed {seed}: {numbers}"
+        text = f"holds on all {total} seed runs; {'closest' if bounded else 'e.g.'} {label} seed {seed}: {numbers}"
         if verdict == "vacuous":
             text += (f"; every bound beaten by more than {VACUOUS_FACTOR:g}x, so it says nothing about the data"
-                     if isinstance(claim, Bound) else "; it starts at its limit, so it shows no convergence")
+                     if bounded else "; it starts at its limit, so it shows no convergence")
         return text
     if verdict == "inconclusive":
-        return (f"cannot be measured on {len(where)} of {total} seed runs (an event it reads did not happen), e.g. "
-                f"{label} seed {seed}: {numbers}")
+        why = "it cannot tell there" if isinstance(claim, Check) else "an event it reads did not happen"
+        return f"cannot be measured on {len(where)} of {total} seed runs ({why}), e.g. {label} seed {seed}: {numbers}"
     outside = f" where premise(s) {', '.join(unmet)} are not met" if unmet else ""
     return f"fails on {len(where)} of {total} seed runs{outside}, e.g. {label} seed {seed}: {numbers}"
+
+
+def _numbers_text(claim: Claim, values: dict) -> str:
+    """What one seed measured: a check's own sentence, else `name value` pairs."""
+    if isinstance(claim, Check):
+        return values.get("sentence", "")
+    return ", ".join(f"{k} {_fmt(v)}" for k, v in values.items())
 
 
 def judge_rate_claim(claim: Rate, theorem: Theorem, axis: str | None, values: list[float],

@@ -5,8 +5,7 @@ not each other, so they form no cycle."""
 
 from __future__ import annotations
 
-from dataclasses import asdict, dataclass, field
-from typing import Any, Callable
+from dataclasses import dataclass, field
 
 import numpy as np
 
@@ -24,8 +23,14 @@ from coocflow.theorems.paper.scales import Scales
 # with no verdict (`passed` is None), because it holds by construction or measures a constant the paper
 # hides (O, Theta), whose m-dependence only a width sweep can judge. A bound check whose every part
 # sits below its bound by more than VACUOUS_FACTOR is `vacuous` (a part that far inside is named in
-# the sentence when others decide).
-from coocflow.theorems.declare import EVIDENCE_CLASSES, VACUOUS_FACTOR  # noqa: E402,F401  (re-exported)
+# the sentence when others decide). Each check is a public `theorems.declare.Check`.
+from coocflow.theorems.declare import (  # noqa: E402,F401  (re-exported)
+    EVIDENCE_CLASSES,
+    VACUOUS_FACTOR,
+    Check,
+    Outcome,
+    bound_parts,
+)
 
 MONOTONE_FRACTION = 0.95
 """Theorem 3.2: a quantity 'increases' when its rate has the right sign at >= 95% of Phase-2 times."""
@@ -47,36 +52,18 @@ rounding is about 1e-15; a wrong factor or term is far above 1e-8)."""
 
 
 @dataclass
-class CheckResult:
-    name: str
-    claim: str
-    measured: Any
-    threshold: str
-    passed: bool | None
-    sentence: str
+class CheckResult(Outcome):
+    """One check's `Outcome` on one seed, with the check's name, claim (in words) and evidence class."""
+
+    name: str = ""
+    claim: str = ""
     evidence: str = "statement"
     """One of `EVIDENCE_CLASSES`."""
-    headroom: dict[str, float] = field(default_factory=dict)
-    """For a check of explicit bounds, each part's bound / |value| (`bound_parts`): how far inside
-    its bound the data sit; more than `VACUOUS_FACTOR` in every part makes a pass vacuous."""
-
-    @property
-    def vacuous_parts(self) -> list[str]:
-        return [part for part, room in self.headroom.items() if room > VACUOUS_FACTOR]
-
-    @property
-    def vacuous(self) -> bool:
-        """A pass every one of whose bounds is beaten by more than `VACUOUS_FACTOR`."""
-        return bool(self.passed) and bool(self.headroom) and len(self.vacuous_parts) == len(self.headroom)
 
     def to_dict(self) -> dict:
-        return {**asdict(self), "vacuous": self.vacuous}
-
-
-def bound_parts(**parts: tuple[float, float]) -> dict[str, float]:
-    """`part=(value, bound)` -> {part: bound / |value|} (inf for a value of 0): the headroom a
-    check of explicit bounds reports as the 5th item of its result."""
-    return {part: (abs(bound) / abs(value) if value else float("inf")) for part, (value, bound) in parts.items()}
+        return {"name": self.name, "claim": self.claim, "measured": self.measured, "threshold": self.threshold,
+                "passed": self.passed, "sentence": self.sentence, "evidence": self.evidence,
+                "headroom": dict(self.headroom), "vacuous": self.vacuous}
 
 
 @dataclass
@@ -152,7 +139,8 @@ def _t1(series):
     return first_time_all_correct(series["t"], series["min_margin"])
 
 
-CHECKS: dict[str, Callable[[SeedData], CheckResult]] = {}
+CHECKS: dict[str, Check] = {}
+"""Every check of eq. (1)'s theorem by name, in registration order; `CHECKS[name](data)` judges one seed."""
 EVIDENCE: dict[str, str] = {}
 """Each registered check's evidence class (`EVIDENCE_CLASSES`)."""
 
@@ -179,16 +167,19 @@ def check(name: str, claim: str, evidence: str, needs_t1: bool = False, needs: t
             if missing:
                 why = ("it needs the neurons of W, which a Gram-space run does not have; check it in weight space"
                        if missing[0] in neuron_only() else "re-run it with this coocflow version")
-                return CheckResult(name, claim, None, "", None, f"the run has no column {missing[0]}: {why}", evidence)
+                return CheckResult(None, None, f"the run has no column {missing[0]}: {why}", "", name=name, claim=claim,
+                                   evidence=evidence)
             if needs_t1 and data.bounds["T1"] is None:
-                return CheckResult(name, claim, None, "T1 observed", None if no_verdict else False,
-                        "No observed time has every training sample correct, so Phase 1 never ends.", evidence)
+                return CheckResult(None, None if no_verdict else False,
+                                   "No observed time has every training sample correct, so Phase 1 never ends.",
+                                   "T1 observed", name=name, claim=claim, evidence=evidence)
             measured, threshold, passed, sentence, *rest = fn(data)
             headroom = rest[0] if rest else {}
             if no_verdict:
                 passed = None
                 sentence = f"{sentence} No verdict: {no_verdict}" if measured is not None else sentence
-            result = CheckResult(name, claim, measured, threshold, passed, sentence, evidence, headroom)
+            result = CheckResult(measured, passed, sentence, threshold, headroom, name=name, claim=claim,
+                                 evidence=evidence)
             far = result.vacuous_parts
             if passed and far:
                 result.sentence += (f" Vacuous: every bound is beaten by more than {VACUOUS_FACTOR:g}x, so this says "
@@ -197,7 +188,7 @@ def check(name: str, claim: str, evidence: str, needs_t1: bool = False, needs: t
                                     "other parts decide.")
             return result
 
-        CHECKS[name] = run
+        CHECKS[name] = Check(id=name, statement=claim, evidence=evidence, judge=run, no_verdict=no_verdict)
         EVIDENCE[name] = evidence
-        return run
+        return CHECKS[name]
     return register
