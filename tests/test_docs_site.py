@@ -1,4 +1,5 @@
-"""The documentation site: a short README, no broken relative links, and `mkdocs build --strict`."""
+"""The documentation site: a short README, no broken relative links, `mkdocs build --strict`, and no
+page that shows raw reST or Markdown markup instead of rendering it."""
 
 import importlib.util
 import os
@@ -60,3 +61,27 @@ def test_mkdocs_build_strict(tmp_path):
     assert result.returncode == 0, result.stdout + result.stderr
     assert (tmp_path / "site" / "index.html").exists()
     assert (tmp_path / "site" / "api" / "index.html").exists()
+    raw = {page.relative_to(tmp_path / "site").as_posix(): found
+           for page in sorted((tmp_path / "site").rglob("*.html")) if (found := raw_markers(page.read_text()))}
+    assert not raw, f"pages that show markup instead of rendering it: {raw}"
+
+
+RAW_MARKERS = re.compile(r":param |:returns?:|:(?:class|func|meth|mod|attr|obj|ref):|\*\*\w|\w\*\*|\]\(")
+"""reST fields and roles, Markdown bold and links: in a page's visible text (code
+blocks aside) they are markup that was not rendered, such as a docstring in a format the API
+reference does not parse."""
+
+
+def raw_markers(page_html: str) -> list[str]:
+    """The raw markers in the visible text of a built page: tags, scripts, styles and code removed."""
+    import html
+
+    text = re.sub(r"<(pre|code|script|style)\b[^>]*>.*?</\1>", " ", page_html, flags=re.S)
+    text = html.unescape(re.sub(r"<[^>]+>", " ", text))
+    return [text[max(0, m.start() - 40): m.end() + 20].strip() for m in RAW_MARKERS.finditer(text)][:5]
+
+
+def test_the_raw_marker_scan_sees_unrendered_markup():
+    assert raw_markers("<p>Run it with :func:`coocflow.run` and :param x: the width</p>")
+    assert raw_markers("<p>see [the guide](guide.md) and **this**</p>")
+    assert not raw_markers("<p>rendered <code>``x``</code> <strong>bold</strong></p><pre>f(**kw)</pre>")
