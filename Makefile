@@ -36,7 +36,7 @@ demo: $(VENV)/.installed-run
 
 test: $(VENV)/.installed-test browser
 	$(BIN)/python -m compileall -q src examples >/dev/null
-	$(BIN)/python -m pytest -q -n 2 --dist loadfile --no-loadscope-reorder --durations=25
+	$(BIN)/python -m pytest -q -n 2 --dist loadfile --no-loadscope-reorder --durations=25 -m 'not doc_runs'
 
 # Headless Chromium for the report's browser test (Debian's packages); the test says why it
 # skips when no browser could be installed.

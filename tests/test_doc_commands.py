@@ -5,8 +5,8 @@ Every `coocflow` command line of a shell block is read by the command-line inter
 where its target is a named experiment or a file of examples/, its configuration is resolved with
 its `--set`, `--seed` and `--seeds` (every key and value the page passes exists and validates), all
 without training. Every Python block compiles, and every name it imports from coocflow exists. The
-commands that train are run elsewhere with small configurations (tests/test_theorems.py runs the
-Saxe and ICL verifications the pages show, with the verdict counts they print)."""
+commands and Python blocks themselves run, page by page with small configurations, in
+tests/test_doc_runs.py (`.ci/run`, after `make test`)."""
 
 import ast
 import re

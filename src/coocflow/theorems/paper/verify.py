@@ -373,7 +373,8 @@ def figure(data: SeedData, path: Path) -> None:
     for ax in axes:
         if t1 is not None:
             ax.axvline(t1, color="0.4", ls="--", lw=1)
-        ax.legend(fontsize=7)
+        if ax.get_legend_handles_labels()[0]:  # a panel with nothing to show (no T1) has no legend
+            ax.legend(fontsize=7)
         ax.grid(alpha=0.3, lw=0.4)
     save_figure(fig, path, dpi=120)
 
