@@ -12,7 +12,10 @@ from conftest import TINY
 from rich.console import Console
 
 from coocflow.api import resolve_config, run_and_write
-from coocflow.compare import DEFAULT_COLUMNS, compare_runs, render_comparison
+from coocflow.compare import compare_runs, render_comparison
+from coocflow.systems.traits import EQ1
+
+DEFAULT_COLUMNS = EQ1.compare_columns
 from coocflow.errors import ConfigError, RunFolderError
 from coocflow.report import write_report
 

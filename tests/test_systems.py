@@ -448,3 +448,21 @@ def test_a_systems_own_run_type_writes_its_folder_through_the_one_run_path(tmp_p
     assert coocflow_here("run", out, "--check-reproduce").returncode == 0
     (out / "shrink.png").unlink()
     assert draw_figures(out) == [out / "shrink.png"] and (out / "shrink.png").is_file()
+
+
+def test_every_built_in_system_declares_its_traits_and_they_import_without_jax():
+    """The read-only commands (`ls`, `compare`, `report`, the checks at the door) ask
+    `coocflow.systems.traits` instead of building a System; each built-in one has an entry there,
+    a user's `file.py:Class` the defaults, and reading them imports no JAX."""
+    import subprocess
+    import sys
+
+    from coocflow.systems.registry import BUILT_IN
+    from coocflow.systems.traits import BUILT_IN as TRAITS, Traits, traits_of
+
+    assert set(TRAITS) == set(BUILT_IN)
+    assert traits_of("examples/saxe.py:SaxeNetwork") == Traits()
+    assert [name for name in BUILT_IN if traits_of(name).verifier == "paper"] == ["eq1"]
+    code = "import sys, coocflow.systems.traits, coocflow.listing, coocflow.compare; print('jax' in sys.modules)"
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert done.stdout.strip() == "False"

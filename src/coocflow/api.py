@@ -27,6 +27,7 @@ from coocflow.storage import atomic_write_json, atomic_write_text
 from coocflow.storage.folders import RunFolder, StudyFolder, read_json_object
 from coocflow.storage.paths import does_not_exist, refuse_existing_out
 from coocflow.storage.run_folder import read_metrics
+from coocflow.systems.traits import traits_of
 
 if TYPE_CHECKING:
     import numpy as np
@@ -106,8 +107,9 @@ def resolve_config(target: str | Path | Config, overrides: Sequence[str] | Mappi
 def _checked(config: Config) -> Config:
     """`config`, once the system it names has read and validated its own settings
     (`AbstractSystem.from_config`, `check_training`), so a bad one is refused at the door, before any
-    folder exists; eq. (1)'s are `Config`'s own, but for `train.stop_at`, which names its events."""
-    if config.system != "eq1" or config.train.stop_at:
+    folder exists; where they are `Config`'s own (`Traits.checked_by_config`: eq. (1)) only for
+    `train.stop_at`, which names its events."""
+    if not traits_of(config.system).checked_by_config or config.train.stop_at:
         from coocflow.systems.registry import system_of  # lazy: defers JAX, 1-3.6 s
 
         system_of(config)

@@ -28,11 +28,11 @@ from coocflow.config import flatten_dotted
 from coocflow.errors import ConfigError, RunFolderError
 from coocflow.storage import load_run
 from coocflow.storage.atomic import _jsonable, atomic_write_text
-from coocflow.storage.folders import ComparisonFolder, read_json_object
+from coocflow.storage.folders import ComparisonFolder, RunFolder, read_json_object
 from coocflow.storage.paths import default_out, is_in_progress
+from coocflow.systems.traits import traits_of
 
 COMPARE_FORMAT = 1
-DEFAULT_COLUMNS = ("loss", "G_mu1", "A_mu1_mu2", "train_acc")
 RESULT_FIELDS = (
     ("status", "status"),
     ("seeds", "seeds"),
@@ -130,21 +130,21 @@ def available_columns(metrics: dict[str, np.ndarray]) -> list[str]:
 
 
 def default_columns(runs) -> list[str]:
-    """The columns drawn without --columns: `DEFAULT_COLUMNS` for runs of eq. (1); for other
-    systems each run's loss, then the first columns every run has, four in all."""
-    if all(run.manifest.get("system", "eq1") == "eq1" for run in runs):
-        return list(DEFAULT_COLUMNS)
+    """The columns drawn without --columns: those the runs' System names (`Traits.compare_columns`)
+    when they all train one; else each run's loss, then the first columns every run has, four in all."""
+    systems = {RunFolder(run.path).system() for run in runs}
+    named = traits_of(next(iter(systems))).compare_columns if len(systems) == 1 else ()
+    if named:
+        return list(named)
     shared = [name for name in available_columns(runs[0].metrics)
               if all(name in run.metrics for run in runs[1:])]
     losses = [name for name in dict.fromkeys(run.manifest.get("loss_name", "loss") for run in runs) if name in shared]
     return (losses + [name for name in shared if name not in losses])[:4]
 
 
-def parse_columns(columns: list[str] | str | None) -> list[str]:
-    """`--columns loss,G_mu1` (or a list, each item possibly comma-separated) -> names; None gives
-    the default columns."""
-    if columns is None:
-        return list(DEFAULT_COLUMNS)
+def parse_columns(columns: list[str] | str) -> list[str]:
+    """`--columns loss,G_mu1` (or a list, each item possibly comma-separated) -> names (without
+    --columns, `default_columns`)."""
     items = [columns] if isinstance(columns, str) else list(columns)
     names = [part.strip() for item in items for part in str(item).split(",") if part.strip()]
     if not names:

@@ -22,6 +22,7 @@ from coocflow.storage.folders import (
 )
 from coocflow.storage.paths import DEFAULT_ROOT, does_not_exist
 from coocflow.sweep.store import SweepStore
+from coocflow.systems.traits import traits_of
 
 
 @dataclass(frozen=True)
@@ -67,18 +68,19 @@ def _short(value) -> str:
 def config_line(config: dict) -> str:
     """n, L, d, widths, method and seeds of a config dict, in one short line."""
     try:
-        data, model, train, lr = config["data"], config["model"], config["train"], config["optimizer"]["lr"]
+        data, train, lr = config["data"], config["train"], config["optimizer"]["lr"]
         seeds = config.get("seeds") or [config.get("seed", 0)]
         how = (f"flow to t={train['t_end'] or lr * train['steps']:g}" if train["method"] == "flow"
                else f"{train['method']} lr={lr:g} x{train['steps']}")
         system = config.get("system", "eq1")
-        if system != "eq1":  # another system reads its own settings; name it instead of eq. (1)'s widths
+        keys = traits_of(system).listing_keys
+        if not keys:  # a System that reads its own settings: named, with them
             own = config.get("settings") or {}
             shape = (" ".join(f"{key}={_short(value)}" for key, value in own.items()) if own
                      else f"L={data['L']} d={data['d']}")
             return f"{system.rsplit(':', 1)[-1]} n={data['n']} {shape} {how} seeds={len(seeds)}"
-        return (f"n={data['n']} L={data['L']} d={data['d']} m={model['m']} m1={model['m1']} {how} "
-                f"seeds={len(seeds)}")
+        flat = {f"{section}.{key}": value for section in ("data", "model") for key, value in config[section].items()}
+        return " ".join(f"{key.split('.')[1]}={flat[key]}" for key in keys) + f" {how} seeds={len(seeds)}"
     except (KeyError, TypeError):
         return "?"
 

@@ -24,6 +24,7 @@ from coocflow.report import write_report
 from coocflow.storage import load_run
 from coocflow.storage.folders import RunFolder, StudyFolder, SweepFolder
 from coocflow.storage.paths import default_out, refuse_existing_out
+from coocflow.systems.traits import traits_of
 
 
 @dataclass
@@ -167,7 +168,7 @@ def verify(target: Run | str | Path):
     folder = target.folder if isinstance(target, Run) else Path(target)
     sweep = SweepFolder(folder).spec_file.is_file()
     system = None if sweep else RunFolder.open(folder).system()
-    if sweep or system != "eq1":
+    if sweep or traits_of(system).verifier != "paper":
         from coocflow.theorems.judge import sweep_runs, theorem_of, verify_theorem, write_theorem_verdict  # lazy: JAX
 
         runs = sweep_runs(folder) if sweep else None

@@ -28,6 +28,7 @@ from coocflow.cli.app import (
 from coocflow.cli.run import _train_and_write
 from coocflow.errors import CoocflowError
 from coocflow.experiments import EXPERIMENTS
+from coocflow.systems.traits import traits_of
 
 
 @app.command()
@@ -93,7 +94,7 @@ def verify(
         system = resolve_config(target, set_, seed, seeds).system
         _refuse_without_theorem(system, target)
         folder = _train_and_write(target, set_, seed, seeds, out, force, yes=yes)
-    if system != "eq1":
+    if traits_of(system).verifier != "paper":
         _verify_declared([folder], None, None, str(folder), folder, strict)
         return
     loaded = load_run(folder)
@@ -119,7 +120,7 @@ def verify(
 
 def _refuse_without_theorem(system: str, target: str) -> None:
     """One line and exit 2, before any training, for a System that declares no theorem."""
-    if system == "eq1":
+    if traits_of(system).verifier == "paper":
         return
     from coocflow.theorems.judge import theorem_of  # lazy: defers JAX, 1-3.6 s
 
@@ -377,7 +378,7 @@ def _verify_scaling(target, set_, seed, seeds, out, force, axis, values, strict,
         require_ray()
     elif workers is not None:
         raise CoocflowError("--workers: sets Ray's CPUs for --ray local; add --ray local or drop --workers")
-    if declared.system != "eq1":
+    if traits_of(declared.system).verifier != "paper":
         _refuse_without_theorem(declared.system, target)
         _verify_declared_scaling(declared, target, axis, values, out, force, strict, yes, accept_changed_code, ray,
                                  workers)

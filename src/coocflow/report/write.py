@@ -10,6 +10,7 @@ from coocflow.report.html import run_report, scaling_report, sweep_report, syste
 from coocflow.storage import atomic_write_text
 from coocflow.storage.folders import (ComparisonFolder, RunFolder, ScalingFolder, StudyFolder, SweepFolder,
                                       TheoremSweepFolder, open_folder)
+from coocflow.systems.traits import traits_of
 
 
 def write_report(folder: Path, out: Path | None = None) -> Path:
@@ -25,7 +26,7 @@ def write_report(folder: Path, out: Path | None = None) -> Path:
     elif isinstance(opened, TheoremSweepFolder):
         page = theorem_sweep_report(opened.path)
     elif isinstance(opened, RunFolder) and opened.complete:
-        page = system_report(opened.path) if opened.system() != "eq1" else run_report(opened.path)
+        page = {"paper": run_report, "observables": system_report}[traits_of(opened.system()).run_page](opened.path)
     else:
         raise RunFolderError(f"{folder}: a {'study' if isinstance(opened, StudyFolder) else 'run in progress'}, "
                              f"which has no report; pass a folder written by `coocflow run`, `coocflow sweep`, "

@@ -44,6 +44,7 @@ from coocflow.config import (
 )
 from coocflow.errors import ConfigError
 from coocflow.experiments import EXPERIMENTS
+from coocflow.systems.traits import traits_of
 
 SPEC_KEYS = ("name", "base", "seeds", "set", "grid", "zip", "checks")
 
@@ -200,7 +201,7 @@ def spec_from_dict(tree: dict[str, Any], path: Path | None = None) -> SweepSpec:
             except ConfigError as err:
                 raise ConfigError(f"{_where(path)}job {job_id(axes)}: {err}") from None
             identifier = job_id(axes)
-            if config.system != "eq1" or config.train.stop_at:
+            if not traits_of(config.system).checked_by_config or config.train.stop_at:
                 from coocflow.systems.registry import system_of  # lazy: defers JAX, 1-3.6 s
 
                 try:

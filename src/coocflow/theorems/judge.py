@@ -23,6 +23,7 @@ from coocflow.storage import atomic_write_json, atomic_write_text
 from coocflow.storage.folders import RunFolder, SweepFolder
 from coocflow.storage.run_folder import pivot_metrics, read_metrics, read_state
 from coocflow.systems.registry import system_class, system_of
+from coocflow.systems.traits import traits_of
 from coocflow.theorems.exponents import json_safe
 from coocflow.theorems.power import power_cell
 from coocflow.theorems.rate_judge import RateTest, judge_rate
@@ -489,7 +490,7 @@ def sweep_runs(folder: Path) -> SweepRuns:
         raise RunFolderError(f"verify {folder}: the sweep has no complete job yet; run `coocflow sweep` to finish it")
     configs = [RunFolder(job).config() for job in jobs]
     systems = sorted({config.system for config in configs})
-    if len(systems) > 1 or systems[0] == "eq1":
+    if len(systems) > 1 or traits_of(systems[0]).verifier == "paper":
         raise CoocflowError(f"verify {folder}: a sweep folder is judged for one System's declared theorem "
                             f"(docs/theorems.md); this one trains {', '.join(systems)}: verify its jobs one by one, or "
                             "use `coocflow verify TARGET --scaling` for eq. (1)'s widths")
