@@ -80,18 +80,21 @@ def test_rates_along_each_axis_predict_from_the_m_and_m1_powers():
     """A rate's exponent along x is (d log m / d log x) predicted + (d log m1 / d log x) m1_power: F9's
     relative change of u2, O~(m1/m), is -2 along m (m1 fixed), -1 along both (m1 = m / 8), +1 along m1;
     a rate stated without m1 is flat along m1 (uniform in m1)."""
-    from coocflow.theorems.paper.claims import Rate
+    from coocflow.theorems.paper.claims import paper_rate
     from coocflow.theorems.paper.scaling import axis_slopes
 
-    change = Rate("u_norm2_change_after_T1", -2.0, "upper bound", 0.1, 2, m1_power=1.0)
+    change = paper_rate("u_norm2_change_after_T1", -2.0, "upper bound", 0.1, 2, m1_power=1.0)
     along = {"m": [{"value": v, "m": v, "m1": 64} for v in (2**15, 2**16, 2**17)],
              "both": [{"value": v, "m": v, "m1": v // 8} for v in (2**15, 2**16, 2**17)],
              "m1": [{"value": v, "m": 2**24, "m1": v} for v in (64, 128, 256)]}
     slopes = {axis: axis_slopes(rows) for axis, rows in along.items()}
     assert slopes == {"m": (1.0, 0.0), "both": (pytest.approx(1.0), pytest.approx(1.0)), "m1": (0.0, 1.0)}
-    predicted = {axis: change.test(s_m1, s_m).predicted for axis, (s_m, s_m1) in slopes.items()}
+    def along(rate, s_m, s_m1):
+        return rate.test_along({"model.m": s_m, "model.m1": s_m1}).predicted
+
+    predicted = {axis: along(change, s_m, s_m1) for axis, (s_m, s_m1) in slopes.items()}
     assert predicted == {"m": -2.0, "both": pytest.approx(-1.0), "m1": 1.0}
-    assert Rate("T_prime", -1.0, "upper bound").test(*reversed(slopes["m1"])).predicted == 0.0
+    assert along(paper_rate("T_prime", -1.0, "upper bound"), *slopes["m1"]) == 0.0
 
 
 def test_a_quantity_the_same_at_every_width_is_not_evidence():

@@ -429,3 +429,29 @@ def test_a_declaration_that_reads_what_the_run_lacks_is_one_line(at_root, tmp_pa
                      claims=(Sign(id="A", statement="", quantity="q"),))
     with pytest.raises(ConfigError, match=r"^theorem 't': quantity q failed on seed 0 \(KeyError: 'nothing'\); fix"):
         verify_theorem(broken, [folder])
+
+
+def test_a_rate_in_two_keys_is_judged_along_either_with_its_own_exponent():
+    """quantity ~ k^-1 n^0.5 (`Rate.also`): along data.n the rate test judges the exponent 0.5 (a true
+    one passes, 0.2 off fails), along a key it does not name it is not applicable; a sweep moving
+    both keys predicts the sum of exponent times slope (eq. (1)'s m and m1 together)."""
+    import numpy as np
+
+    from coocflow.theorems.declare import SeedRun
+    from coocflow.theorems.judge import judge_rate_claim
+
+    def theorem(also):
+        claim = Rate(id="R", statement="q ~ k^-1 n^p", quantity="q", axis="settings.k", exponent=-1.0, also=also)
+        return Theorem(name="two keys", claims=(claim,), quantities={"q": Computed(lambda run: float(run.series["q"][0]))})
+
+    ns = [10.0, 20.0, 40.0, 80.0, 160.0]
+    noise = np.random.default_rng(0).normal(0.0, 0.01, (len(ns), 4))
+    runs = [[SeedRun(seed=s, t=np.zeros(1), series={"q": np.array([n**0.5 * math.exp(noise[i, s])])}, system=None,
+                     config=None, initial=None, final=None) for s in range(4)] for i, n in enumerate(ns)]
+    true, wrong = theorem({"data.n": 0.5}), theorem({"data.n": 0.7})
+    assert judge_rate_claim(true.claims[0], true, "data.n", ns, runs, {}).verdict == "pass"
+    assert judge_rate_claim(wrong.claims[0], wrong, "data.n", ns, runs, {}).verdict == "fail"
+    elsewhere = judge_rate_claim(true.claims[0], true, "data.L", ns, runs, {})
+    assert elsewhere.verdict == "not applicable" and "--scaling settings.k" in elsewhere.sentence
+    assert true.rate_axes() == ("settings.k", "data.n")
+    assert true.claims[0].test_along({"settings.k": 1.0, "data.n": 2.0}).predicted == 0.0

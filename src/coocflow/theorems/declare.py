@@ -13,13 +13,13 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass, field
-from typing import Any, Callable, Union
+from typing import Any, Callable, Mapping, Union
 
 import numpy as np
 
 from coocflow.config import Config
 from coocflow.errors import ConfigError
-from coocflow.theorems.rate_judge import KINDS, ORDER_TOLERANCE
+from coocflow.theorems.rate_judge import KINDS, ORDER_TOLERANCE, RateTest
 
 EVIDENCE_CLASSES = ("statement", "refinement", "identity", "diagnostic")
 """What a claim's verdict is evidence of: `statement`, the theorem as stated (a fail is a finding
@@ -258,9 +258,12 @@ class Rate(Claim):
     `optimizer.lr`, a System's `settings.KEY`), as `kind` (order: Theta, upper bound: O, lower
     bound: Omega, decays: 1/poly) within `tol`, allowing `log_power` factors of log(axis) where
     the statement carries them; `divide_by` (a function of the System) divides the quantity by a
-    factor the statement gives exactly (a known log factor) before the fit. Judged by the
-    pre-registered rate test over a sweep (`coocflow verify TARGET --scaling AXIS`); `design` is the
-    sweep the theorem is verified at (axis values), whose power `verify` prints."""
+    factor the statement gives exactly (a known log factor) before the fit. A rate in several keys,
+    quantity ~ axis^exponent * key^p * ..., names the others in `also` ({key: p}): it is judged along
+    any of them, and along a sweep that moves several at once (eq. (1)'s m and m1 together) by the sum
+    of each exponent times how fast its key moves (`test_along`). Judged by the pre-registered rate
+    test over a sweep (`coocflow verify TARGET --scaling AXIS`); `design` is the sweep the theorem is
+    verified at (axis values), whose power `verify` prints."""
 
     quantity: str
     axis: str
@@ -270,9 +273,21 @@ class Rate(Claim):
     log_power: int = 0
     divide_by: Callable[[Any], float] | None = None
     design: tuple[float, ...] = ()
+    also: Mapping[str, float] = field(default_factory=dict)
 
     def quantity_names(self) -> tuple[str, ...]:
         return (self.quantity,)
+
+    def exponents(self) -> dict[str, float]:
+        """The exponent along each key the rate names: `axis` first, then `also`."""
+        return {self.axis: self.exponent, **self.also}
+
+    def test_along(self, slopes: Mapping[str, float]) -> RateTest:
+        """The pre-registered `RateTest` along a sweep's axis x in which log(key) moves by slopes[key]
+        per unit of log x (a key it does not name: fixed): the predicted exponent is the sum of each
+        named key's exponent times its slope."""
+        predicted = sum(power * slopes.get(key, 0.0) for key, power in self.exponents().items())
+        return RateTest(predicted, self.kind, self.tol, self.log_power)
 
 
 
@@ -347,4 +362,4 @@ class Theorem:
 
     def rate_axes(self) -> tuple[str, ...]:
         """The config keys the rate claims are along, each once, in order."""
-        return tuple(dict.fromkeys(claim.axis for claim in self.claims if isinstance(claim, Rate)))
+        return tuple(dict.fromkeys(key for claim in self.claims if isinstance(claim, Rate) for key in claim.exponents()))

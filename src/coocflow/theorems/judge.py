@@ -391,19 +391,20 @@ def _numbers_text(claim: Claim, values: dict) -> str:
 
 def judge_rate_claim(claim: Rate, theorem: Theorem, axis: str | None, values: list[float],
                      runs: list[list[SeedRun]], met: dict[str, list[bool]]) -> ClaimVerdict:
-    """A rate claim over the sweep along `axis` (not applicable on one run or along another key)."""
+    """A rate claim over the sweep along `axis`, one of the keys it names (not applicable on one run
+    or along another key)."""
     kind = type(claim).__name__
-    if axis != claim.axis or len(runs) < 2:
-        how = f"`coocflow verify TARGET --scaling {claim.axis}`"
+    if axis not in claim.exponents() or len(runs) < 2:
+        how = " or ".join(f"`coocflow verify TARGET --scaling {key}`" for key in claim.exponents())
         return ClaimVerdict(claim.id, claim.statement, kind, claim.evidence, "not applicable",
-                            f"a rate along {claim.axis}: judged over a sweep of it ({how})")
+                            f"a rate along {', '.join(claim.exponents())}: judged over a sweep of it ({how})")
     seeds = [len(seeds) for seeds in runs]
     if len(set(seeds)) != 1:
         return ClaimVerdict(claim.id, claim.statement, kind, claim.evidence, "inconclusive",
                             f"the runs have different seed counts ({seeds}); seeds must be paired across the sweep")
     matrix = np.array([[quantity(theorem, claim.quantity, run) / (claim.divide_by(run.system) if claim.divide_by else 1.0)
                         for run in seeds_of] for seeds_of in runs])
-    test = RateTest(claim.exponent, claim.kind, claim.tol, claim.log_power)
+    test = claim.test_along({axis: 1.0})
     judgement = judge_rate(test, values, matrix, paired=True, name=claim.quantity)
     verdict = judgement.verdict
     unmet = sorted({p for p in claim.premises for r in range(len(runs)) if not met[p][r]})

@@ -22,7 +22,8 @@ from dataclasses import asdict, dataclass
 
 from coocflow.theorems.paper.checks import EVIDENCE, EVIDENCE_CLASSES
 from coocflow.theorems.paper.premises import DELTA, UNSTATED
-from coocflow.theorems.rate_judge import BOUND_TOLERANCE, ORDER_TOLERANCE, RateTest
+from coocflow.theorems.declare import Rate as DeclaredRate
+from coocflow.theorems.rate_judge import BOUND_TOLERANCE, ORDER_TOLERANCE
 
 INIT = ("P1", "P2")
 """Concentration at initialization (L. D.1): wide enough (Cond. 1) and Gaussian with the stated scales."""
@@ -49,33 +50,27 @@ E14 and the T1 box E26 with what builds on it: E27, T3.1)."""
 """The check classes whose verdicts make a claim's (with its rates)."""
 
 
-@dataclass(frozen=True)
-class Rate:
-    """An order in m a width sweep should show, pre-registered: `quantity` (theorems.paper.scaling.QUANTITIES)
-    ~ m^predicted (m1)^m1_power as `kind` (Theta "order", O "upper bound", Omega "lower bound", or
-    1/poly(m) "decays"), judged by `rate_judge.judge_rate` within `tol`, allowing `log_power` factors
-    of log m where the statement carries a tilde or an explicit log. `evidence` is "statement" (the
-    paper's rate) or "refinement" (an exponent derived here: its own verdict, never the claim's).
-    Every field is fixed before any sweep runs; tests/test_rate_table.py pins the whole table."""
+def paper_rate(quantity: str, predicted: float, kind: str = "order", tol: float = ORDER_TOLERANCE, log_power: int = 0,
+         m1_power: float = 0.0, evidence: str = "statement") -> DeclaredRate:
+    """An order in m a width sweep should show, pre-registered, as the public `theorems.Rate` every
+    System's theorem declares: `quantity` (theorems.paper.scaling.QUANTITIES) ~ m^predicted
+    (m1)^m1_power as `kind` (Theta "order", O "upper bound", Omega "lower bound", or 1/poly(m)
+    "decays", whose tolerance is 0), judged by `rate_judge.judge_rate` within `tol`, allowing
+    `log_power` factors of log m where the statement carries a tilde or an explicit log. A rate stated
+    without m1 has `m1_power` 0: the paper states it for every m1 Condition 1 allows, so it holds
+    uniformly in m1. Along a sweep's axis x in which log m moves by s_m and log m1 by s_m1 per unit of
+    log x, the predicted exponent is s_m predicted + s_m1 m1_power (`Rate.test_along`). `evidence` is
+    "statement" (the paper's rate) or "refinement" (an exponent derived here: its own verdict, never
+    the claim's). Every field is fixed before any sweep runs; tests/test_rate_table.py pins the whole
+    table."""
+    return DeclaredRate(id=quantity, statement=quantity, evidence=evidence, quantity=quantity, axis="model.m",
+                        exponent=predicted, kind=kind, tol=0.0 if kind == "decays" else tol, log_power=log_power,
+                        also={"model.m1": m1_power} if m1_power else {})
 
-    quantity: str
-    predicted: float
-    kind: str = "order"
-    tol: float = ORDER_TOLERANCE
-    log_power: int = 0
-    m1_power: float = 0.0
-    evidence: str = "statement"
 
-    def test(self, m1_slope: float = 0.0, m_slope: float = 1.0) -> RateTest:
-        """The `RateTest` along a sweep's axis x in which log m moves by `m_slope` and log m1 by `m1_slope`
-        per unit of log x: predicted m_slope * `predicted` + m1_slope * `m1_power` (along m with m1 fixed,
-        `predicted`; along m1 at fixed m, `m1_power`). A rate stated without m1 has `m1_power` 0: the
-        paper states it for every m1 Condition 1 allows, so it holds uniformly in m1."""
-        return RateTest(m_slope * self.predicted + self.m1_power * m1_slope, self.kind,
-                        0.0 if self.kind == "decays" else self.tol, self.log_power)
-
-    def to_dict(self) -> dict:
-        return asdict(self)
+def m1_power(rate: DeclaredRate) -> float:
+    """A rate's exponent in m1 (0 when it names none)."""
+    return float(rate.also.get("model.m1", 0.0))
 
 
 @dataclass(frozen=True)
@@ -85,7 +80,7 @@ class Claim:
     statement: str
     premises: tuple[str, ...]
     checks: tuple[str, ...] = ()
-    rates: tuple[Rate, ...] = ()
+    rates: tuple[DeclaredRate, ...] = ()
     identities: tuple[str, ...] = ()
     """Checks among `checks` that are identities of the implementation: no premise applies."""
     borrowed: tuple[str, ...] = ()
@@ -97,7 +92,9 @@ class Claim:
     do not meet them is reported as `HOLDS_UNSTATED`."""
 
     def to_dict(self) -> dict:
-        return {**asdict(self), "rates": [r.to_dict() for r in self.rates]}
+        rates = [{"quantity": r.quantity, "predicted": r.exponent, "kind": r.kind, "tol": r.tol, "log_power": r.log_power,
+                  "m1_power": m1_power(r), "evidence": r.evidence} for r in self.rates]
+        return {**asdict(self), "rates": rates}
 
 
 TILDE = 1
@@ -109,14 +106,14 @@ tolerance 0.1 is itself worth about 1.3 factors of log m at the theory sweep's w
 (`rate_judge.log_slack`), which each rate's sentence states."""
 
 
-def _up(quantity: str, predicted: float, log_power: int = 0, **fields) -> Rate:
+def _up(quantity: str, predicted: float, log_power: int = 0, **fields) -> DeclaredRate:
     """An O(m^predicted) bound; O~ carries `log_power` = 1."""
-    return Rate(quantity, predicted, "upper bound", BOUND_TOLERANCE, log_power, **fields)
+    return paper_rate(quantity, predicted, "upper bound", BOUND_TOLERANCE, log_power, **fields)
 
 
-def _order(quantity: str, predicted: float, log_power: int = 0, **fields) -> Rate:
+def _order(quantity: str, predicted: float, log_power: int = 0, **fields) -> DeclaredRate:
     """A Theta(m^predicted) order; Theta~ carries `log_power` = 1."""
-    return Rate(quantity, predicted, "order", ORDER_TOLERANCE, log_power, **fields)
+    return paper_rate(quantity, predicted, "order", ORDER_TOLERANCE, log_power, **fields)
 
 
 CLAIMS: tuple[Claim, ...] = (
@@ -182,7 +179,7 @@ CLAIMS: tuple[Claim, ...] = (
     Claim("F3", "L. F.3", "the Phase-2 invariants hold strictly at T1: 1/2 < S2/S3 < 2, Sg/n = Theta(1), (d) O(s0^2/s1^2), "
           "(e) O~(m^-1.5)", DYNAMICS, ("lemmaF.3_balance_at_T1", "lemmaF.3_at_T1")),
     Claim("F4", "eq. (5), L. F.4", "identity d u2/dt = (2 m1/n) sum_i g_i y_i F_i; u2 grows in Phase 2 and stays Omega(U0)",
-          DYNAMICS, ("eq5_exact", "lemmaF.4_u_norm_grows"), (Rate("u_norm2_at_end", 1.0, "lower bound", BOUND_TOLERANCE),), identities=("eq5_exact",)),
+          DYNAMICS, ("eq5_exact", "lemmaF.4_u_norm_grows"), (paper_rate("u_norm2_at_end", 1.0, "lower bound", BOUND_TOLERANCE),), identities=("eq5_exact",)),
     Claim("F5", "L. 4.4 = F.5", "in Phase 2 |S2 - S3|/min(S2, S3) stays small", DYNAMICS, ("lemma4.4_balance",),
           (_up("balance_max_phase2", 0.0),)),
     Claim("F6", "L. 4.5 = F.6", "in Phase 2 the gradient ratios are O(1) and R settles at R* in (1, 2)", DYNAMICS,
@@ -217,7 +214,7 @@ CLAIMS: tuple[Claim, ...] = (
     Claim("T3.3", "Thm 3.3", "at T* the loss and test loss are <= 1/poly(m); C12, C21, -C31, -C32 = Theta(Cs), "
           "random-token changes O~(Cr)", DYNAMICS,
           ("thm3.3_final_loss", "thm3.3_score_pattern", "thm3.3_target_change_vs_Cs"),
-          (_order("score_change_at_T_star_over_Cs", 0.0, 1), Rate("test_loss_at_T_star", 0.0, "decays", 0.0))),
+          (_order("score_change_at_T_star_over_Cs", 0.0, 1), paper_rate("test_loss_at_T_star", 0.0, "decays", 0.0))),
 )
 BY_ID = {claim.id: claim for claim in CLAIMS}
 
@@ -230,13 +227,13 @@ def shared_evidence(claim_id: str) -> tuple[str, ...]:
     own = next((c for c in CLAIMS if c.id == claim_id), None)
     if own is None:
         return ()
-    quantities = {r.quantity: r.predicted for r in own.rates}
+    quantities = {r.quantity: r.exponent for r in own.rates}
     out = []
     for other in CLAIMS:
         if other.id == claim_id:
             continue
         borrowed = set(own.borrowed) & set(other.checks) or set(other.borrowed) & set(own.checks)
-        rebounded = any(r.quantity in quantities and r.predicted != quantities[r.quantity] for r in other.rates)
+        rebounded = any(r.quantity in quantities and r.exponent != quantities[r.quantity] for r in other.rates)
         if borrowed or rebounded:
             out.append(other.id)
     return tuple(out)

@@ -26,7 +26,7 @@ from coocflow.theorems.paper import (
     state_values,
 )
 from coocflow.theorems.paper.checks import EVIDENCE
-from coocflow.theorems.paper.claims import CLAIMS
+from coocflow.theorems.paper.claims import CLAIMS, m1_power
 
 RECORD = "preregistration.json"
 """The record's file name, beside this module (shipped with the package)."""
@@ -72,8 +72,8 @@ def registration() -> dict:
         "thresholds": thresholds(),
         "claims": [{"id": claim.id, "premises": list(claim.premises), "unstated": list(claim.unstated),
                     "checks": {name: EVIDENCE.get(name, "statement") for name in claim.checks},
-                    "rates": [{"quantity": r.quantity, "kind": r.kind, "predicted": r.predicted, "tol": r.tol,
-                               "log_power": r.log_power, "m1_power": r.m1_power, "evidence": r.evidence}
+                    "rates": [{"quantity": r.quantity, "kind": r.kind, "predicted": r.exponent, "tol": r.tol,
+                               "log_power": r.log_power, "m1_power": m1_power(r), "evidence": r.evidence}
                               for r in claim.rates]}
                    for claim in CLAIMS],
     }

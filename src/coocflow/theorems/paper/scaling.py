@@ -30,7 +30,7 @@ import numpy as np
 
 from coocflow.observables.ensemble import first_time
 from coocflow.theorems.paper.checks import EVIDENCE, SeedData
-from coocflow.theorems.paper.claims import CLAIMS, HOLDS_UNSTATED, Rate, judge
+from coocflow.theorems.paper.claims import CLAIMS, HOLDS_UNSTATED, judge, m1_power, paper_rate
 from coocflow.theorems.paper.premises import RELAXED, UNSTATED
 from coocflow.theorems.rate_judge import BOUND_TOLERANCE, judge_rate
 from coocflow.theorems.paper.state_values import resolved_changes
@@ -551,11 +551,11 @@ def judge_rates(rows: list[dict], widths: list[dict], values: list[int], predict
         fitted_relaxed, met_relaxed = _regime(claim, widths, values, relaxed=True)
         left_out = [v for v in values if v not in fitted]
         log_power = max((rate.log_power for rate in claim.rates), default=0)
-        constants = [Rate(key, 0.0, "upper bound", BOUND_TOLERANCE, log_power, evidence=constant_class(name, key))
+        constants = [paper_rate(key, 0.0, "upper bound", BOUND_TOLERANCE, log_power, evidence=constant_class(name, key))
                      for name in claim.checks if name not in claim.borrowed
                      for key in sorted({k for r in rows for k in r if k.startswith(f"{name}:")})]
         for rate in (*claim.rates, *constants):
-            test = rate.test(slope_m1, slope_m)
+            test = rate.test_along({"model.m": slope_m, "model.m1": slope_m1})
             applies = predictions_apply and not invariant_along_axis(seed_table(rows, values, rate.quantity))
 
             def judged_over(chosen, rate=rate, test=test):
@@ -584,7 +584,7 @@ def judge_rates(rows: list[dict], widths: list[dict], values: list[int], predict
                                        for v in values)],
                           "predicted": test.predicted if applies else None, "kind": rate.kind,
                           "invariant": predictions_apply and not applies,
-                          "tol": test.tol, "log_power": test.log_power, "m1_power": rate.m1_power,
+                          "tol": test.tol, "log_power": test.log_power, "m1_power": m1_power(rate),
                           "fit": judged.fit.to_dict(), "judgement": judged.to_dict(), "sentence": judged.sentence(),
                           "log_slack": judged.log_slack, "left_out": left_out, "verdict": verdict,
                           "verdict_relaxed": judge_rate_verdict(raw_relaxed, claim.premises, met_relaxed),
