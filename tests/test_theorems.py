@@ -455,3 +455,41 @@ def test_a_rate_in_two_keys_is_judged_along_either_with_its_own_exponent():
     assert elsewhere.verdict == "not applicable" and "--scaling settings.k" in elsewhere.sentence
     assert true.rate_axes() == ("settings.k", "data.n")
     assert true.claims[0].test_along({"settings.k": 1.0, "data.n": 2.0}).predicted == 0.0
+
+
+def test_a_statement_is_judged_by_its_deciding_evidence():
+    """A `Statement` (a claim as its source states it) takes the first of fail, ..., pass over its
+    statements and identities: a failing refinement is shown, not decisive; a failing check decides;
+    its own rate is judged along the sweep with the statement's premises; a check it names that the
+    theorem lacks is refused when the theorem is declared."""
+    import numpy as np
+
+    from coocflow.theorems import Check, Outcome, Premise, Statement
+    from coocflow.theorems.declare import SeedRun
+    from coocflow.theorems.judge import ClaimVerdict, judge_statement
+
+    def check(id, evidence="statement"):
+        return Check(id=id, statement="", evidence=evidence, judge=lambda run: Outcome(0, True, ""))
+
+    rate = Rate(id="q_rate", statement="q ~ n^0.5", quantity="q", axis="data.n", exponent=0.5)
+    statement = Statement(id="T", statement="the theorem", where="Thm 1", checks=("a", "r"), rates=(rate,),
+                          premises=("P",))
+    theorem = Theorem(name="t", claims=(check("a"), check("r", "refinement"), statement),
+                      quantities={"q": Computed(lambda run: float(run.series["q"][0]))},
+                      premises=(Premise("P", "always", lambda system, config: True),))
+    ns = [10.0, 20.0, 40.0, 80.0]
+    runs = [[SeedRun(seed=s, t=np.zeros(1), series={"q": np.array([n**0.5 * (1 + 0.01 * s)])}, system=None,
+                     config=None, initial=None, final=None) for s in range(3)] for n in ns]
+    met = {"P": [True] * len(ns)}
+
+    def verdict(a, r):
+        judged = {"a": ClaimVerdict("a", "", "Check", "statement", a, ""),
+                  "r": ClaimVerdict("r", "", "Check", "refinement", r, "")}
+        return judge_statement(statement, theorem, judged, "data.n", ns, runs, met)
+
+    assert verdict("pass", "fail").verdict == "pass"
+    assert verdict("fail", "pass").verdict == "fail"
+    assert verdict("pass", "pass").values["evidence"] == {"a": "pass", "r": "pass", "q_rate": "pass"}
+    assert "r: fail (refinement)" in verdict("pass", "fail").sentence
+    with pytest.raises(ConfigError, match="names check 'missing'"):
+        Theorem(name="t", claims=(Statement(id="S", statement="", checks=("missing",)),))

@@ -24,11 +24,12 @@ from coocflow.theorems.declare import (
     Rate,
     SeedRun,
     Sign,
+    Statement,
     Theorem,
     ValueAt,
     bound_parts,
 )
 
 __all__ = ["EVIDENCE_CLASSES", "At", "Bound", "Check", "Claim", "Computed", "Crossing", "EventTime", "FirstTime",
-           "Identity", "Limit", "Ordering", "Outcome", "Premise", "Rate", "SeedRun", "Sign", "Theorem", "ValueAt",
+           "Identity", "Limit", "Ordering", "Outcome", "Premise", "Rate", "SeedRun", "Sign", "Statement", "Theorem", "ValueAt",
            "bound_parts"]

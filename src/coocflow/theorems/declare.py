@@ -291,6 +291,33 @@ class Rate(Claim):
 
 
 
+@dataclass(frozen=True, kw_only=True)
+class Statement(Claim):
+    """A statement of the theorem as its source states it, tested by several pieces of evidence: the
+    theorem's checks it names (`checks`, claim ids) and rates of its own (`rates`). Its verdict is
+    the first of `STATEMENT_ORDER` among the verdicts of its deciding evidence (statements and
+    identities: a refinement is shown with its own verdict, a diagnostic has none). `where` cites the
+    source (a lemma, an equation); `identities` are the checks among `checks` that no premise limits;
+    `borrowed` those that test another statement's sharper bound (shown here, judged there);
+    `unstated` names premises the proof needs that the source does not state: a failure confined to
+    runs that do not meet them is `holds under an unstated condition` (eq. (1)'s L. E.7)."""
+
+    where: str = ""
+    checks: tuple[str, ...] = ()
+    rates: tuple[Rate, ...] = ()
+    identities: tuple[str, ...] = ()
+    borrowed: tuple[str, ...] = ()
+    unstated: tuple[str, ...] = ()
+
+    def quantity_names(self) -> tuple[str, ...]:
+        return tuple(rate.quantity for rate in self.rates)
+
+
+STATEMENT_ORDER = ("fail", "fail outside premises", "holds under an unstated condition", "inconclusive", "pass",
+                   "vacuous", "not applicable")
+"""A `Statement`'s verdict is the first of these that any of its deciding pieces of evidence has:
+`vacuous` evidence counts neither way, so a statement is vacuous only when nothing else decides it."""
+
 
 @dataclass(frozen=True)
 class Theorem:
@@ -316,7 +343,7 @@ class Theorem:
         ids = [claim.id for claim in self.claims]
         for claim in self.claims:
             if not isinstance(claim, Claim):
-                yield f"{claim!r} is not a claim (Sign, Ordering, Bound, Limit, Identity, Check or Rate)"
+                yield f"{claim!r} is not a claim (Sign, Ordering, Bound, Limit, Identity, Check, Rate or Statement)"
                 continue
             if ids.count(claim.id) > 1:
                 yield f"claim id {claim.id!r} is declared twice"
@@ -339,11 +366,29 @@ class Theorem:
                 yield f"claim {claim.id}: a diagnostic check, and only a diagnostic, says in no_verdict why it has no verdict"
             if isinstance(claim, Limit) and not claim.tol > 0:
                 yield f"claim {claim.id}: a limit needs a tolerance tol > 0"
+            if isinstance(claim, Statement):
+                yield from self._statement_problems(claim)
         for name, quantity in self.quantities.items():
             event = (quantity.event if isinstance(quantity, EventTime)
                      else quantity.at if isinstance(quantity, ValueAt) and quantity.at not in ("start", "end") else None)
             if event is not None and event not in self.events:
                 yield f"quantity {name} reads event {event!r}, which the theorem does not declare"
+
+    def _statement_problems(self, claim: Statement):
+        evidence = {c.id: c for c in self.claims if not isinstance(c, Statement)}
+        for name in claim.checks:
+            if name not in evidence:
+                yield (f"statement {claim.id} names check {name!r}, which is not a claim of the theorem "
+                       "(a statement's evidence is its other claims, or its own rates)")
+        for name in (*claim.identities, *claim.borrowed):
+            if name not in claim.checks:
+                yield f"statement {claim.id}: {name!r} is listed as an identity or borrowed but not among its checks"
+        for premise in claim.unstated:
+            if premise not in {p.id for p in self.premises}:
+                yield f"statement {claim.id}: unstated condition {premise!r} is not a declared premise"
+        for rate in claim.rates:
+            if rate.kind not in KINDS:
+                yield f"statement {claim.id}, rate {rate.id}: kind {rate.kind!r} is not one of {', '.join(KINDS)}"
 
     def observables(self) -> dict[str, str]:
         """Every observable the declaration reads by name, with what reads it (an event, a quantity or

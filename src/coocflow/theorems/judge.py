@@ -10,6 +10,7 @@ simulated with the seed-to-seed noise the data show (`theorems.power.power_cell`
 
 from __future__ import annotations
 
+import dataclasses
 import math
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
@@ -43,6 +44,8 @@ from coocflow.theorems.declare import (
     Rate,
     SeedRun,
     Sign,
+    STATEMENT_ORDER,
+    Statement,
     Theorem,
     ValueAt,
     number,
@@ -418,6 +421,24 @@ def judge_rate_claim(claim: Rate, theorem: Theorem, axis: str | None, values: li
                         {"axis": list(values), "values": matrix.tolist(), "ylabel": ylabel}, power, judgement.to_dict())
 
 
+def judge_statement(claim: Statement, theorem: Theorem, judged: dict[str, ClaimVerdict], axis: str | None,
+                    values: list[float], runs: list[list[SeedRun]], met: dict[str, list[bool]]) -> ClaimVerdict:
+    """A `Statement` from its evidence: the verdicts of the checks it names and of its own rates
+    (each judged with the statement's premises), combined by `STATEMENT_ORDER` over the deciding ones
+    (statements and identities); the line lists every piece with its verdict."""
+    pieces = [judged[name] for name in claim.checks]
+    pieces += [judge_rate_claim(rate if rate.premises else dataclasses.replace(rate, premises=claim.premises),
+                                theorem, axis, values, runs, met) for rate in claim.rates]
+    deciding = [p.verdict for p in pieces if p.evidence in ("statement", "identity")]
+    verdict = next((v for v in STATEMENT_ORDER if v in deciding), "not applicable")
+    sentence = "; ".join(f"{p.id}: {p.verdict}" + ("" if p.evidence == "statement" else f" ({p.evidence})")
+                         for p in pieces) or "no evidence declared"
+    return ClaimVerdict(claim.id, claim.statement, "Statement", claim.evidence, verdict,
+                        (f"{claim.where}: " if claim.where else "") + sentence,
+                        {"evidence": {p.id: p.verdict for p in pieces},
+                         "rates": [asdict(p) for p in pieces if p.kind == "Rate"]})
+
+
 def _noise(axis_values: list[float], matrix: np.ndarray) -> float:
     """The seed-to-seed spread of log|value| about a line in log(axis) with one offset per seed (what
     the paired fit sees): the noise at which the power is simulated."""
@@ -461,8 +482,11 @@ def verify_theorem(theorem: Theorem, folders: list[Path], axis: str | None = Non
     for claim in theorem.claims:
         if isinstance(claim, Rate):
             claims.append(judge_rate_claim(claim, theorem, axis, values or [], runs, met))
-        else:
+        elif not isinstance(claim, Statement):
             claims.append(judge_on_runs(claim, theorem, runs, met, labels))
+    judged = {verdict.id: verdict for verdict in claims}
+    claims += [judge_statement(claim, theorem, judged, axis, values or [], runs, met)
+               for claim in theorem.claims if isinstance(claim, Statement)]
     premises = [{"id": p.id, "statement": p.statement, "met": all(met[p.id]) if met[p.id] else None,
                  "per_run": met[p.id]} for p in theorem.premises]
     listed = [{"folder": str(folder), "value": value, "seeds": [r.seed for r in seeds]}

@@ -18,10 +18,10 @@ statement derived here) has a verdict of its own, shown, that never fails the cl
 from __future__ import annotations
 
 import math
-from dataclasses import asdict, dataclass
 
 from coocflow.theorems.paper.checks import EVIDENCE, EVIDENCE_CLASSES
 from coocflow.theorems.paper.premises import DELTA, UNSTATED
+from coocflow.theorems.declare import STATEMENT_ORDER, Statement
 from coocflow.theorems.declare import Rate as DeclaredRate
 from coocflow.theorems.rate_judge import BOUND_TOLERANCE, ORDER_TOLERANCE
 
@@ -36,7 +36,7 @@ DYNAMICS = ("P1", "P2", "P3", "P4", "P5", "P6", "P7", "P8")
 HOLDS_UNSTATED = "holds under an unstated condition"
 """A claim that fails only where a condition the paper does not state is not met (`premises.UNSTATED`),
 and holds where it is: a finding about the paper's premises, not a pass and not a plain fail."""
-VERDICT_ORDER = ("fail", "fail outside premises", HOLDS_UNSTATED, "inconclusive", "pass", "vacuous", "not applicable")
+VERDICT_ORDER = STATEMENT_ORDER
 """A claim's verdict is the first of these that any of its pieces of evidence has: `vacuous` evidence
 (a bound the data beat by far, `rate_judge.VACUOUS_BY`) counts neither way, so a claim is `vacuous`
 only when nothing else decides it."""
@@ -73,28 +73,17 @@ def m1_power(rate: DeclaredRate) -> float:
     return float(rate.also.get("model.m1", 0.0))
 
 
-@dataclass(frozen=True)
-class Claim:
-    id: str
-    where: str
-    statement: str
-    premises: tuple[str, ...]
-    checks: tuple[str, ...] = ()
-    rates: tuple[DeclaredRate, ...] = ()
-    identities: tuple[str, ...] = ()
-    """Checks among `checks` that are identities of the implementation: no premise applies."""
-    borrowed: tuple[str, ...] = ()
-    """Checks among `checks` that test another claim's sharper bound (E3 lists E24's): shown with
-    this claim, but their fitted constants measure that other bound and are judged only there."""
-    unstated: tuple[str, ...] = ()
-    """Conditions the paper does not state that this claim's proof needs (`premises.UNSTATED`: a step
-    of L. E.7 for every claim built on it): never premises, but a failure confined to the runs that
-    do not meet them is reported as `HOLDS_UNSTATED`."""
-
-    def to_dict(self) -> dict:
-        rates = [{"quantity": r.quantity, "predicted": r.exponent, "kind": r.kind, "tol": r.tol, "log_power": r.log_power,
-                  "m1_power": m1_power(r), "evidence": r.evidence} for r in self.rates]
-        return {**asdict(self), "rates": rates}
+def paper_claim(id: str, where: str, statement: str, premises: tuple[str, ...], checks: tuple[str, ...] = (),
+                rates: tuple[DeclaredRate, ...] = (), **fields) -> Statement:
+    """One claim of the paper as the public `theorems.Statement`: where the paper states it, the
+    statement, the premises its proof uses, the checks that test it (`theorems.paper.checks`, by
+    name) and its pre-registered rates (`paper_rate`); `identities` (checks that are identities of the
+    implementation: no premise applies), `borrowed` (checks that test another claim's sharper bound,
+    E3 lists E24's: shown with this claim, their fitted constants judged only there) and `unstated`
+    (conditions the paper does not state that its proof needs, `premises.UNSTATED`: a step of L. E.7
+    for every claim built on it: never premises, but a failure confined to the runs that do not meet
+    them is `HOLDS_UNSTATED`)."""
+    return Statement(id=id, where=where, statement=statement, premises=premises, checks=checks, rates=rates, **fields)
 
 
 TILDE = 1
@@ -116,102 +105,102 @@ def _order(quantity: str, predicted: float, log_power: int = 0, **fields) -> Dec
     return paper_rate(quantity, predicted, "order", ORDER_TOLERANCE, log_power, **fields)
 
 
-CLAIMS: tuple[Claim, ...] = (
-    Claim("D1", "L. D.1, D.3", "at t = 0 the Grams concentrate: |A|, off-diagonal K, Q, V <= v0 eps_m; diagonals "
+CLAIMS: tuple[Statement, ...] = (
+    paper_claim("D1", "L. D.1, D.3", "at t = 0 the Grams concentrate: |A|, off-diagonal K, Q, V <= v0 eps_m; diagonals "
           "v0 (1 +- eps_m); neuron inner products and norms likewise", INIT,
           ("lemmaD.1_init_concentration",),
           (_up("score_max_at_0", -0.5), _up("value_offdiag_at_0", -0.5), _order("value_diag_at_0", 0.0))),
-    Claim("D2", "Cor. D.2", "at t = 0 attention is uniform up to O~(1/(Lm))", INIT_DATA,
+    paper_claim("D2", "Cor. D.2", "at t = 0 attention is uniform up to O~(1/(Lm))", INIT_DATA,
           ("corD.2_uniform_attention",), (_up("attention_deviation_at_0", -1.0, 1),)),
-    Claim("D4", "L. D.4, Cor. D.5, L. D.7, Prop. E.8", "at t = 0 |G(mu)| <= O~(G0), ||W_V X_i p_l||^2 = (v0/L)(1 +- eps), "
+    paper_claim("D4", "L. D.4, Cor. D.5, L. D.7, Prop. E.8", "at t = 0 |G(mu)| <= O~(G0), ||W_V X_i p_l||^2 = (v0/L)(1 +- eps), "
           "|w_j^T V_i p_l| <= s0 s1 sqrt((m/L) log)", INIT_DATA, ("lemmaD.4_init_outputs",), (_up("G_max_at_0", 0.0, 1),)),
-    Claim("E3", "Prop. E.3", "by T1 attention moves by at most O(1/(sqrt(m) L) + L/m)", DYNAMICS,
+    paper_claim("E3", "Prop. E.3", "by T1 attention moves by at most O(1/(sqrt(m) L) + L/m)", DYNAMICS,
           ("corE.24_attention_change",), (_up("attention_change_at_T1", -0.5),), borrowed=("corE.24_attention_change",)),
-    Claim("E4", "L. 4.1 = E.4", "at t = 0 each neuron's alignment with mu1, mu2 grows at Theta(W0/m1); dG(mu1)/dt ~ W0/6",
+    paper_claim("E4", "L. 4.1 = E.4", "at t = 0 each neuron's alignment with mu1, mu2 grows at Theta(W0/m1); dG(mu1)/dt ~ W0/6",
           AT_ZERO, ("lemma4.1_neuron_alignment_rate",), (_order("dG1_at_0", 1.0),)),
-    Claim("E6", "L. E.6, Thm E.15, L. E.17", "neurons align with random tokens at O(W0/(m1 n) + v0 sqrt(L/m)) and with "
+    paper_claim("E6", "L. E.6, Thm E.15, L. E.17", "neurons align with random tokens at O(W0/(m1 n) + v0 sqrt(L/m)) and with "
           "mu3 at O~(s1^2 m)", AT_ZERO, ("lemmaE.6_other_neuron_rates",)),
-    Claim("E7", "L. E.7", "by T1 |D0 w_j^T V_i p_l| < s0 s1 sqrt(m/L)", DYNAMICS,
+    paper_claim("E7", "L. E.7", "by T1 |D0 w_j^T V_i p_l| < s0 s1 sqrt(m/L)", DYNAMICS,
           ("lemmaE.7_neuron_value_change",), unstated=ON_E7),
-    Claim("E9", "L. E.9", "by T1 the value Grams move by O(t (c_a + c_b)/n); |V_ab| <= O~(v0/sqrt m), V_aa = Theta(v0)",
+    paper_claim("E9", "L. E.9", "by T1 the value Grams move by O(t (c_a + c_b)/n); |V_ab| <= O~(v0/sqrt m), V_aa = Theta(v0)",
           DYNAMICS, ("lemmaE.9_value_change",), (_up("value_gram_change_at_T1", -1.0, 1),)),
-    Claim("E12", "Prop. E.12, Cor. E.13", "by T1 the neuron inner products move by O~(t L s0 s1 sqrt(m/L))",
+    paper_claim("E12", "Prop. E.12, Cor. E.13", "by T1 the neuron inner products move by O~(t L s0 s1 sqrt(m/L))",
           DYNAMICS, ("propE.12_neuron_gram_change",),
           (_up("neuron_gram_change_at_T1", -1.0, 1, m1_power=-0.5, evidence="refinement"),), unstated=ON_E7),
-    Claim("E14", "Thm E.14, Cor. E.10, L. E.11", "on [0, T1] each neuron's alignment with mu1, mu2 grows at "
+    paper_claim("E14", "Thm E.14, Cor. E.10, L. E.11", "on [0, T1] each neuron's alignment with mu1, mu2 grows at "
           "P(mu) Theta(W0/m1) plus a small error", DYNAMICS, ("thmE.14_neuron_rate_vs_P",), unstated=ON_E7),
-    Claim("E16", "L. 4.2 = E.16", "at t = 0 the common token's rate is small: dG3/dG1 ~ -(3/2) mean F(0) + O~(m^-0.5)",
+    paper_claim("E16", "L. 4.2 = E.16", "at t = 0 the common token's rate is small: dG3/dG1 ~ -(3/2) mean F(0) + O~(m^-0.5)",
           AT_ZERO, ("lemma4.2_common_token_rate",)),
-    Claim("E18", "Def. E.18, eq. (4)", "identity: dG(mu)/dt = u2 P(mu) + (m1/n) sum_i g_i y_i sum_l (V_i p_l)^T W_V mu",
+    paper_claim("E18", "Def. E.18, eq. (4)", "identity: dG(mu)/dt = u2 P(mu) + (m1/n) sum_i g_i y_i sum_l (V_i p_l)^T W_V mu",
           (), ("eqE.18_exact",), identities=("eqE.18_exact",)),
-    Claim("E19", "L. 4.3 = Thm E.19", "on [T0.5, T1], max(dG1, dG2) < -dG3 < dG1 + dG2, with T0.5 = O(1/m) and "
+    paper_claim("E19", "L. 4.3 = Thm E.19", "on [T0.5, T1], max(dG1, dG2) < -dG3 < dG1 + dG2, with T0.5 = O(1/m) and "
           "dG = Omega(W0)", DYNAMICS, ("lemma4.3_sandwich",), (_up("T0.5", -1.0), _order("dG1_at_0", 1.0))),
-    Claim("E20", "Cor. E.20", "the I2 and I3 samples are correct by T' = O(1/m)", DYNAMICS,
+    paper_claim("E20", "Cor. E.20", "the I2 and I3 samples are correct by T' = O(1/m)", DYNAMICS,
           ("corE.20_I2_I3_correct_time",), (_up("T_prime", -1.0),)),
-    Claim("E21", "Prop. E.21", "on [0, T1] |S2 - S3|/n <= O(Fmax0)", DYNAMICS, ("propE.21_I2_I3_balance",),
+    paper_claim("E21", "Prop. E.21", "on [0, T1] |S2 - S3|/n <= O(Fmax0)", DYNAMICS, ("propE.21_I2_I3_balance",),
           (_up("I2_I3_gap_phase1", 0.0),)),
-    Claim("E22", "Prop. E.22", "at t = 0 |K[mu,mu] G(nu)| <= O~(v0 G0), |K[nu,x] G(nu)| <= O~(v0 G0/sqrt m)", INIT_DATA,
+    paper_claim("E22", "Prop. E.22", "at t = 0 |K[mu,mu] G(nu)| <= O~(v0 G0), |K[nu,x] G(nu)| <= O~(v0 G0/sqrt m)", INIT_DATA,
           ("propE.22_key_value_products",)),
-    Claim("E23", "L. E.23", "on [0, T1] |dA| <= m^-0.5 ((c_mu + c_nu)/n) O~(1/L + m^-0.5), |D0 A| <= t x that",
+    paper_claim("E23", "L. E.23", "on [0, T1] |dA| <= m^-0.5 ((c_mu + c_nu)/n) O~(1/L + m^-0.5), |D0 A| <= t x that",
           DYNAMICS, ("lemmaE.23_score_change",), (_up("score_rate_at_0", -0.5, 1), _up("score_change_at_T1", -1.5, 1))),
-    Claim("E24", "Cor. E.24", "by T1 attention moves by O~((1/(L m^2))(1/L + m^-0.5)) (1/L + 1/n smaller for random pairs)",
+    paper_claim("E24", "Cor. E.24", "by T1 attention moves by O~((1/(L m^2))(1/L + m^-0.5)) (1/L + 1/n smaller for random pairs)",
           DYNAMICS, ("corE.24_attention_change",), (_up("attention_change_at_T1", -2.0, 1),)),
-    Claim("E25", "L. E.25", "by T1 the key and query Grams move by O~(t m^-1 (c_a + c_b)/n)", DYNAMICS,
+    paper_claim("E25", "L. E.25", "by T1 the key and query Grams move by O~(t m^-1 (c_a + c_b)/n)", DYNAMICS,
           ("lemmaE.25_key_query_change",), (_up("key_query_change_at_T1", -2.0, 1),)),
-    Claim("E26", "Thm E.26", "the T1 box holds until C_T1/U0: T1 = Theta~(1/m), neurons' values move by O(1/m1)",
+    paper_claim("E26", "Thm E.26", "the T1 box holds until C_T1/U0: T1 = Theta~(1/m), neurons' values move by O(1/m1)",
           DYNAMICS, ("thmE.26_T1_box",), (_up("neuron_value_change_at_T1_times_m1", 0.0),), unstated=ON_E7),
-    Claim("E27", "Thm E.27", "at T1 every margin, G1, G2, -G3 are Theta(1), random G(mu) O~(G0), u2 = Theta(U0)",
+    paper_claim("E27", "Thm E.27", "at T1 every margin, G1, G2, -G3 are Theta(1), random G(mu) O~(G0), u2 = Theta(U0)",
           DYNAMICS, ("thmE.27_at_T1",), (_order("u_norm2_at_T1", 1.0), _order("G1_at_T1", 0.0),
                                          _order("min_margin_at_T1", 0.0), _up("G_rand_at_T1", 0.0, 1)), unstated=ON_E7),
-    Claim("T3.1", "Thm 3.1 = E.28", "by T1 = O~(1/m) every sample is correct with G1, G2 >= Omega(1), G3 <= -Omega(1), "
+    paper_claim("T3.1", "Thm 3.1 = E.28", "by T1 = O~(1/m) every sample is correct with G1, G2 >= Omega(1), G3 <= -Omega(1), "
           "the loss still Theta(1), and V, <w, w> move O~(1/m), A O~(m^-1.5), K, Q O~(m^-2)", DYNAMICS,
           ("thm3.1_alignment", "thm3.1_correct_by_T1", "thm3.1_all_correct", "thm3.1_near_init", "thm3.1_loss_order_one"),
           (_up("all_correct_time", -1.0, 1), _order("loss_at_T1", 0.0), _up("value_gram_change_at_T1", -1.0, 1),
            _up("neuron_gram_change_at_T1", -1.0, 1), _up("phase1_score_drift", -1.5, 1), _up("score_change_at_T1", -1.5, 1),
            _up("key_query_change_at_T1", -2.0, 1)), unstated=ON_E7),
-    Claim("Fig1b", "Sec. 3, 4.1", "in Phase 1 the I1 loss falls while the I2, I3 losses rise, then fall before T1",
+    paper_claim("Fig1b", "Sec. 3, 4.1", "in Phase 1 the I1 loss falls while the I2, I3 losses rise, then fall before T1",
           DYNAMICS, ("fig1b_rise_then_fall",), (_order("loss_I2_peak_time", -1.0, evidence="refinement"),)),
-    Claim("F1-inv", "Def. F.1", "on [T1, T2]: K, Q near init, attention near uniform, u2 <= O(U0), the gradient "
+    paper_claim("F1-inv", "Def. F.1", "on [T1, T2]: K, Q near init, attention near uniform, u2 <= O(U0), the gradient "
           "balance, margins > C, |Gk| <= O(log m), the random part of F O(1)", DYNAMICS,
           ("defF.1_invariants_series", "defF.1_invariants_states"), (_up("key_query_change_at_end", -0.5, 1),)),
-    Claim("F2", "Cor. F.2, F.12, F.18", "within a group max g_i/g_j = O(1) in Phase 2", DYNAMICS,
+    paper_claim("F2", "Cor. F.2, F.12, F.18", "within a group max g_i/g_j = O(1) in Phase 2", DYNAMICS,
           ("corF.2_within_group_balance",)),
-    Claim("F3", "L. F.3", "the Phase-2 invariants hold strictly at T1: 1/2 < S2/S3 < 2, Sg/n = Theta(1), (d) O(s0^2/s1^2), "
+    paper_claim("F3", "L. F.3", "the Phase-2 invariants hold strictly at T1: 1/2 < S2/S3 < 2, Sg/n = Theta(1), (d) O(s0^2/s1^2), "
           "(e) O~(m^-1.5)", DYNAMICS, ("lemmaF.3_balance_at_T1", "lemmaF.3_at_T1")),
-    Claim("F4", "eq. (5), L. F.4", "identity d u2/dt = (2 m1/n) sum_i g_i y_i F_i; u2 grows in Phase 2 and stays Omega(U0)",
+    paper_claim("F4", "eq. (5), L. F.4", "identity d u2/dt = (2 m1/n) sum_i g_i y_i F_i; u2 grows in Phase 2 and stays Omega(U0)",
           DYNAMICS, ("eq5_exact", "lemmaF.4_u_norm_grows"), (paper_rate("u_norm2_at_end", 1.0, "lower bound", BOUND_TOLERANCE),), identities=("eq5_exact",)),
-    Claim("F5", "L. 4.4 = F.5", "in Phase 2 |S2 - S3|/min(S2, S3) stays small", DYNAMICS, ("lemma4.4_balance",),
+    paper_claim("F5", "L. 4.4 = F.5", "in Phase 2 |S2 - S3|/min(S2, S3) stays small", DYNAMICS, ("lemma4.4_balance",),
           (_up("balance_max_phase2", 0.0),)),
-    Claim("F6", "L. 4.5 = F.6", "in Phase 2 the gradient ratios are O(1) and R settles at R* in (1, 2)", DYNAMICS,
+    paper_claim("F6", "L. 4.5 = F.6", "in Phase 2 the gradient ratios are O(1) and R settles at R* in (1, 2)", DYNAMICS,
           ("lemma4.5_bounded_ratios", "lemma4.5_R_settles", "lemma4.5_R_formula"), (_order("R_at_end", 0.0),)),
-    Claim("F7", "Cor. F.7", "in Phase 2 G1/G2, G1/(-G3), G2/(-G3) = Theta(1)", DYNAMICS, ("corF.7_G_ratios",),
+    paper_claim("F7", "Cor. F.7", "in Phase 2 G1/G2, G1/(-G3), G2/(-G3) = Theta(1)", DYNAMICS, ("corF.7_G_ratios",),
           (_order("G_ratio_at_end", 0.0),)),
-    Claim("F8", "Thm F.8", "in Phase 2 1/loss grows linearly at rate Theta(U0): -dLh/dt = Theta(U0) Lh^2", DYNAMICS,
+    paper_claim("F8", "Thm F.8", "in Phase 2 1/loss grows linearly at rate Theta(U0): -dLh/dt = Theta(U0) Lh^2", DYNAMICS,
           ("thmF.8_inverse_loss_linear", "thmF.8_rate_constant"),
           (_order("inverse_loss_slope", 1.0), _order("rate_constant", 0.0))),
-    Claim("F9", "Cor. F.9, L. F.10", "in Phase 2 u2 = Theta(U0) and moves by O~(m1/m) relative to it", DYNAMICS,
+    paper_claim("F9", "Cor. F.9, L. F.10", "in Phase 2 u2 = Theta(U0) and moves by O~(m1/m) relative to it", DYNAMICS,
           ("corF.9_u_norm_stable",), (_order("u_norm2_at_end", 1.0), _up("u_norm2_change_after_T1", -2.0, 2, m1_power=1.0))),
-    Claim("F11", "L. F.11", "identity dV_ab/dt = G(b) P(a) + G(a) P(b); after T1 V moves O(log m log t/U0)", DYNAMICS,
+    paper_claim("F11", "L. F.11", "identity dV_ab/dt = G(b) P(a) + G(a) P(b); after T1 V moves O(log m log t/U0)", DYNAMICS,
           ("lemmaF.11_exact",), (_up("value_gram_change_after_T1", -1.0, 2),), identities=("lemmaF.11_exact",)),
-    Claim("F13", "Cor. 4.6 = F.13", "in Phase 2 dV_12, dV_11, dV_22 > 0 and dV_13, dV_23 < 0", DYNAMICS,
+    paper_claim("F13", "Cor. 4.6 = F.13", "in Phase 2 dV_12, dV_11, dV_22 > 0 and dV_13, dV_23 < 0", DYNAMICS,
           ("cor4.6_value_signs", "thm3.2_value_gram")),
-    Claim("F14", "L. F.14, Cor. F.15", "in Phase 2 random-token outputs move by O~(1/n + ...)", DYNAMICS,
+    paper_claim("F14", "L. F.14, Cor. F.15", "in Phase 2 random-token outputs move by O~(1/n + ...)", DYNAMICS,
           ("lemmaF.14_random_token_outputs",), (_up("random_G_change_after_T1", 0.0, 1),)),
-    Claim("F16", "L. 4.7 = F.16", "in Phase 2 dA[mu2,mu1], dA[mu1,mu2] > 0 > dA[mu3,mu1], dA[mu3,mu2] at "
+    paper_claim("F16", "L. 4.7 = F.16", "in Phase 2 dA[mu2,mu1], dA[mu1,mu2] > 0 > dA[mu3,mu1], dA[mu3,mu2] at "
           "m^-0.5 Theta~(Lh v0)/L; target changes Theta(Cs), random rows O~(Cr)", DYNAMICS,
           ("thm3.2_scores", "lemma4.7_random_score_change"),
           (_order("score_rate_over_loss_at_T_star", -0.5, 1), _order("score_rate_over_loss", -0.5, 1),
            _order("score_change_after_T1_over_Cs", 0.0, 1), _up("random_score_change_after_T1_over_Cr", 0.0, 1))),
-    Claim("F17", "Cor. F.17", "in Phase 2 p(mu1<-mu2), p(mu2<-mu1) rise, p(mu<-mu3) falls, all within O(1/L^2)",
+    paper_claim("F17", "Cor. F.17", "in Phase 2 p(mu1<-mu2), p(mu2<-mu1) rise, p(mu<-mu3) falls, all within O(1/L^2)",
           DYNAMICS, ("corF.17_attention_moves",), (_up("attention_change_at_end", -2.0, evidence="refinement"),)),
-    Claim("F19", "L. F.19", "after T1 K, Q move O~(s0^2/U0); |A| <= O~(v0/sqrt m) throughout", DYNAMICS,
+    paper_claim("F19", "L. F.19", "after T1 K, Q move O~(s0^2/U0); |A| <= O~(v0/sqrt m) throughout", DYNAMICS,
           ("lemmaF.19_key_query_after_T1",), (_up("key_query_change_after_T1", -2.0, 1), _up("score_max_at_end", -0.5, 1))),
-    Claim("F20", "Thm F.20", "T* (loss <= m^-k) = Theta(poly(m)); margins never decrease after T1", DYNAMICS,
+    paper_claim("F20", "Thm F.20", "T* (loss <= m^-k) = Theta(poly(m)); margins never decrease after T1", DYNAMICS,
           ("thmF.20_margins_grow", "thmF.20_margins_nondecreasing"), (_order("T_star", 1.0, evidence="refinement"),)),
-    Claim("T3.2", "Thm 3.2", "on (T1, T2) A[mu2,mu1], A[mu1,mu2], V_12 rise, A[mu3,mu*], V_13, V_23 fall; G1, G2, -G3 >= "
+    paper_claim("T3.2", "Thm 3.2", "on (T1, T2) A[mu2,mu1], A[mu1,mu2], V_12 rise, A[mu3,mu*], V_13, V_23 fall; G1, G2, -G3 >= "
           "Omega(1); G1+G2+G3 > 0 > G1+G3, G2+G3", DYNAMICS,
           ("thm3.2_scores", "thm3.2_value_gram", "thm3.2_G_sums", "thm3.2_G_order_one")),
-    Claim("T3.3", "Thm 3.3", "at T* the loss and test loss are <= 1/poly(m); C12, C21, -C31, -C32 = Theta(Cs), "
+    paper_claim("T3.3", "Thm 3.3", "at T* the loss and test loss are <= 1/poly(m); C12, C21, -C31, -C32 = Theta(Cs), "
           "random-token changes O~(Cr)", DYNAMICS,
           ("thm3.3_final_loss", "thm3.3_score_pattern", "thm3.3_target_change_vs_Cs"),
           (_order("score_change_at_T_star_over_Cs", 0.0, 1), paper_rate("test_loss_at_T_star", 0.0, "decays", 0.0))),
@@ -253,7 +242,7 @@ def premises_of_check(name: str) -> tuple[str, ...]:
 
 
 def unstated_of_check(name: str) -> tuple[str, ...]:
-    """The unstated conditions of the claims a check tests (`Claim.unstated`)."""
+    """The unstated conditions of the claims a check tests (`Statement.unstated`)."""
     return tuple(sorted({c for claim in CLAIMS if name in claim.checks for c in claim.unstated}))
 
 
