@@ -2,8 +2,8 @@
 
 A `Theorem` is data: what the statement names (event times, quantities measured per seed),
 what it assumes (`Premise`s on the System and the config) and what it claims (`Sign`, `Ordering`,
-`Bound`, `Limit`, `Identity`, `Check`, `Rate`), each claim with the evidence class its verdict
-carries. A System returns its theorem from `AbstractSystem.theorem()`; `coocflow verify` judges it
+`Bound`, `Limit`, `Identity`, `Check`, `Rate`, and `Statement`, a claim as its source states it,
+tested by several of those), each claim with the evidence class its verdict carries. A System returns its theorem from `AbstractSystem.theorem()`; `coocflow verify` judges it
 on a run, a config or a sweep along any config key (`coocflow.theorems.judge`). Nothing here
 computes: every callable receives the System (built from the run's config) or one seed of the run
 (`SeedRun`, or what the theorem's `reads` makes of it).
