@@ -493,3 +493,35 @@ def test_a_statement_is_judged_by_its_deciding_evidence():
     assert "r: fail (refinement)" in verdict("pass", "fail").sentence
     with pytest.raises(ConfigError, match="names check 'missing'"):
         Theorem(name="t", claims=(Statement(id="S", statement="", checks=("missing",)),))
+
+
+def test_a_statement_failing_only_outside_an_unstated_condition_holds_under_it():
+    """A statement whose check fails only on runs where its unstated condition U is not met, and
+    holds on those that meet it, is `holds under an unstated condition`; failing on a run that meets
+    U too, it fails. Its own rate, failing over the sweep, is fitted again over the runs meeting U."""
+    import numpy as np
+
+    from coocflow.theorems import Check, Outcome, Premise, Statement
+    from coocflow.theorems.declare import SeedRun
+    from coocflow.theorems.judge import ClaimVerdict, judge_statement
+
+    ns = [10.0, 20.0, 40.0, 80.0, 160.0]
+    met = {"U": [False, True, True, True, True]}
+    runs = [[SeedRun(seed=s, t=np.zeros(1), series={"q": np.array([(n**0.5 if n > 10 else 30.0) * (1 + 0.01 * s)])},
+                     system=None, config=None, initial=None, final=None) for s in range(3)] for n in ns]
+    check = Check(id="a", statement="", judge=lambda run: Outcome(0, True, ""))
+    rate = Rate(id="q_rate", statement="", quantity="q", axis="data.n", exponent=0.5)
+
+    def judged(statement, failed_runs):
+        theorem = Theorem(name="t", claims=(check, statement), quantities={"q": Computed(lambda run: float(run.series["q"][0]))},
+                          premises=(Premise("U", "unstated", lambda system, config: True),))
+        verdicts = {"a": ClaimVerdict("a", "", "Check", "statement", "fail", "", failed_runs=failed_runs)}
+        return judge_statement(statement, theorem, verdicts, "data.n", ns, runs, met)
+
+    checks_only = Statement(id="S", statement="", checks=("a",), unstated=("U",))
+    assert judged(checks_only, [0]).verdict == "holds under an unstated condition"
+    assert judged(checks_only, [0, 2]).verdict == "fail"
+    assert judged(Statement(id="S", statement="", checks=("a",)), [0]).verdict == "fail"
+    with_rate = Statement(id="S", statement="", checks=("a",), rates=(rate,), unstated=("U",))
+    verdict = judged(with_rate, [0])
+    assert verdict.values["evidence"]["q_rate"] == "fail" and verdict.verdict == "holds under an unstated condition"

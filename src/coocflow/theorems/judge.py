@@ -51,9 +51,12 @@ from coocflow.theorems.declare import (
     number,
 )
 
-VERDICTS = ("pass", "fail", "fail outside premises", "inconclusive", "vacuous", "not applicable", "diagnostic")
+VERDICTS = ("pass", "fail", "fail outside premises", "holds under an unstated condition", "inconclusive", "vacuous",
+            "not applicable", "diagnostic")
 """A claim's verdict. `fail outside premises`: it fails only where a premise it needs is not met (the
-theorem does not promise it there); `inconclusive`: the data cannot decide (an event a quantity
+theorem does not promise it there); `holds under an unstated condition`: a `Statement` whose every
+failure is on runs that do not meet a condition its proof needs and its source does not state, and
+which holds on the runs that meet it; `inconclusive`: the data cannot decide (an event a quantity
 reads never happened; a rate's interval straddles its band); `vacuous`: passed by so much that it
 says nothing; `not applicable`: a rate on a single run, or along another key than the sweep's."""
 POWER_ERROR = 0.2
@@ -193,6 +196,9 @@ class ClaimVerdict:
     values: dict[str, Any] = field(default_factory=dict)
     power: dict | None = None
     rate: dict | None = None
+    failed_runs: list[int] = field(default_factory=list)
+    """The runs (indices) on which it fails where its premises are met: what a `Statement` with
+    unstated conditions compares with the runs that meet them."""
 
 
 @dataclass
@@ -318,13 +324,15 @@ def _headroom(value: float, upper: float | None, lower: float | None) -> float:
 def judge_on_runs(claim: Claim, theorem: Theorem, runs: list[list[SeedRun]], met: dict[str, list[bool]],
                   labels: list[str]) -> ClaimVerdict:
     """A non-rate claim over every seed of every run: it passes only where it holds on each."""
-    outcomes, measured = [], {}
+    outcomes, measured, failed_runs = [], {}, set()
     for r, seeds in enumerate(runs):
         unmet = [p for p in claim.premises if not met[p][r]]
         for run in seeds:
             holds, values = _holds_on_seed(claim, theorem, run)
             measured[f"{labels[r]} seed {run.seed}"] = values
             outcomes.append((holds, unmet, values, labels[r], run.seed))
+            if holds is False and not unmet:
+                failed_runs.add(r)
     kind = type(claim).__name__
     if claim.evidence == "diagnostic":
         return ClaimVerdict(claim.id, claim.statement, kind, claim.evidence, "diagnostic",
@@ -345,7 +353,8 @@ def judge_on_runs(claim: Claim, theorem: Theorem, runs: list[list[SeedRun]], met
                    or (isinstance(claim, Limit) and all(o[2].get("started_at_limit") for o in outcomes)))
         verdict, where = ("vacuous" if vacuous else "pass"), outcomes
     sentence = _claim_sentence(claim, verdict, where, len(outcomes))
-    return ClaimVerdict(claim.id, claim.statement, kind, claim.evidence, verdict, sentence, measured)
+    return ClaimVerdict(claim.id, claim.statement, kind, claim.evidence, verdict, sentence, measured,
+                        failed_runs=sorted(failed_runs))
 
 
 def _fmt(value: float) -> str:
@@ -433,10 +442,35 @@ def judge_statement(claim: Statement, theorem: Theorem, judged: dict[str, ClaimV
     verdict = next((v for v in STATEMENT_ORDER if v in deciding), "not applicable")
     sentence = "; ".join(f"{p.id}: {p.verdict}" + ("" if p.evidence == "statement" else f" ({p.evidence})")
                          for p in pieces) or "no evidence declared"
+    meeting = [r for r in range(len(runs)) if all(met[c][r] for c in claim.unstated)]
+    if verdict == "fail" and claim.unstated and 0 < len(meeting) < len(runs) and _holds_where_met(
+            claim, theorem, pieces, meeting, axis, values, runs, met):
+        verdict = STATEMENT_ORDER[2]
+        sentence += (f"; every failure is where {', '.join(claim.unstated)} is not met, and it holds on the "
+                     f"{len(meeting)} run(s) that meet it")
     return ClaimVerdict(claim.id, claim.statement, "Statement", claim.evidence, verdict,
                         (f"{claim.where}: " if claim.where else "") + sentence,
                         {"evidence": {p.id: p.verdict for p in pieces},
                          "rates": [asdict(p) for p in pieces if p.kind == "Rate"]})
+
+
+def _holds_where_met(claim: Statement, theorem: Theorem, pieces: list[ClaimVerdict], meeting: list[int],
+                     axis: str | None, values: list[float], runs: list[list[SeedRun]], met: dict[str, list[bool]]) -> bool:
+    """Whether each failing piece of a statement holds on the runs that meet its unstated conditions:
+    a check fails on none of them; a rate, fitted again over them alone, passes."""
+    rates = {rate.id: rate for rate in claim.rates}
+    for piece in pieces:
+        if piece.verdict != "fail" or piece.evidence not in ("statement", "identity"):
+            continue
+        if piece.id in rates:
+            rate = rates[piece.id] if rates[piece.id].premises else dataclasses.replace(rates[piece.id], premises=claim.premises)
+            subset = judge_rate_claim(rate, theorem, axis, [values[r] for r in meeting], [runs[r] for r in meeting],
+                                      {k: [v[r] for r in meeting] for k, v in met.items()})
+            if subset.verdict != "pass":
+                return False
+        elif set(piece.failed_runs) & set(meeting):
+            return False
+    return True
 
 
 def _noise(axis_values: list[float], matrix: np.ndarray) -> float:
