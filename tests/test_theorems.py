@@ -525,3 +525,30 @@ def test_a_statement_failing_only_outside_an_unstated_condition_holds_under_it()
     with_rate = Statement(id="S", statement="", checks=("a",), rates=(rate,), unstated=("U",))
     verdict = judged(with_rate, [0])
     assert verdict.values["evidence"]["q_rate"] == "fail" and verdict.verdict == "holds under an unstated condition"
+
+
+def test_a_rate_claim_a_statement_names_is_fitted_again_where_the_unstated_condition_holds():
+    """The same rule for a top-level `Rate` the statement names among its checks: it carries no
+    failing runs, so it is refitted over the runs meeting the condition, not taken as holding there."""
+    import numpy as np
+
+    from coocflow.theorems import Premise, Statement
+    from coocflow.theorems.declare import SeedRun
+    from coocflow.theorems.judge import judge_rate_claim, judge_statement
+
+    ns = [10.0, 20.0, 40.0, 80.0, 160.0]
+    met = {"U": [False, True, True, True, True]}
+
+    def runs_with(bad):  # q = n^0.5, but 30 at the widths in `bad`
+        return [[SeedRun(seed=s, t=np.zeros(1), series={"q": np.array([(30.0 if n in bad else n**0.5) * (1 + 0.01 * s)])},
+                         system=None, config=None, initial=None, final=None) for s in range(3)] for n in ns]
+
+    rate = Rate(id="r", statement="", quantity="q", axis="data.n", exponent=0.5)
+    statement = Statement(id="S", statement="", checks=("r",), unstated=("U",))
+    theorem = Theorem(name="t", claims=(rate, statement), quantities={"q": Computed(lambda run: float(run.series["q"][0]))},
+                      premises=(Premise("U", "unstated", lambda system, config: True),))
+    for bad, expected in (((10.0, 20.0), "fail"), ((10.0,), "holds under an unstated condition")):
+        runs = runs_with(bad)  # only n = 10 misses U: an outlier at n = 20 is inside it
+        judged = {"r": judge_rate_claim(rate, theorem, "data.n", ns, runs, {})}
+        assert judged["r"].verdict == "fail"
+        assert judge_statement(statement, theorem, judged, "data.n", ns, runs, met).verdict == expected

@@ -457,8 +457,10 @@ def judge_statement(claim: Statement, theorem: Theorem, judged: dict[str, ClaimV
 def _holds_where_met(claim: Statement, theorem: Theorem, pieces: list[ClaimVerdict], meeting: list[int],
                      axis: str | None, values: list[float], runs: list[list[SeedRun]], met: dict[str, list[bool]]) -> bool:
     """Whether each failing piece of a statement holds on the runs that meet its unstated conditions:
-    a check fails on none of them; a rate, fitted again over them alone, passes."""
-    rates = {rate.id: rate for rate in claim.rates}
+    a check fails on none of them; a rate (its own, or a rate claim it names), fitted again over them
+    alone, passes."""
+    named = {c.id: c for c in theorem.claims if isinstance(c, Rate) and c.id in claim.checks}
+    rates = {**named, **{rate.id: rate for rate in claim.rates}}
     for piece in pieces:
         if piece.verdict != "fail" or piece.evidence not in ("statement", "identity"):
             continue
