@@ -51,7 +51,7 @@ E14 and the T1 box E26 with what builds on it: E27, T3.1)."""
 
 
 def paper_rate(quantity: str, predicted: float, kind: str = "order", tol: float = ORDER_TOLERANCE, log_power: int = 0,
-         m1_power: float = 0.0, evidence: str = "statement") -> DeclaredRate:
+               m1_power: float = 0.0, evidence: str = "statement") -> DeclaredRate:
     """An order in m a width sweep should show, pre-registered, as the public `theorems.Rate` every
     System's theorem declares: `quantity` (theorems.paper.scaling.QUANTITIES) ~ m^predicted
     (m1)^m1_power as `kind` (Theta "order", O "upper bound", Omega "lower bound", or 1/poly(m)
