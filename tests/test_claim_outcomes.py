@@ -71,11 +71,12 @@ def test_an_init_lemma_is_judged_by_its_probability_delta_not_run_by_run():
     what it allows (P(Binomial(72, 0.05) >= 2) = 0.88), 3 of 8 are not (0.006); a dynamics check gets
     no such allowance."""
     from coocflow.theorems.paper.claims import AT_PROBABILITY, PROBABILITY_LEVEL, within_probability
+    from coocflow.theorems.paper.premises import DELTA
 
     name = "lemmaD.1_init_concentration"
     assert name in AT_PROBABILITY and "thm3.1_correct_by_T1" not in AT_PROBABILITY
-    assert abs(within_probability(2, 72) - 0.8808) < 1e-4 and abs(within_probability(3, 8) - 0.00579) < 1e-5
-    assert within_probability(1, 1) == PROBABILITY_LEVEL
+    assert abs(within_probability(2, 72, DELTA) - 0.8808) < 1e-4 and abs(within_probability(3, 8, DELTA) - 0.00579) < 1e-5
+    assert within_probability(1, 1, DELTA) == PROBABILITY_LEVEL
     runs = [width({name: counts(passed=8)}) for _ in range(7)]
     runs += [width({name: counts(passed=7, failed=1)}) for _ in range(2)]
     d1 = row(claims_table(every_run_summary(runs, runs[0])), "D1")

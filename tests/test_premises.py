@@ -12,8 +12,8 @@ from conftest import TINY
 
 from coocflow.api import resolve_config, run_and_write
 from coocflow.model import Transformer, logits
+from coocflow.theorems.judge import PremiseVerdict
 from coocflow.theorems.paper.premises import (
-    Premise,
     evaluate_premises,
     logits_at,
     premises_markdown,
@@ -49,7 +49,7 @@ def meets_all(tmp_path_factory):
     return _run(tmp_path_factory, "meets", MEETS_ALL, seed=0)
 
 
-def _by_id(premises: list[Premise]) -> dict[str, Premise]:
+def _by_id(premises: list[PremiseVerdict]) -> dict[str, PremiseVerdict]:
     return {p.id: p for p in premises}
 
 
@@ -151,15 +151,15 @@ def test_gram_space_run_is_unknown_only_where_weights_are_needed(tmp_path_factor
 
 
 def test_markdown_table_and_dicts():
-    premises = [Premise("P1", "a | b", "x", "y", True), Premise("P2", "s", "v", "t", False, "why"),
-                Premise("P9", "s", "v", "t", None, "needs weights")]
+    premises = [PremiseVerdict("P1", "a | b", "x", "y", True), PremiseVerdict("P2", "s", "v", "t", False, "why"),
+                PremiseVerdict("P9", "s", "v", "t", None, "needs weights", "reported")]
     table = premises_markdown(premises).splitlines()
     assert table[0] == "| id | premise | measured | needs | met |" and len(table) == 5
     assert table[2] == "| P1 | a \\| b | x | y | met |"
     assert table[3].endswith("| not met (why) |") and table[4].endswith("| n/a (needs weights) |")
     assert premises_summary(premises) == "1 of 3 premises met; not met: P2 (why); n/a: P9 (needs weights)"
     assert premises[1].to_dict() == {"id": "P2", "statement": "s", "value": "v", "threshold": "t",
-                                     "met": False, "note": "why"}
+                                     "met": False, "note": "why", "kind": "assumed"}
 
 
 def test_p10_is_lemma_e7s_neuron_count():
@@ -172,4 +172,4 @@ def test_p10_is_lemma_e7s_neuron_count():
                                             m=2**20, m1=m1, d=67, n=96, L=3))
 
     assert p10(512, 0.2).met and "c0 c1 sqrt(m1) = 4.53" in p10(512, 0.2).value
-    assert not p10(64, 0.2).met and p10(64, 0.2).note == "m1 = 64 <= 16/(c0 c1)^2 = 400"
+    assert not p10(64, 0.2).met and p10(64, 0.2).failures == ("m1 = 64 <= 16/(c0 c1)^2 = 400",)

@@ -552,3 +552,40 @@ def test_a_rate_claim_a_statement_names_is_fitted_again_where_the_unstated_condi
         judged = {"r": judge_rate_claim(rate, theorem, "data.n", ns, runs, {})}
         assert judged["r"].verdict == "fail"
         assert judge_statement(statement, theorem, judged, "data.n", ns, runs, met).verdict == expected
+
+
+def test_a_check_stated_with_probability_and_premises_measured_on_each_seed():
+    """A `Check` whose source states it with probability 1 - delta passes with one failing seed run of four
+    (P(Binomial(4, 0.05) >= 1) = 0.19) and fails with two (0.014); a premise `on_seed` is met on a run only
+    where every seed meets it, its value the worst seed's, and a malformed premise is one line."""
+    from coocflow.theorems import Check, Outcome, Premise, PremiseOutcome
+    from coocflow.theorems.judge import judge_on_runs, premise_verdict
+
+    theorem = Theorem(name="synthetic", claims=())
+    runs = _synthetic_runs(theorem, (0.5, 1.0))
+    labels = ["k=0.5", "k=1"]
+
+    def failing_on(bad):
+        return Check(id="p", statement="", at_probability=0.05,
+                     judge=lambda run: Outcome(run.seed, (run.system.k, run.seed) not in bad, f"seed {run.seed}"))
+
+    one = judge_on_runs(failing_on({(1.0, 1)}), theorem, runs, {}, labels)
+    assert one.verdict == "pass" and "fails on 1 of 4 seed runs, which its source allows" in one.sentence
+    assert "P(Binomial(4, 0.05) >= 1) = 0.19" in one.sentence
+    assert judge_on_runs(failing_on({(1.0, 1), (0.5, 0)}), theorem, runs, {}, labels).verdict == "fail"
+
+    decays = Premise("D", "|x|^2 halves by t = 1", kind="assumed", threshold="ratio(1) <= 1/2",
+                     on_seed=lambda run: PremiseOutcome(bool(run.value_at("ratio", 1.0) <= 0.5),
+                                                        f"ratio(1) = {run.value_at('ratio', 1.0):.3g}",
+                                                        badness=run.value_at("ratio", 1.0)))
+    slow, fast = (premise_verdict(decays, None, None, seeds, [r.seed for r in seeds]) for seeds in runs)
+    at_one = runs[0][0].value_at("ratio", 1.0)  # exp(-1), linear between observations
+    assert (slow.met, fast.met) == (True, True) and slow.value == f"worst seed 0 of 2: ratio(1) = {at_one:.3g}"
+    assert premise_verdict(decays, None, None, runs[0][:1], [0]).value == f"ratio(1) = {at_one:.3g}"
+    strict = Premise("S", "", on_seed=lambda run: run.value_at("ratio", 1.0) <= 0.2)
+    assert premise_verdict(strict, None, None, runs[0], [0, 1]).met is False
+    assert premise_verdict(strict, None, None, runs[1], [0, 1]).met is True
+    with pytest.raises(ConfigError, match="premise X: give exactly one of holds"):
+        Theorem(name="x", claims=(), premises=(Premise("X", ""),))
+    with pytest.raises(ConfigError, match="premise R relaxes 'Y', which the theorem does not declare"):
+        Theorem(name="x", claims=(), premises=(Premise("R", "", holds=lambda s, c: True, kind="relaxed", relaxes="Y"),))

@@ -385,3 +385,39 @@ def test_seed_series_splits_the_table_as_the_per_seed_masks_did():
     whole = seed_series(SimpleNamespace(metrics={"t": t, "loss": np.arange(300.0)}, manifest={"seed": 5}))
     assert len(whole) == 1 and np.array_equal(whole[0][2]["loss"], np.arange(300.0)[np.argsort(t, kind="stable")])
     assert seed_series(SimpleNamespace(metrics={"seed": np.array([]), "t": np.array([])}, manifest={"seed": 0, "seeds": [0]})) == []
+
+
+def test_eq1s_declaration_is_judged_alike_by_the_paper_report_and_by_the_judge_of_every_theorem(phenomena):
+    """eq. (1)'s theorem is one public declaration (`Eq1System.theorem()`): the judge every System's
+    theorem goes through (`theorems.judge`) gives each check the verdict the paper's report gives it, and
+    each premise the same measurement. The judge calls a seed that cannot tell "inconclusive" where the
+    paper's report says "not applicable", and judges unstated conditions on statements, not checks."""
+    from coocflow.systems.eq1 import Eq1System
+    from coocflow.theorems.judge import verify_theorem
+    from coocflow.theorems.paper.claims import _check_verdict
+
+    theorem = Eq1System.theorem()
+    declared = verify_theorem(theorem, [phenomena.path])
+    verification = verify_run(phenomena)
+    rates = verification.pass_rates()
+    judged = {c.id: c for c in declared.claims}
+    for name in CHECKS:
+        paper = "diagnostic" if EVIDENCE[name] == "diagnostic" else _check_verdict(rates[name], name)
+        ours = {"inconclusive": "not applicable"}.get(judged[name].verdict, judged[name].verdict)
+        assert ours == paper or (paper == "holds under an unstated condition" and ours == "fail"), (name, ours, paper)
+    assert [(p["id"], p["value"], p["met"]) for p in declared.premises] == [
+        (p.id, p.value, p.met) for p in verification.premises]
+    # Each statement: the report's claim verdict where every check it names could be measured; where one
+    # could not (the report's "not applicable", the judge's "inconclusive"), the judge's order ranks it.
+    from coocflow.theorems import STATEMENT_ORDER
+
+    table = {row["id"]: row for row in verification.claims()}
+    statements = {c.id: c for c in declared.claims if c.kind == "Statement"}
+    assert set(statements) == set(table) and len(table) == 41
+    for claim_id, row in table.items():
+        pieces = [{"not applicable": "inconclusive"}.get(e["verdict"], e["verdict"]) for e in row["evidence"]
+                  if e["kind"] == "check" and e.get("class", "statement") in ("statement", "identity")]
+        expected = next((v for v in STATEMENT_ORDER if v in pieces), "not applicable")
+        assert statements[claim_id].verdict == expected, (claim_id, statements[claim_id].sentence, row["verdict"])
+        if "inconclusive" not in pieces:
+            assert expected == row["verdict"]

@@ -8,7 +8,8 @@ import numpy as np
 
 from coocflow.config import Config
 from coocflow.theorems.paper.claims import claims_markdown, claims_table, summary_line
-from coocflow.theorems.paper.premises import Premise, premises_markdown
+from coocflow.theorems.judge import PremiseVerdict
+from coocflow.theorems.paper.premises import premises_markdown
 from coocflow.theorems.rate_judge import ORDER_TOLERANCE, log_slack
 from coocflow.theorems.paper.verify import every_run_summary
 from coocflow.theorems.paper.scaling import WEIGHT_SPACE_MAX_WIDTH
@@ -107,7 +108,7 @@ def scaling_markdown(report: dict, base: Config) -> str:
                      f"{', '.join(unmet) or 'none'} |")
     lines += ["", f"## Premises at m = {width['m']}, c0 = {base_c0:g} (the width whose sentences the claims table shows; "
               "its verdicts count every run)", "",
-              premises_markdown([Premise(**p) for p in width["premises"]]).rstrip(), "",
+              premises_markdown([PremiseVerdict(**p) for p in width["premises"]]).rstrip(), "",
               "## Claims", "", summary_line(report["claims"]) + ".", "", claims_markdown(report["claims"]).rstrip(), "",
               *_sensitivity_markdown(report.get("c_t1_sensitivity")),
               "## Every fitted rate", "",

@@ -10,6 +10,7 @@ takes the exact image of a gradient step on the weights (`gram_gd_step`) instead
 from __future__ import annotations
 
 import dataclasses
+import importlib
 from typing import Any, Callable, ClassVar, Literal
 
 import equinox as eqx
@@ -268,3 +269,10 @@ class Eq1System(AbstractSystem):
     def from_arrays(self, arrays: dict[str, np.ndarray]) -> State:
         """The weights (golden keys) or the Grams (with N, Z, a when the run resolved the neurons), float64."""
         return state_from_arrays(arrays)
+
+    @classmethod
+    def theorem(cls) -> Any:
+        """The paper's theorem, declared with the public API in the verifier's package
+        (`coocflow.theorems.paper.theorem.THEOREM`). Bound by name when asked for, as an entry point
+        is: the verifier sits above the Systems' layer, and a System module never imports it."""
+        return importlib.import_module("coocflow.theorems.paper.theorem").THEOREM

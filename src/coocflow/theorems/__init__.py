@@ -3,11 +3,15 @@
 Declare with `Theorem` and its parts (`coocflow.theorems.declare`); a System returns its theorem from
 `AbstractSystem.theorem()`; `coocflow verify` judges it (`coocflow.theorems.judge`) with the
 pre-registered rate test (`rate_judge`, `exponents`, `power`). eq. (1)'s theorem, the paper's 41
-claims, is judged in `coocflow.theorems.paper`; its checks are declared `Check`s.
+claims, is one such declaration (`coocflow.theorems.paper.theorem.THEOREM`, which `Eq1System.theorem()`
+returns), reported in full by `coocflow.theorems.paper`.
 """
 
 from coocflow.theorems.declare import (
     EVIDENCE_CLASSES,
+    PREMISE_KINDS,
+    PROBABILITY_LEVEL,
+    STATEMENT_ORDER,
     At,
     Bound,
     Check,
@@ -21,6 +25,7 @@ from coocflow.theorems.declare import (
     Ordering,
     Outcome,
     Premise,
+    PremiseOutcome,
     Rate,
     SeedRun,
     Sign,
@@ -28,8 +33,10 @@ from coocflow.theorems.declare import (
     Theorem,
     ValueAt,
     bound_parts,
+    within_probability,
 )
 
-__all__ = ["EVIDENCE_CLASSES", "At", "Bound", "Check", "Claim", "Computed", "Crossing", "EventTime", "FirstTime",
-           "Identity", "Limit", "Ordering", "Outcome", "Premise", "Rate", "SeedRun", "Sign", "Statement", "Theorem", "ValueAt",
-           "bound_parts"]
+__all__ = ["EVIDENCE_CLASSES", "PREMISE_KINDS", "PROBABILITY_LEVEL", "STATEMENT_ORDER", "At", "Bound", "Check", "Claim",
+           "Computed", "Crossing", "EventTime", "FirstTime", "Identity", "Limit", "Ordering", "Outcome", "Premise",
+           "PremiseOutcome", "Rate", "SeedRun", "Sign", "Statement", "Theorem", "ValueAt", "bound_parts",
+           "within_probability"]

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any, Callable, Mapping, Union
 
 import numpy as np
@@ -27,6 +28,18 @@ against it); `refinement`, a sharper statement derived from it (shown, never fai
 `identity`, an equation that holds for any state (it tests the code); `diagnostic`, a number shown
 with no verdict."""
 
+PROBABILITY_LEVEL = 0.05
+"""The level of the one-sided binomial test of a `Check` stated with probability 1 - delta: k failures
+in N seed runs refute "each fails with probability at most delta" when P(Binomial(N, delta) >= k) is
+below this (`within_probability`)."""
+
+
+def within_probability(failed: int, runs: int, delta: float) -> float:
+    """P(Binomial(runs, delta) >= failed): how often runs that each fail with probability delta give
+    at least `failed` failures (1 for none)."""
+    return sum(math.comb(runs, k) * delta**k * (1 - delta) ** (runs - k) for k in range(failed, runs + 1))
+
+
 VACUOUS_FACTOR = 1e3
 """A `Bound` or a `Check` passed with every bound beaten by more than this factor says nothing about
 the data: `vacuous`, counted neither as a pass nor as a fail."""
@@ -39,7 +52,9 @@ Number = Union[float, Callable[[Any], float]]
 class SeedRun:
     """One seed of a run, as a theorem reads it: the observation times, every observable's series
     over them (NaN after the seed stopped), the System and its config, the parameters at t = 0 and
-    at the end (the System's own type) and the declared events' times (None: not reached)."""
+    at the end (the System's own type), the declared events' times (None: not reached), the run folder
+    it was read from and `view`, what the theorem's `reads` makes of it (made once per seed when the
+    judge reads the folder; None: made when asked for, or the SeedRun itself when there is no `reads`)."""
 
     seed: int
     t: np.ndarray
@@ -49,6 +64,8 @@ class SeedRun:
     initial: Any
     final: Any
     events: dict[str, float | None] = field(default_factory=dict)
+    folder: Path | None = None
+    view: Any = None
 
     def value_at(self, observable: str, t: float) -> float:
         """The observable at time t, linear between observations (NaN outside the observed range)."""
@@ -115,7 +132,8 @@ class ValueAt:
 
 @dataclass(frozen=True)
 class Computed:
-    """Any number computed from one seed (`SeedRun`): its parameters, series, events, System."""
+    """Any number computed from one seed: `fn` receives what the theorem's `reads` makes of the seed, or
+    the `SeedRun` itself (its parameters, series, events, System) when it declares no `reads`."""
 
     fn: Callable[[SeedRun], float]
     text: str = ""
@@ -125,13 +143,44 @@ Quantity = Union[EventTime, ValueAt, Computed]
 
 
 @dataclass(frozen=True)
+class PremiseOutcome:
+    """What a premise finds on one seed, or on the config: whether it is met (None: this run cannot tell),
+    what was measured (in words), why it is not met or cannot be told (`failures`, one phrase each), how
+    far off it is (`badness`, larger is worse: the seed a run's verdict shows) and, where it depends on
+    the run, what "met" needs (`threshold`, else the premise's own)."""
+
+    met: bool | None
+    value: str = ""
+    failures: tuple[str, ...] = ()
+    badness: float = 0.0
+    threshold: str = ""
+
+
+PREMISE_KINDS = ("assumed", "relaxed", "unstated", "reported")
+"""What a premise is to the theorem: `assumed`, what its statements assume (a claim failing where one it
+needs is not met is `fail outside premises`); `relaxed`, a weaker form of the assumed premise it
+`relaxes`, under which every verdict is also given (the stated one decides); `unstated`, a condition a
+proof needs that the source does not state (a `Statement` names it in `unstated`: never a premise, but a
+failure confined to the runs that do not meet it is `holds under an unstated condition`); `reported`,
+measured and shown but assumed by no claim (events the source says hold with probability 1 - delta)."""
+
+
+@dataclass(frozen=True)
 class Premise:
-    """What the theorem assumes, as a predicate of the System and the run's config. A claim that
-    fails where one of its premises is not met is `fail outside premises`, not a finding."""
+    """What the theorem assumes, measured on each run: `holds(system, config)` on the config, or
+    `on_seed(view)` on every seed (the view is what the theorem's `reads` makes of the seed's `SeedRun`),
+    where a run meets it only if every seed does. Either returns a bool or a `PremiseOutcome` (the
+    measured value, the failures). `threshold` says in words what "met" needs; `kind` is one of
+    `PREMISE_KINDS` (`relaxes` names the premise a relaxed one weakens). A claim that fails where one
+    of its premises is not met is `fail outside premises`, not a finding."""
 
     id: str
     statement: str
-    holds: Callable[[Any, Config], bool]
+    holds: Callable[[Any, Config], "bool | PremiseOutcome"] | None = None
+    on_seed: Callable[[Any], "bool | PremiseOutcome"] | None = None
+    threshold: str = ""
+    kind: str = "assumed"
+    relaxes: str = ""
 
 
 # Claims.
@@ -247,6 +296,11 @@ class Check(Claim):
 
     judge: Callable[[Any], Outcome]
     no_verdict: str = ""
+    at_probability: float = 0.0
+    """The delta of an event its source states "with probability at least 1 - delta" (over the
+    initialization, say): a seed outside the event is one the statement allows, so its failures over N
+    seed runs are judged together, by a one-sided binomial test at `PROBABILITY_LEVEL`
+    (`within_probability`), not one by one. 0: it must hold on every seed."""
 
     def __call__(self, view: Any) -> Outcome:
         return self.judge(view)
@@ -330,8 +384,9 @@ class Theorem:
     premises: tuple[Premise, ...] = ()
     source: str = ""
     reads: Callable[[SeedRun], Any] | None = None
-    """What each `Check` receives of one seed: `reads(seed_run)` (eq. (1)'s reads its phase boundaries
-    and saved states once per seed), or the `SeedRun` itself when None."""
+    """What each `Check`, seed `Premise` and `Computed` quantity receives of one seed: `reads(seed_run)`,
+    made once per seed (eq. (1)'s reads its phase boundaries and saved states), or the `SeedRun` itself
+    when None."""
 
     def __post_init__(self):
         problems = list(self.problems())
@@ -364,15 +419,32 @@ class Theorem:
                 yield f"claim {claim.id}: a bound needs an upper or a lower constant"
             if isinstance(claim, Check) and (claim.evidence == "diagnostic") != bool(claim.no_verdict):
                 yield f"claim {claim.id}: a diagnostic check, and only a diagnostic, says in no_verdict why it has no verdict"
+            if isinstance(claim, Check) and not 0 <= claim.at_probability < 1:
+                yield f"claim {claim.id}: at_probability is a failure probability delta in [0, 1)"
             if isinstance(claim, Limit) and not claim.tol > 0:
                 yield f"claim {claim.id}: a limit needs a tolerance tol > 0"
             if isinstance(claim, Statement):
                 yield from self._statement_problems(claim)
+        yield from self._premise_problems()
         for name, quantity in self.quantities.items():
             event = (quantity.event if isinstance(quantity, EventTime)
                      else quantity.at if isinstance(quantity, ValueAt) and quantity.at not in ("start", "end") else None)
             if event is not None and event not in self.events:
                 yield f"quantity {name} reads event {event!r}, which the theorem does not declare"
+
+    def _premise_problems(self):
+        ids = [premise.id for premise in self.premises]
+        for premise in self.premises:
+            if ids.count(premise.id) > 1:
+                yield f"premise id {premise.id!r} is declared twice"
+            if (premise.holds is None) == (premise.on_seed is None):
+                yield f"premise {premise.id}: give exactly one of holds(system, config) and on_seed(view)"
+            if premise.kind not in PREMISE_KINDS:
+                yield f"premise {premise.id}: kind {premise.kind!r} is not one of {', '.join(PREMISE_KINDS)}"
+            if (premise.kind == "relaxed") != bool(premise.relaxes):
+                yield f"premise {premise.id}: a relaxed premise, and only a relaxed one, names the premise it relaxes"
+            elif premise.relaxes and premise.relaxes not in ids:
+                yield f"premise {premise.id} relaxes {premise.relaxes!r}, which the theorem does not declare"
 
     def _statement_problems(self, claim: Statement):
         evidence = {c.id: c for c in self.claims if not isinstance(c, Statement)}

@@ -41,6 +41,9 @@ from coocflow.theorems.declare import (
     Identity,
     Limit,
     Ordering,
+    PROBABILITY_LEVEL,
+    Premise,
+    PremiseOutcome,
     Rate,
     SeedRun,
     Sign,
@@ -49,6 +52,7 @@ from coocflow.theorems.declare import (
     Theorem,
     ValueAt,
     number,
+    within_probability,
 )
 
 VERDICTS = ("pass", "fail", "fail outside premises", "holds under an unstated condition", "inconclusive", "vacuous",
@@ -134,9 +138,26 @@ def seed_runs(folder: Path, theorem: Theorem) -> list[SeedRun]:
         located = set(per_seed[index].get("events_located") or ())
         events.update({name: when for name, when in (per_seed[index].get("events") or {}).items()
                        if name in events and name in located})  # the solver located it: to its tolerance
-        runs.append(SeedRun(seed=seed, t=t, series=mine, system=system, config=config,
-                            initial=_take(initial, index), final=_take(final, index), events=events))
+        run_of_seed = SeedRun(seed=seed, t=t, series=mine, system=system, config=config,
+                              initial=_take(initial, index), final=_take(final, index), events=events, folder=Path(folder))
+        if theorem.reads is not None:
+            try:
+                run_of_seed = dataclasses.replace(run_of_seed, view=theorem.reads(run_of_seed))
+            except ConfigError:
+                raise
+            except Exception as err:  # the user's function: one line naming it, not a traceback
+                raise ConfigError(f"theorem {theorem.name!r}: its reads failed on seed {seed} "
+                                  f"({type(err).__name__}: {err}); fix the function") from None
+        runs.append(run_of_seed)
     return runs
+
+
+def _view(theorem: Theorem, run: SeedRun) -> Any:
+    """What a check, a seed premise or a computed quantity receives of one seed: its `view` (made once
+    when the folder was read), else the theorem's `reads` of it, else the SeedRun itself."""
+    if run.view is not None:
+        return run.view
+    return theorem.reads(run) if theorem.reads is not None else run
 
 
 def _group_vectors(series: dict[str, np.ndarray]) -> None:
@@ -176,7 +197,8 @@ def quantity(theorem: Theorem, name: str, run: SeedRun) -> float:
         return math.nan if when is None else run.value_at(declared.observable, when)
     if isinstance(declared, Computed):
         try:
-            return float(declared.fn(run))
+            found = declared.fn(_view(theorem, run))
+            return math.nan if found is None else float(found)
         except Exception as err:  # the user's function: one line naming it, not a traceback
             raise ConfigError(f"theorem {theorem.name!r}: quantity {name} failed on seed {run.seed} "
                               f"({type(err).__name__}: {err}); fix its function") from None
@@ -233,8 +255,9 @@ class TheoremVerdict:
         lines += [f"{len(self.runs)} run(s)" + (f" along {self.axis}" if self.axis else "") + ": "
                   + ", ".join(f"{run['value'] if self.axis else run['folder']}" for run in self.runs), ""]
         if self.premises:
-            lines += ["| premise | statement | met |", "| --- | --- | --- |"]
-            lines += [f"| {p['id']} | {p['statement']} | {p['met']} |" for p in self.premises]
+            lines += ["| premise | statement | measured (first run) | needs | met |", "| --- | --- | --- | --- | --- |"]
+            lines += [f"| {p['id']} | {p['statement']} | {p.get('value', '')} | {p.get('threshold', '')} | "
+                      f"{p['met']}{' (' + p['note'] + ')' if p.get('note') else ''} |" for p in self.premises]
             lines.append("")
         lines += ["| claim | statement | evidence | verdict | measured |", "| --- | --- | --- | --- | --- |"]
         for c in self.claims:
@@ -244,9 +267,66 @@ class TheoremVerdict:
         return "\n".join(lines) + "\n"
 
 
-def _premises(theorem: Theorem, runs: list[list[SeedRun]]) -> dict[str, list[bool]]:
-    """Each premise's truth on each run."""
-    return {p.id: [bool(p.holds(seeds[0].system, seeds[0].config)) for seeds in runs] for p in theorem.premises}
+@dataclass
+class PremiseVerdict:
+    """A declared `Premise` measured on one run: what was measured (the worst seed's value for a premise
+    on the seeds), what "met" needs, whether it is met (None: the run cannot tell) and why not."""
+
+    id: str
+    statement: str
+    value: str
+    threshold: str
+    met: bool | None
+    note: str = ""
+    kind: str = "assumed"
+
+    def to_dict(self) -> dict:
+        return asdict(self)
+
+
+def _premise_outcome(found: Any) -> PremiseOutcome:
+    if isinstance(found, PremiseOutcome):
+        return found
+    if found is None:
+        return PremiseOutcome(None)
+    return PremiseOutcome(bool(found), "met" if found else "not met")
+
+
+def _kleene_and(verdicts: list[bool | None]) -> bool | None:
+    """False if any is False, else None if any is None, else True."""
+    return False if any(v is False for v in verdicts) else (None if any(v is None for v in verdicts) else True)
+
+
+def premise_verdict(premise: Premise, system: Any, config: Any, views: list[Any], seeds: list[int]) -> PremiseVerdict:
+    """`premise` on one run: on the config (`holds`), or on every seed's view (`on_seed`), met only if
+    every seed meets it, its value and note then the worst seed's (the one with the largest badness among
+    those with the run's verdict), named."""
+    def outcome(fn, *args) -> PremiseOutcome:
+        try:
+            return _premise_outcome(fn(*args))
+        except Exception as err:  # the user's function: one line naming it, not a traceback
+            raise ConfigError(f"premise {premise.id} failed ({type(err).__name__}: {err}); fix its function") from None
+
+    outcomes = ([outcome(premise.holds, system, config)] if premise.holds is not None
+                else [outcome(premise.on_seed, view) for view in views])
+    met = _kleene_and([o.met for o in outcomes])
+    candidates = [i for i, o in enumerate(outcomes) if o.met is met] or list(range(len(outcomes)))
+    worst = max(candidates, key=lambda i: outcomes[i].badness)
+    chosen = outcomes[worst]
+    value = chosen.value if len(outcomes) == 1 else f"worst seed {seeds[worst]} of {len(outcomes)}: {chosen.value}"
+    return PremiseVerdict(premise.id, premise.statement, value, chosen.threshold or premise.threshold, met,
+                          "; ".join(chosen.failures), premise.kind)
+
+
+def _premises(theorem: Theorem, runs: list[list[SeedRun]]) -> tuple[dict[str, list[bool | None]], list[list[PremiseVerdict]]]:
+    """Each premise's verdict on each run: whether it is met (by id), and the verdicts themselves."""
+    verdicts = []
+    for seeds in runs:
+        views = [_view(theorem, run) for run in seeds]
+        verdicts.append([premise_verdict(p, seeds[0].system, seeds[0].config, views, [run.seed for run in seeds])
+                         for p in theorem.premises])
+    met = {p.id: [run_verdicts[i].met for run_verdicts in verdicts] for i, p in enumerate(theorem.premises)}
+    return met, verdicts
 
 
 def _holds_on_seed(claim: Claim, theorem: Theorem, run: SeedRun) -> tuple[bool | None, dict]:
@@ -286,7 +366,7 @@ def _check_on_seed(claim: Check, theorem: Theorem, run: SeedRun) -> tuple[bool |
     """A `Check` on one seed: its outcome's verdict, and what it measured, its threshold, its sentence
     and its smallest headroom (absent when it bounds nothing explicitly)."""
     try:
-        outcome = claim(theorem.reads(run) if theorem.reads is not None else run)
+        outcome = claim(_view(theorem, run))
     except Exception as err:  # the user's function: one line naming it, not a traceback
         raise ConfigError(f"theorem {theorem.name!r}: check {claim.id} failed on seed {run.seed} "
                           f"({type(err).__name__}: {err}); fix its function") from None
@@ -326,7 +406,7 @@ def judge_on_runs(claim: Claim, theorem: Theorem, runs: list[list[SeedRun]], met
     """A non-rate claim over every seed of every run: it passes only where it holds on each."""
     outcomes, measured, failed_runs = [], {}, set()
     for r, seeds in enumerate(runs):
-        unmet = [p for p in claim.premises if not met[p][r]]
+        unmet = [p for p in claim.premises if met[p][r] is False]
         for run in seeds:
             holds, values = _holds_on_seed(claim, theorem, run)
             measured[f"{labels[r]} seed {run.seed}"] = values
@@ -340,7 +420,11 @@ def judge_on_runs(claim: Claim, theorem: Theorem, runs: list[list[SeedRun]], met
     failed = [o for o in outcomes if o[0] is False]
     inside = [o for o in failed if not o[1]]
     unknown = [o for o in outcomes if o[0] is None]
-    if inside:
+    allowed = (isinstance(claim, Check) and claim.at_probability > 0 and bool(inside)
+               and within_probability(len(inside), len(outcomes), claim.at_probability) >= PROBABILITY_LEVEL)
+    if allowed:
+        verdict, where = "pass", [o for o in outcomes if o[0]] or outcomes
+    elif inside:
         verdict, where = "fail", inside
     elif failed:
         verdict, where = "fail outside premises", failed
@@ -353,6 +437,12 @@ def judge_on_runs(claim: Claim, theorem: Theorem, runs: list[list[SeedRun]], met
                    or (isinstance(claim, Limit) and all(o[2].get("started_at_limit") for o in outcomes)))
         verdict, where = ("vacuous" if vacuous else "pass"), outcomes
     sentence = _claim_sentence(claim, verdict, where, len(outcomes))
+    if allowed:
+        _, _, values, label, seed = inside[0]
+        sentence = (f"fails on {len(inside)} of {len(outcomes)} seed runs, which its source allows: it holds with "
+                    f"probability 1 - {claim.at_probability:g}, and P(Binomial({len(outcomes)}, {claim.at_probability:g})"
+                    f" >= {len(inside)}) = {within_probability(len(inside), len(outcomes), claim.at_probability):.2g} "
+                    f">= {PROBABILITY_LEVEL:g}; e.g. {label} seed {seed}: {_numbers_text(claim, values)}")
     return ClaimVerdict(claim.id, claim.statement, kind, claim.evidence, verdict, sentence, measured,
                         failed_runs=sorted(failed_runs))
 
@@ -419,7 +509,7 @@ def judge_rate_claim(claim: Rate, theorem: Theorem, axis: str | None, values: li
     test = claim.test_along({axis: 1.0})
     judgement = judge_rate(test, values, matrix, paired=True, name=claim.quantity)
     verdict = judgement.verdict
-    unmet = sorted({p for p in claim.premises for r in range(len(runs)) if not met[p][r]})
+    unmet = sorted({p for p in claim.premises for r in range(len(runs)) if met[p][r] is False})
     if verdict == "fail" and unmet:
         verdict = "fail outside premises"
     noise = _noise(values, matrix)
@@ -442,7 +532,7 @@ def judge_statement(claim: Statement, theorem: Theorem, judged: dict[str, ClaimV
     verdict = next((v for v in STATEMENT_ORDER if v in deciding), "not applicable")
     sentence = "; ".join(f"{p.id}: {p.verdict}" + ("" if p.evidence == "statement" else f" ({p.evidence})")
                          for p in pieces) or "no evidence declared"
-    meeting = [r for r in range(len(runs)) if all(met[c][r] for c in claim.unstated)]
+    meeting = [r for r in range(len(runs)) if all(met[c][r] is not False for c in claim.unstated)]
     if verdict == "fail" and claim.unstated and 0 < len(meeting) < len(runs) and _holds_where_met(
             claim, theorem, pieces, meeting, axis, values, runs, met):
         verdict = STATEMENT_ORDER[2]
@@ -512,7 +602,7 @@ def verify_theorem(theorem: Theorem, folders: list[Path], axis: str | None = Non
     """Judge `theorem` on complete run folders: one run, or a sweep whose runs differ in `axis`
     (taking `values`), every run with the same seeds."""
     runs = [seed_runs(folder, theorem) for folder in folders]
-    met = _premises(theorem, runs)
+    met, measured = _premises(theorem, runs)
     labels = [f"{axis}={value:g}" if axis else str(folder) for folder, value in zip(folders, values or [None] * len(folders))]
     claims = []
     for claim in theorem.claims:
@@ -523,8 +613,8 @@ def verify_theorem(theorem: Theorem, folders: list[Path], axis: str | None = Non
     judged = {verdict.id: verdict for verdict in claims}
     claims += [judge_statement(claim, theorem, judged, axis, values or [], runs, met)
                for claim in theorem.claims if isinstance(claim, Statement)]
-    premises = [{"id": p.id, "statement": p.statement, "met": all(met[p.id]) if met[p.id] else None,
-                 "per_run": met[p.id]} for p in theorem.premises]
+    premises = [{**measured[0][i].to_dict(), "met": _kleene_and(met[p.id]) if met[p.id] else None,
+                 "per_run": met[p.id]} for i, p in enumerate(theorem.premises)]
     listed = [{"folder": str(folder), "value": value, "seeds": [r.seed for r in seeds]}
               for folder, value, seeds in zip(folders, values or [None] * len(folders), runs)]
     return TheoremVerdict(theorem.name, theorem.source, target or str(folders[0]), axis, listed, premises, claims)

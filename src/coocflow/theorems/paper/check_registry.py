@@ -94,6 +94,8 @@ class SeedData:
     events: dict[str, float | None] = field(default_factory=dict)
     """The run's event times located between observations (`flow.events`; the manifest's
     `events_located`): all_correct, T0.5 (the catch-up time), T_prime, T_star."""
+    config: dict = field(default_factory=dict)
+    """The run's configuration (its dict form): what eq. (1)'s premises read beside the states and scales."""
     event_settings: dict[str, dict] = field(default_factory=dict)
     """What each event was located with (`flow.events.event_settings`: its level, T_star's m^-k with
     the k of the run's configuration; a window; Lemma 4.3's C)."""
@@ -146,11 +148,12 @@ EVIDENCE: dict[str, str] = {}
 
 
 def check(name: str, claim: str, evidence: str, needs_t1: bool = False, needs: tuple[str, ...] = (),
-          no_verdict: str = ""):
+          no_verdict: str = "", at_probability: float = 0.0):
     """Register `fn(data) -> (measured, threshold, passed, sentence[, headroom])` as the check `name`
     of the class `evidence`; `headroom` (`bound_parts`) says how far inside each explicit bound the
-    data sit, so a pass far inside every one is reported `vacuous`. A diagnostic states in `no_verdict` why it carries none; its `passed` is None
-    and its sentence ends with that reason.
+    data sit, so a pass far inside every one is reported `vacuous`. A diagnostic states in `no_verdict`
+    why it carries none; its `passed` is None and its sentence ends with that reason. `at_probability`
+    is the delta of an event the paper states with probability 1 - delta (`Check.at_probability`).
 
     The wrapper answers for the cases every check shares: a run without the columns the check
     reads (not checked), and a run in which Phase 1 never ends when the check needs T1 (fails,
@@ -188,7 +191,8 @@ def check(name: str, claim: str, evidence: str, needs_t1: bool = False, needs: t
                                     "other parts decide.")
             return result
 
-        CHECKS[name] = Check(id=name, statement=claim, evidence=evidence, judge=run, no_verdict=no_verdict)
+        CHECKS[name] = Check(id=name, statement=claim, evidence=evidence, judge=run, no_verdict=no_verdict,
+                             at_probability=at_probability)
         EVIDENCE[name] = evidence
         return CHECKS[name]
     return register

@@ -15,6 +15,7 @@ import numpy as np
 
 from coocflow.theorems.paper.check_registry import HIDDEN_CONSTANT, IDENTITY_TOLERANCE, SeedData, bound_parts, check
 from coocflow.theorems.paper.premises import (
+    DELTA,
     FIRST_RANDOM,
     MU1,
     MU2,
@@ -25,8 +26,6 @@ from coocflow.theorems.paper.premises import (
 from coocflow.theorems.paper.saved import SavedState
 from coocflow.theorems.paper.state_values import state_time, token_P, velocity_at
 
-DELTA = 0.05
-"""The failure probability delta of the bounds' logarithms (as in the premises)."""
 NEEDS_NEURONS = (None, "", None, "needs the neurons of W, which this Gram-space run does not resolve; set "
                  "model.neurons=true or check it in weight space")
 NEEDS_STATES = (None, "", None, "needs the run's saved states and scales (a run folder read by `seed_data`)")
@@ -75,7 +74,7 @@ def eq_e18_rhs(state: SavedState) -> np.ndarray:
 
 @check("lemmaD.1_init_concentration",
        "Lemmas D.1, D.3: at t = 0 the Grams A, K, Q, V and the neurons' inner products and values concentrate",
-       "statement")
+       "statement", at_probability=DELTA)
 def init_concentration(d: SeedData) -> tuple:
     """L. D.1, D.3 (row D1): every D1 event at t = 0 as measured / allowed (`init_events`, with
     delta = 0.05 and the explicit eps_m of L. D.1); holds when every ratio is <= 1."""
@@ -95,7 +94,7 @@ def init_concentration(d: SeedData) -> tuple:
 
 @check("corD.2_uniform_attention", "Corollary D.2: at t = 0 the attention is uniform, p = 1/L +- O~(1/(L m))",
        "diagnostic", no_verdict="O~(1/(Lm)) hides its constant (at c0 = 0.002 the fitted one is ~1e-6: v0 is small); "
-       "the width sweep's attention_deviation_at_0 judges the m-dependence.")
+       "the width sweep's attention_deviation_at_0 judges the m-dependence.", at_probability=DELTA)
 def uniform_attention(d: SeedData) -> tuple:
     """Cor. D.2 (row D2): max |p - 1/L| at t = 0 over all training samples and positions, over
     1/(L m) (the log-free form) and over sqrt(log(2d/delta))/(L m) (the form L. D.1's eps_m gives,
@@ -117,7 +116,7 @@ def uniform_attention(d: SeedData) -> tuple:
 
 @check("lemmaD.4_init_outputs",
        "Lemma D.4, Cor. D.5, L. D.7: at t = 0, |G(mu)| = O~(G0), ||W_V X_i p_l||^2 = (v0/L)(1 +- eps_m), "
-       "|w_j^T W_V X_i p_l| <= s0 s1 sqrt((m/L) log(m1 n L/delta))", "statement")
+       "|w_j^T W_V X_i p_l| <= s0 s1 sqrt((m/L) log(m1 n L/delta))", "statement", at_probability=DELTA)
 def init_outputs(d: SeedData) -> tuple:
     """L. D.4, Cor. D.5, L. D.7 (row D4) at t = 0: the explicit ratios of `init_events` for
     ||W_V X_i p_l||^2 and (weight space) |w_j^T W_V X_i p_l|, each <= 1 (the verdict); max |G(mu)|

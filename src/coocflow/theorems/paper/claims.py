@@ -17,11 +17,9 @@ statement derived here) has a verdict of its own, shown, that never fails the cl
 
 from __future__ import annotations
 
-import math
-
-from coocflow.theorems.paper.checks import EVIDENCE, EVIDENCE_CLASSES
-from coocflow.theorems.paper.premises import DELTA, UNSTATED
-from coocflow.theorems.declare import STATEMENT_ORDER, Statement
+from coocflow.theorems.paper.checks import CHECKS, EVIDENCE, EVIDENCE_CLASSES
+from coocflow.theorems.paper.premises import UNSTATED
+from coocflow.theorems.declare import PROBABILITY_LEVEL, STATEMENT_ORDER, Statement, within_probability
 from coocflow.theorems.declare import Rate as DeclaredRate
 from coocflow.theorems.rate_judge import BOUND_TOLERANCE, ORDER_TOLERANCE
 
@@ -289,9 +287,10 @@ def claims_table(width: dict, rates: list[dict] | None = None) -> list[dict]:
             unit = width.get("unit", "seeds")
             counts = f"{rate['passed']}/{rate['of']} {unit} pass" if rate["of"] > 1 else verdict
             if allowed_failures(name, rate):
+                delta = CHECKS[name].at_probability
                 counts += (f", {rate['failed']} outside the lemma's events, which it allows with probability delta = "
-                           f"{DELTA:g} (P({rate['of']} runs give {rate['failed']} or more) = "
-                           f"{within_probability(rate['failed'], rate['of']):.2g})")
+                           f"{delta:g} (P({rate['of']} runs give {rate['failed']} or more) = "
+                           f"{within_probability(rate['failed'], rate['of'], delta):.2g})")
             elif rate["failed"] or rate["failed_outside_premises"]:
                 counts += (f", {rate['failed']} fail" if rate["failed"] else "") + (
                     f", {rate['failed_outside_premises']} fail outside premises" if rate["failed_outside_premises"] else "")
@@ -321,26 +320,18 @@ def claims_table(width: dict, rates: list[dict] | None = None) -> list[dict]:
     return table
 
 
-AT_PROBABILITY = frozenset({"lemmaD.1_init_concentration", "corD.2_uniform_attention", "lemmaD.4_init_outputs"})
+AT_PROBABILITY = frozenset(name for name, c in CHECKS.items() if c.at_probability)
 """Checks of the events L. D.1-D.7 state with probability at least 1 - delta over the initialization
-(the P9 events): a run outside them is one the lemma allows, so their failures over N runs judge the
-lemma by `within_probability`, not one by one."""
-PROBABILITY_LEVEL = 0.05
-"""The level of that one-sided binomial test: k failures of N runs refute 'each fails with probability
-at most delta' when P(Binomial(N, delta) >= k) < this."""
-
-
-def within_probability(failed: int, runs: int, delta: float = DELTA) -> float:
-    """P(Binomial(runs, delta) >= failed): how often runs that each fail with probability delta give
-    at least `failed` failures (1 for none)."""
-    return sum(math.comb(runs, k) * delta**k * (1 - delta) ** (runs - k) for k in range(failed, runs + 1))
+(the P9 events; `Check.at_probability`): a run outside them is one the lemma allows, so their failures
+over N runs judge the lemma by `within_probability`, not one by one."""
 
 
 def allowed_failures(name: str, rate: dict) -> bool:
-    """Whether a check's failures are ones its lemma allows: an `AT_PROBABILITY` check whose failures
-    over its seeds (or runs) are within delta at `PROBABILITY_LEVEL`."""
-    return (name in AT_PROBABILITY and rate["failed"] > 0
-            and within_probability(rate["failed"], rate["of"]) >= PROBABILITY_LEVEL)
+    """Whether a check's failures are ones its lemma allows: a check stated with probability 1 - delta
+    (`Check.at_probability`) whose failures over its seeds (or runs) are within delta at
+    `PROBABILITY_LEVEL`."""
+    delta = CHECKS[name].at_probability if name in CHECKS else 0.0
+    return bool(delta) and rate["failed"] > 0 and within_probability(rate["failed"], rate["of"], delta) >= PROBABILITY_LEVEL
 
 
 def _check_verdict(rate: dict, name: str = "") -> str:

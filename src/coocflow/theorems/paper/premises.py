@@ -1,9 +1,12 @@
 """The paper's premises P1..P10 (Condition 1, Assumption 2.3, Definition 2.1, the small output at
-initialization of Lemma D.8, gradient flow and the initialization events of Appendix D),
-evaluated on one run folder.
+initialization of Lemma D.8, gradient flow and the initialization events of Appendix D), declared as
+public `theorems.Premise`s (`PREMISES`) and measured on one run folder by the judge every declared
+theorem uses (`theorems.judge.premise_verdict`).
 
-Each premise is measured on the run's own configuration and data (`state_init`), per seed for
-an ensemble; a premise is met only if every seed meets it, and its value shows the worst seed.
+Each premise is measured on the run's own configuration (`holds`), or on its data and initial state
+per seed (`on_seed`, reading a seed's view: its `states["init"]`, `scales` and `config`, as
+`SeedData` has them); a premise on the seeds is met only if every seed meets it, and its value shows
+the worst seed.
 "Much greater than 1" is made concrete as >= `MUCH_GREATER`. Init scales follow the manifest's
 scheme: theory s0 = c0/sqrt(Lm), s1 = c1/sqrt(m1); Kaiming uniform has the same variances at
 c0 = c0_cfg sqrt(Lm/(3d)), c1 = c1_cfg sqrt(m1/(3m)) (runs.eq1.INIT_NOTES).
@@ -12,11 +15,15 @@ c0 = c0_cfg sqrt(Lm/(3d)), c1 = c1_cfg sqrt(m1/(3m)) (runs.eq1.INIT_NOTES).
 from __future__ import annotations
 
 import math
-from dataclasses import asdict, dataclass, field
+import dataclasses
+from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 
-from coocflow.config import random_slots
+from coocflow.config import Config, config_from_dict, random_slots
+from coocflow.theorems.declare import Premise, PremiseOutcome
+from coocflow.theorems.judge import PremiseVerdict, premise_verdict
 from coocflow.theorems.paper.saved import SavedState, seed_states
 from coocflow.theorems.paper.scales import Scales, eps_m, scales_of
 from coocflow.storage.run_folder import LoadedRun
@@ -32,9 +39,6 @@ FMAX0_LIMIT = 0.01
 """P7 as the paper states it (L. D.8): Fmax0 <= 0.01. It does not follow from Condition 1 (it needs
 c0 c1 <~ 1e-3, docs/claims.md typo 9), so `P7r`, the lemma's own bound, is evaluated beside it and
 every verdict is also given under P7r (`RELAXED`)."""
-RELAXED = {"P7": "P7r"}
-"""Premises whose relaxed form is reported beside them: verdicts are given under each (the stated
-one decides; the relaxed one is shown beside it)."""
 UNSTATED = {"P10": "c0 c1 sqrt(m1) > 4 (L. E.7's last step, 4R/L < s0 s1 sqrt(m/L), with R = 1/m1)"}
 """Conditions derived here that the paper does not state: never premises (a claim failing where one
 is not met still fails), but a claim that fails only where one is not met and holds where it is gets
@@ -45,42 +49,8 @@ dG/dt = -(s + m1 V) dL/dG (Appendix C), so its stiffness is u2 + m1 v0 = W0 at t
 ~ W0/6, Lemma 4.1), not U0 alone."""
 
 
-@dataclass
-class Premise:
-    """One premise: what it says, what was measured, what "met" needs, and the verdict
-    (None: cannot be evaluated on this run, reason in `note`)."""
-
-    id: str
-    statement: str
-    value: str
-    threshold: str
-    met: bool | None
-    note: str = ""
-
-    def to_dict(self) -> dict:
-        return asdict(self)
-
-
-@dataclass
-class _SeedVerdict:
-    met: bool | None
-    value: str
-    failures: list[str] = field(default_factory=list)
-    badness: float = 0.0
-    unavailable: list[str] = field(default_factory=list)
-
-
 def _fmt(x: float) -> str:
     return f"{x:.3g}"
-
-
-def _kleene_and(verdicts) -> bool | None:
-    verdicts = list(verdicts)
-    if any(v is False for v in verdicts):
-        return False
-    if any(v is None for v in verdicts):
-        return None
-    return True
 
 
 def _seed_ids(run: LoadedRun, count: int) -> list[int]:
@@ -93,7 +63,7 @@ def logits_at(state: SavedState) -> np.ndarray:
     return np.einsum("nh,nhl->n", state.mlp[state.tokens], state.training_attention)
 
 
-def _p1_widths(sc: Scales, delta: float) -> Premise:
+def _p1_widths(sc: Scales, delta: float) -> PremiseOutcome:
     """P1, Cond. 1 and the width conditions of the proofs (E4, E19, F3)."""
     ratios = {
         "m/(m1 log^2(m1/delta))": sc.m / (sc.m1 * math.log(sc.m1 / delta) ** 2),
@@ -112,10 +82,7 @@ def _p1_widths(sc: Scales, delta: float) -> Premise:
         failures.append(f"L s0^2/s1^2 = {_fmt(init_ratio)} > {1 / MUCH_GREATER:g}")
     value = (", ".join(f"{k} = {_fmt(v)}" for k, v in ratios.items())
              + f", m1 = {sc.m1}, m1/m = {_fmt(rho)}, L s0^2/s1^2 = {_fmt(init_ratio)}")
-    return Premise("P1", "widths (Cond. 1): m >> m1 log^2(m1/delta), L^2, L log(2nL/delta); m1 >= Omega~(1) "
-                   "(L. D.6 non-vacuous); m1/m <= 1/8; s0^2/s1^2 = o(1/L) (F3)", value,
-                   f"each ratio >= {MUCH_GREATER:g}; m1 >= 8 log(4/delta); m1/m <= 1/8; L s0^2/s1^2 <= {1 / MUCH_GREATER:g}",
-                   not failures, "; ".join(failures))
+    return PremiseOutcome(not failures, value, tuple(failures))
 
 
 def min_neurons(delta: float) -> float:
@@ -142,40 +109,38 @@ def _measured_c(state: SavedState, sc: Scales) -> tuple[float, float]:
     return math.sqrt(s0_sq * sc.L * sc.m), math.sqrt(s1_sq * sc.m1)
 
 
-def _p2_init(config: dict, states: list[SavedState], sc: Scales) -> Premise:
-    """P2, Cond. 1: Gaussian init with s0 = c0/sqrt(Lm), s1 = c1/sqrt(m1)."""
-    scheme = config["init"]["scheme"]
-    measured = np.array([_measured_c(s, sc) for s in states])
-    value = (f"{scheme}; c0 = {_fmt(sc.c0)}, c1 = {_fmt(sc.c1)} (measured c0 = {_fmt(measured[:, 0].mean())}, "
-             f"c1 = {_fmt(measured[:, 1].mean())})")
-    readouts = [np.asarray(s.params.readout()) for s in states if s.params.readout() is not None]
+def _p2_init(scheme: str, state: SavedState, sc: Scales) -> PremiseOutcome:
+    """P2, Cond. 1: Gaussian init with s0 = c0/sqrt(Lm), s1 = c1/sqrt(m1), on one seed's initial state (its
+    badness: how far its measured c0, c1 stray from the configured ones, relatively)."""
+    c0, c1 = _measured_c(state, sc)
+    value = f"{scheme}; c0 = {_fmt(sc.c0)}, c1 = {_fmt(sc.c1)} (measured c0 = {_fmt(c0)}, c1 = {_fmt(c1)})"
+    readout = state.params.readout()
     failures = [] if scheme == "theory" else [f"{scheme} init is not Gaussian"]
-    if not all(np.all(np.abs(a) == 1) for a in readouts):
+    if readout is not None and not np.all(np.abs(np.asarray(readout)) == 1):
         failures.append("a_j not all +-1")
-    return Premise("P2", "init (Cond. 1): Gaussian, s0 = c0/sqrt(Lm), s1 = c1/sqrt(m1), a_j = +-1 fixed",
-                   value, "init.scheme = theory (Gaussian), a_j = +-1", not failures, "; ".join(failures))
+    farthest = max(abs(c0 / sc.c0 - 1), abs(c1 / sc.c1 - 1))  # the seed whose measured scales stray most
+    return PremiseOutcome(not failures, value, tuple(failures), farthest)
 
 
-def _p3_data_size(sc: Scales) -> Premise:
+def _p3_data_size(sc: Scales) -> PremiseOutcome:
     """P3, Cond. 1: n >= Omega~(L^2), L >= Omega~(1) (L >= 3 for Def. 2.1)."""
     ratio = sc.n / sc.L**2
     failures = ([f"n/L^2 = {_fmt(ratio)} < {MUCH_GREATER:g}"] if ratio < MUCH_GREATER else []) + \
                ([f"L = {sc.L} < 3"] if sc.L < 3 else [])
-    return Premise("P3", "data size (Cond. 1): n >> L^2, L >= 3", f"n/L^2 = {_fmt(ratio)}, L = {sc.L}",
-                   f"n/L^2 >= {MUCH_GREATER:g}; L >= 3", not failures, "; ".join(failures))
+    return PremiseOutcome(not failures, f"n/L^2 = {_fmt(ratio)}, L = {sc.L}", tuple(failures))
 
 
-def _p4_groups(state: SavedState, sc: Scales) -> _SeedVerdict:
+def _p4_groups(state: SavedState, sc: Scales) -> PremiseOutcome:
     """P4, Assump. 2.3(i): group sizes n/2, n/6, n/6, n/6."""
     counts = np.bincount(state.groups.ravel(), minlength=4)[:4]
     n = len(state.groups)
     expected = np.array([n / 2, n / 6, n / 6, n / 6])
     off = float(np.abs(counts - expected).sum())
     value = "sizes " + "/".join(str(int(c)) for c in counts)
-    return _SeedVerdict(off == 0, value, [] if off == 0 else [f"{value} != {n / 2:g}/{n / 6:g}/{n / 6:g}/{n / 6:g}"], off)
+    return PremiseOutcome(off == 0, value, () if off == 0 else (f"{value} != {n / 2:g}/{n / 6:g}/{n / 6:g}/{n / 6:g}",), off)
 
 
-def _p5_distinct(state: SavedState, sc: Scales) -> _SeedVerdict:
+def _p5_distinct(state: SavedState, sc: Scales) -> PremiseOutcome:
     """P5, Assump. 2.3(ii): every random-token occurrence is a different token (c_mu = 1)."""
     tokens = state.tokens
     random_tokens = tokens[tokens >= FIRST_RANDOM]
@@ -184,11 +149,11 @@ def _p5_distinct(state: SavedState, sc: Scales) -> _SeedVerdict:
     value = (f"{distinct} distinct of {occurrences} random slots (n(L-7/3) = {random_slots(sc.n, sc.L)}, "
              f"d-3 = {sc.d - 3}), max c_mu = {largest_count}")
     met = distinct == occurrences
-    return _SeedVerdict(met, value, [] if met else [f"{distinct} distinct of {occurrences} slots"],
+    return PremiseOutcome(met, value, () if met else (f"{distinct} distinct of {occurrences} slots",),
                         float(occurrences - distinct))
 
 
-def _p6_one_hot(state: SavedState, sc: Scales) -> _SeedVerdict:
+def _p6_one_hot(state: SavedState, sc: Scales) -> PremiseOutcome:
     """P6, Def. 2.1: mu3 in every sample; mu1, mu2, mu3 at most once; y = +1 iff mu1 and mu2 co-occur."""
     tokens = state.tokens
     counts = np.stack([(tokens == mu).sum(axis=1) for mu in (MU1, MU2, MU3)], axis=1)
@@ -198,7 +163,7 @@ def _p6_one_hot(state: SavedState, sc: Scales) -> _SeedVerdict:
     value = (f"{int((counts[:, 2] == 1).sum())}/{len(tokens)} samples hold mu3 once; "
              f"max count mu1, mu2, mu3 = {', '.join(str(int(c)) for c in counts.max(axis=0))}; "
              f"labels off = {int(((labels > 0) != both).sum())}")
-    return _SeedVerdict(not bad.any(), value, [f"{int(bad.sum())} samples break Def. 2.1"] if bad.any() else [],
+    return PremiseOutcome(not bad.any(), value, (f"{int(bad.sum())} samples break Def. 2.1",) if bad.any() else (),
                         float(bad.sum()))
 
 
@@ -211,39 +176,36 @@ def _small_output(state: SavedState, sc: Scales, delta: float) -> tuple[float, f
     return fmax0, 2 * sc.c0 * sc.c1 * math.sqrt(2 * math.log(2 * sc.L * sc.n / delta)), loss0
 
 
-def _p7_small_output(state: SavedState, sc: Scales, delta: float) -> _SeedVerdict:
+def _p7_small_output(state: SavedState, sc: Scales, delta: float) -> PremiseOutcome:
     """P7 as the paper states it (L. D.8): Fmax0 <= 0.01 (`FMAX0_LIMIT`); the lemma's own bound is
     P7r's, reported beside it."""
     fmax0, bound, loss0 = _small_output(state, sc, delta)
     met = fmax0 <= FMAX0_LIMIT
     value = (f"Fmax0 = {_fmt(fmax0)} ({'<=' if met else '>'} {FMAX0_LIMIT:g}; L. D.8's own bound {_fmt(bound)}, P7r); "
              f"loss(0) = {loss0:.4f} vs log 2 = {math.log(2):.4f}")
-    return _SeedVerdict(met, value, [] if met else [f"Fmax0 = {_fmt(fmax0)} > {FMAX0_LIMIT:g}"], fmax0)
+    return PremiseOutcome(met, value, () if met else (f"Fmax0 = {_fmt(fmax0)} > {FMAX0_LIMIT:g}",), fmax0)
 
 
-def _p7r_small_output(state: SavedState, sc: Scales, delta: float) -> _SeedVerdict:
+def _p7r_small_output(state: SavedState, sc: Scales, delta: float) -> PremiseOutcome:
     """P7r, P7 relaxed to what Condition 1 implies: Fmax0 <= L. D.8's bound 2 c0 c1 sqrt(2 log(2Ln/delta))
     (the lemma's last step, that this is <= 0.01, does not follow from Condition 1). Reported, with the
     verdicts under it beside the stated P7's; not a premise."""
     fmax0, bound, _ = _small_output(state, sc, delta)
     met = fmax0 <= bound
-    return _SeedVerdict(met, f"Fmax0 = {_fmt(fmax0)} vs L. D.8's bound {_fmt(bound)}",
-                        [] if met else [f"Fmax0 = {_fmt(fmax0)} > L. D.8's bound {_fmt(bound)}"], fmax0)
+    return PremiseOutcome(met, f"Fmax0 = {_fmt(fmax0)} vs L. D.8's bound {_fmt(bound)}",
+                          () if met else (f"Fmax0 = {_fmt(fmax0)} > L. D.8's bound {_fmt(bound)}",), fmax0)
 
 
-def _p8_flow(config: dict, sc: Scales) -> Premise:
+def _p8_flow(method: str, lr: float, sc: Scales) -> PremiseOutcome:
     """P8: gradient flow; GD counts when eta W0/6 << 1 (derived: `GD_STEP_LIMIT`)."""
-    method, lr = config["train"]["method"], config["optimizer"]["lr"]
-    statement = "gradient flow (GD only with eta W0/6 << 1)"
-    threshold = f"train.method = flow, or gd with eta W0/6 <= {GD_STEP_LIMIT:g}"
     if method == "flow":
-        return Premise("P8", statement, "flow", threshold, True)
+        return PremiseOutcome(True, "flow")
     step = lr * sc.W0 / 6
     value = f"{method}, eta W0/6 = {_fmt(step)} (eta U0/6 = {_fmt(lr * sc.U0 / 6)}), W0 = {_fmt(sc.W0)}"
     if method != "gd":
-        return Premise("P8", statement, value, threshold, False, f"{method} is not a discretization of the flow")
+        return PremiseOutcome(False, value, (f"{method} is not a discretization of the flow",))
     met = step <= GD_STEP_LIMIT
-    return Premise("P8", statement, value, threshold, met, "" if met else f"eta W0/6 = {_fmt(step)} > {GD_STEP_LIMIT:g}")
+    return PremiseOutcome(met, value, () if met else (f"eta W0/6 = {_fmt(step)} > {GD_STEP_LIMIT:g}",))
 
 
 def init_events(state: SavedState, sc: Scales, delta: float) -> dict[str, float | None]:
@@ -288,7 +250,7 @@ def init_events(state: SavedState, sc: Scales, delta: float) -> dict[str, float 
     return events
 
 
-def _p9_init_events(state: SavedState, sc: Scales, delta: float) -> _SeedVerdict:
+def _p9_init_events(state: SavedState, sc: Scales, delta: float) -> PremiseOutcome:
     """P9: the init events D1, D2, D4 (and L. D.6) at t = 0; each ratio measured/allowed <= 1."""
     events = init_events(state, sc, delta)
     measured = {k: v for k, v in events.items() if v is not None}
@@ -296,72 +258,117 @@ def _p9_init_events(state: SavedState, sc: Scales, delta: float) -> _SeedVerdict
     failures = [f"{k} ratio {_fmt(v)} > 1" for k, v in measured.items() if v > 1]
     met = False if failures else (None if unavailable else True)
     value = ", ".join(f"{k} {_fmt(v)}" for k, v in measured.items())
-    return _SeedVerdict(met, value, failures, max(measured.values()), unavailable)
-
-
-def _per_seed(states: list[SavedState], seeds: list[int], evaluate) -> tuple[bool | None, str, str]:
-    """Verdict over seeds: met only if every seed meets it; value and note from the worst seed."""
-    verdicts = [evaluate(s) for s in states]
-    met = _kleene_and(v.met for v in verdicts)
-    candidates = [i for i, v in enumerate(verdicts) if v.met is met] or list(range(len(verdicts)))
-    worst = max(candidates, key=lambda i: verdicts[i].badness)
-    chosen = verdicts[worst]
-    value = chosen.value if len(states) == 1 else f"worst seed {seeds[worst]} of {len(states)}: {chosen.value}"
-    note = "; ".join(chosen.failures)
     if met is None:
-        note = f"needs weights a Gram-space run lacks: {', '.join(chosen.unavailable)}"
-    return met, value, note
+        failures = [f"needs weights a Gram-space run lacks: {', '.join(unavailable)}"]
+    return PremiseOutcome(met, value, tuple(failures), max(measured.values()))
 
 
-def evaluate_premises(run: LoadedRun, delta: float = DELTA) -> list[Premise]:
-    """P1..P10 of docs/claims.md section 1 on `run`'s configuration and initial state, failure probability `delta`."""
-    config = run.config
-    sc = scales_of(config)
+@dataclass(frozen=True)
+class InitialView:
+    """What eq. (1)'s premises read of one seed: its saved states (the premises read "init"), the
+    configuration's scales and its config (the dict form). `SeedData`, the view the checks read, has
+    the same three."""
+
+    states: dict[str, SavedState]
+    scales: Scales
+    config: dict[str, Any]
+
+
+def _on_seed(measure):
+    """A premise on one seed's view from `measure(initial_state, scales, config)`."""
+    return lambda view: measure(view.states["init"], view.scales, view.config)
+
+
+def _on_config(measure):
+    """A premise on the run's config from `measure(scales, config)` (`config` in its dict form)."""
+    def holds(system: Any, config: Config) -> PremiseOutcome:
+        tree = config.to_dict()
+        return measure(scales_of(tree), tree)
+    return holds
+
+
+def _p9_threshold(sc: Scales) -> str:
+    eps_d = eps_m(2 * sc.d / DELTA, sc.m)
+    return (f"every measured/allowed ratio <= 1 (D1: v0 eps_m(2d/delta) = {_fmt(sc.v0 * eps_d)}; "
+            f"D2: (exp(2 v0 eps_m(2d/delta)/sqrt m) - 1)/L)")
+
+
+def _with_threshold(outcome: PremiseOutcome, threshold: str) -> PremiseOutcome:
+    return dataclasses.replace(outcome, threshold=threshold)
+
+
+PREMISES: tuple[Premise, ...] = (
+    Premise("P1", "widths (Cond. 1): m >> m1 log^2(m1/delta), L^2, L log(2nL/delta); m1 >= Omega~(1) "
+            "(L. D.6 non-vacuous); m1/m <= 1/8; s0^2/s1^2 = o(1/L) (F3)",
+            holds=_on_config(lambda sc, config: _p1_widths(sc, DELTA)),
+            threshold=f"each ratio >= {MUCH_GREATER:g}; m1 >= 8 log(4/delta); m1/m <= 1/8; "
+                      f"L s0^2/s1^2 <= {1 / MUCH_GREATER:g}"),
+    Premise("P2", "init (Cond. 1): Gaussian, s0 = c0/sqrt(Lm), s1 = c1/sqrt(m1), a_j = +-1 fixed",
+            on_seed=_on_seed(lambda state, sc, config: _p2_init(config["init"]["scheme"], state, sc)),
+            threshold="init.scheme = theory (Gaussian), a_j = +-1"),
+    Premise("P3", "data size (Cond. 1): n >> L^2, L >= 3", holds=_on_config(lambda sc, config: _p3_data_size(sc)),
+            threshold=f"n/L^2 >= {MUCH_GREATER:g}; L >= 3"),
+    Premise("P4", "group sizes n/2, n/6, n/6, n/6 (Assump. 2.3(i))",
+            on_seed=_on_seed(lambda state, sc, config: _with_threshold(
+                _p4_groups(state, sc), f"exactly {sc.n / 2:g}/{sc.n / 6:g}/{sc.n / 6:g}/{sc.n / 6:g}"))),
+    Premise("P5", "all random-token occurrences distinct (Assump. 2.3(ii))",
+            on_seed=_on_seed(lambda state, sc, config: _p5_distinct(state, sc)),
+            threshold="distinct random tokens = random-token occurrences"),
+    Premise("P6", "one-hot samples: mu3 in every sample, mu1..mu3 at most once (Def. 2.1)",
+            on_seed=_on_seed(lambda state, sc, config: _p6_one_hot(state, sc)),
+            threshold="every sample: mu3 once, mu1, mu2 at most once, y = +1 iff both"),
+    Premise("P7", "small initial output Fmax0 <= 0.01 (L. D.8 as stated), g(0) ~ 1/2 (E4)",
+            on_seed=_on_seed(lambda state, sc, config: _p7_small_output(state, sc, DELTA)),
+            threshold=f"Fmax0 <= {FMAX0_LIMIT:g}"),
+    Premise("P7r", "P7 relaxed (reported, not a premise): Fmax0 within L. D.8's own bound",
+            on_seed=_on_seed(lambda state, sc, config: _p7r_small_output(state, sc, DELTA)),
+            threshold="Fmax0 <= 2 c0 c1 sqrt(2 log(2Ln/delta))", kind="relaxed", relaxes="P7"),
+    Premise("P8", "gradient flow (GD only with eta W0/6 << 1)",
+            holds=_on_config(lambda sc, config: _p8_flow(config["train"]["method"], config["optimizer"]["lr"], sc)),
+            threshold=f"train.method = flow, or gd with eta W0/6 <= {GD_STEP_LIMIT:g}"),
+    Premise("P9", "init events D1, D2, D4, D6 hold at t = 0 (L. D.1-D.7)",
+            on_seed=_on_seed(lambda state, sc, config: _with_threshold(_p9_init_events(state, sc, DELTA),
+                                                                       _p9_threshold(sc))),
+            kind="reported"),
+    Premise("P10", "unstated condition (not a premise): L. E.7's last step needs c0 c1 sqrt(m1) > 4",
+            holds=_on_config(lambda sc, config: _p10_lemma_e7_neurons(sc)), threshold="c0 c1 sqrt(m1) > 4",
+            kind="unstated"),
+)
+"""P1..P10 of docs/claims.md section 1, as the public declarations every theorem's premises are: P1..P8
+what every theorem and lemma of the paper assumes (`kind` "assumed"), P7r P7 relaxed to L. D.8's own
+bound, P9 the initialization events (they hold with probability 1 - delta: reported), P10 a condition
+the paper does not state (`UNSTATED`)."""
+RELAXED = {p.relaxes: p.id for p in PREMISES if p.kind == "relaxed"}
+"""Premises whose relaxed form is reported beside them: verdicts are given under each (the stated
+one decides; the relaxed one is shown beside it)."""
+ASSUMED = tuple(p.id for p in PREMISES if p.kind == "assumed")
+"""What every theorem and lemma of the paper assumes (P1..P8): a run meets the theorems' premises when
+it meets each of these."""
+
+
+def evaluate_premises(run: LoadedRun) -> list[PremiseVerdict]:
+    """P1..P10 (`PREMISES`) on `run`'s configuration and its seeds' initial states."""
     states = seed_states(run.state_init)
     seeds = _seed_ids(run, len(states))
-
-    def per_seed(pid, statement, threshold, evaluate):
-        met, value, note = _per_seed(states, seeds, evaluate)
-        return Premise(pid, statement, value, threshold, met, note)
-
-    eps_d = eps_m(2 * sc.d / delta, sc.m)
-    return [
-        _p1_widths(sc, delta),
-        _p2_init(config, states, sc),
-        _p3_data_size(sc),
-        per_seed("P4", "group sizes n/2, n/6, n/6, n/6 (Assump. 2.3(i))",
-                 f"exactly {sc.n / 2:g}/{sc.n / 6:g}/{sc.n / 6:g}/{sc.n / 6:g}", lambda s: _p4_groups(s, sc)),
-        per_seed("P5", "all random-token occurrences distinct (Assump. 2.3(ii))",
-                 "distinct random tokens = random-token occurrences", lambda s: _p5_distinct(s, sc)),
-        per_seed("P6", "one-hot samples: mu3 in every sample, mu1..mu3 at most once (Def. 2.1)",
-                 "every sample: mu3 once, mu1, mu2 at most once, y = +1 iff both", lambda s: _p6_one_hot(s, sc)),
-        per_seed("P7", "small initial output Fmax0 <= 0.01 (L. D.8 as stated), g(0) ~ 1/2 (E4)",
-                 f"Fmax0 <= {FMAX0_LIMIT:g}", lambda s: _p7_small_output(s, sc, delta)),
-        per_seed("P7r", "P7 relaxed (reported, not a premise): Fmax0 within L. D.8's own bound",
-                 "Fmax0 <= 2 c0 c1 sqrt(2 log(2Ln/delta))", lambda s: _p7r_small_output(s, sc, delta)),
-        _p8_flow(config, sc),
-        per_seed("P9", "init events D1, D2, D4, D6 hold at t = 0 (L. D.1-D.7)",
-                 f"every measured/allowed ratio <= 1 (D1: v0 eps_m(2d/delta) = {_fmt(sc.v0 * eps_d)}; "
-                 f"D2: (exp(2 v0 eps_m(2d/delta)/sqrt m) - 1)/L)",
-                 lambda s: _p9_init_events(s, sc, delta)),
-        _p10_lemma_e7_neurons(sc),
-    ]
+    scales = scales_of(run.config)
+    views = [InitialView({"init": state}, scales, run.config) for state in states]
+    config = config_from_dict(run.config)
+    return [premise_verdict(premise, None, config, views, seeds) for premise in PREMISES]
 
 
 E7_NEURON_FACTOR = 4.0
 """L. E.7's last step, 4R/L < s0 s1 sqrt(m/L) with R = Theta(1/m1), holds when c0 c1 sqrt(m1) > 4."""
 
 
-def _p10_lemma_e7_neurons(sc: Scales) -> Premise:
+def _p10_lemma_e7_neurons(sc: Scales) -> PremiseOutcome:
     """P10, a condition the paper does not state (`UNSTATED`): the neuron count Lemma E.7's last
     inequality needs, c0 c1 sqrt(m1) > 4, i.e. m1 > 16/(c0 c1)^2. Reported, never a premise: the claims
     whose proofs take that step get 'holds under an unstated condition' where it explains a failure."""
     product = sc.c0 * sc.c1 * math.sqrt(sc.m1)
     met = product > E7_NEURON_FACTOR
     need = 16 / (sc.c0 * sc.c1) ** 2
-    return Premise("P10", "unstated condition (not a premise): L. E.7's last step needs c0 c1 sqrt(m1) > 4",
-                   f"c0 c1 sqrt(m1) = {_fmt(product)} (m1 = {sc.m1}; needs m1 > {_fmt(need)})",
-                   "c0 c1 sqrt(m1) > 4", met, "" if met else f"m1 = {sc.m1} <= 16/(c0 c1)^2 = {_fmt(need)}")
+    return PremiseOutcome(met, f"c0 c1 sqrt(m1) = {_fmt(product)} (m1 = {sc.m1}; needs m1 > {_fmt(need)})",
+                          () if met else (f"m1 = {sc.m1} <= 16/(c0 c1)^2 = {_fmt(need)}",))
 
 
 def _verdict_word(met: bool | None) -> str:

@@ -26,7 +26,8 @@ from coocflow.theorems.paper.claims import (
     summary_line,
     unstated_of_check,
 )
-from coocflow.theorems.paper.premises import RELAXED, Premise, evaluate_premises, premises_markdown, premises_summary
+from coocflow.theorems.judge import PremiseVerdict
+from coocflow.theorems.paper.premises import ASSUMED, RELAXED, evaluate_premises, premises_markdown, premises_summary
 from coocflow.theorems.paper.saved import SavedState, seed_arrays, seed_states
 from coocflow.theorems.paper.scales import scales_of
 from coocflow.storage import LoadedRun, atomic_write_json, atomic_write_text
@@ -36,13 +37,13 @@ APPENDIX_C_CHECK = "appendix_c_closed_forms"
 IDENTITIES = tuple(name for claim in CLAIMS for name in claim.identities)
 """Checks that are identities of the implementation (they hold for any weights), not claims of
 the paper: shown apart from the claims, with the Appendix C closed forms."""
-THEOREM_PREMISES = ("P1", "P2", "P3", "P4", "P5", "P6", "P7", "P8")
-"""What every theorem and lemma of the paper assumes (docs/claims.md section 1): Condition 1's
-widths, initialization and data size, Assumption 2.3, Definition 2.1, the small output at
-initialization of Lemma D.8 and the gradient flow. P9 (the initialization events) holds with
-probability 1 - delta and is reported, not required; P7r (L. D.8's own bound, P7 relaxed) is
-reported with the verdicts under it beside the stated P7's; P10 is a condition the paper does not
-state (`premises.UNSTATED`), never a premise. A claim violated where one of these is not
+THEOREM_PREMISES = ASSUMED
+"""What every theorem and lemma of the paper assumes (docs/claims.md section 1, the premises of kind
+"assumed" in `premises.PREMISES`): Condition 1's widths, initialization and data size, Assumption 2.3,
+Definition 2.1, the small output at initialization of Lemma D.8 and the gradient flow. P9 (the
+initialization events) holds with probability 1 - delta and is reported, not required; P7r (L. D.8's own
+bound, P7 relaxed) is reported with the verdicts under it beside the stated P7's; P10 is a condition the
+paper does not state (`premises.UNSTATED`), never a premise. A claim violated where one of these is not
 met is `fail outside premises`: the theorem does not promise it there."""
 VERDICTS = ("pass", "fail", "fail outside premises", "vacuous", "not applicable", NO_VERDICT)
 
@@ -53,7 +54,7 @@ class Verification:
     per_seed: list[list[CheckResult]]
     boundaries: list[dict]
     appendix_c: list[dict]
-    premises: list[Premise] = field(default_factory=list)
+    premises: list[PremiseVerdict] = field(default_factory=list)
 
     @property
     def appendix_c_error(self) -> float:
@@ -219,7 +220,7 @@ def seed_data(run: LoadedRun) -> list[tuple[int, SeedData]]:
         out.append((seed, SeedData(series, scales.m, n=scales.n, L=scales.L, events=located,
                                    event_settings=run.manifest.get("event_settings", {}),
                                    A_init=states["init"].scores, A_final=states["final"].scores,
-                                   states=states, scales=scales, t1_declared=paper_t1,
+                                   states=states, scales=scales, t1_declared=paper_t1, config=run.config,
                                    loss_exponent=run.config.get("verify", {}).get("loss_exponent", 1.0),
                                    sandwich_c=run.config.get("verify", {}).get("sandwich_c", 0.0))))
     return out
