@@ -18,6 +18,7 @@ import dataclasses
 from functools import lru_cache
 from pathlib import Path
 
+from coocflow.storage.folders import RunFolder
 from coocflow.storage.run_folder import load_run
 from coocflow.theorems.declare import Computed, SeedRun, Theorem
 from coocflow.theorems.paper.checks import CHECKS, SeedData
@@ -36,7 +37,7 @@ def _seed_views(folder: str, written_ns: int) -> dict[int, SeedData]:
 
 def seed_view(run: SeedRun) -> SeedData:
     """What eq. (1)'s checks, seed premises and quantities read of one seed (`checks.SeedData`)."""
-    views = _seed_views(str(run.folder), (run.folder / "manifest.json").stat().st_mtime_ns)
+    views = _seed_views(str(run.folder), RunFolder(run.folder).manifest_file.stat().st_mtime_ns)
     if run.seed not in views:
         raise ValueError(f"seed {run.seed} has no valid observation (it diverged at t = 0)")
     return views[run.seed]
