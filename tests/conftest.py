@@ -12,7 +12,8 @@ os.environ.setdefault("JAX_PERSISTENT_CACHE_MIN_COMPILE_TIME_SECS", "0")
 suite compiled 6,685 programs in its 172 processes, about 220 s of its 736 s of compiling in small
 eager operations (broadcasts, slices, stacks) that each new process compiled again (measured with
 JAX's compile log, 2026-12-02; tests/test_interrupts.py and test_cli.py: 91 s -> 86 s)."""
-os.environ.setdefault("XLA_FLAGS", "--xla_backend_optimization_level=0 --xla_cpu_use_fusion_emitters=false")
+SUITE_XLA_FLAGS = "--xla_backend_optimization_level=0 --xla_cpu_use_fusion_emitters=false"
+os.environ.setdefault("XLA_FLAGS", SUITE_XLA_FLAGS)
 """The suite's programs are tiny: compiling them without LLVM's optimizations saves about a fifth
 of the suite's time (measured: 76 s -> 61 s on the generalization smoke test), and XLA's older
 elemental emitter for fusions instead of its MLIR fusion emitters compiles in about half the time

@@ -18,8 +18,15 @@ REPO = Path(__file__).resolve().parents[1]
 
 def test_the_reference_runs_reproduce_their_stored_metrics():
     """In a subprocess with XLA's default optimization level (the suite's conftest lowers it, which
-    moves a few columns by ulps; see make_references.py); whatever the machine's core count."""
-    env = {key: value for key, value in os.environ.items() if key != "XLA_FLAGS"}
+    moves a few columns by ulps; see make_references.py), whatever the machine's core count, and under
+    the XLA flags the caller set (`XLA_FLAGS=--xla_cpu_max_isa=AVX2 pytest ...`: only the suite's own
+    flags are dropped)."""
+    from conftest import SUITE_XLA_FLAGS
+
+    env = dict(os.environ)
+    kept = [flag for flag in env.pop("XLA_FLAGS", "").split() if flag not in SUITE_XLA_FLAGS.split()]
+    if kept:
+        env["XLA_FLAGS"] = " ".join(kept)
     env["JAX_COMPILATION_CACHE_DIR"] = str(REPO / ".pytest_cache" / "jax-reference")
     done = subprocess.run([sys.executable, str(REPO / "tests" / "reference" / "make_references.py"), "--check"],
                           capture_output=True, text=True, env=env, timeout=900, cwd=REPO)
