@@ -322,7 +322,8 @@ def _premises(theorem: Theorem, runs: list[list[SeedRun]]) -> tuple[dict[str, li
     """Each premise's verdict on each run: whether it is met (by id), and the verdicts themselves."""
     verdicts = []
     for seeds in runs:
-        views = [_view(theorem, run) for run in seeds]
+        per_seed = any(p.on_seed is not None for p in theorem.premises)  # else no view is needed
+        views = [_view(theorem, run) for run in seeds] if per_seed else []
         verdicts.append([premise_verdict(p, seeds[0].system, seeds[0].config, views, [run.seed for run in seeds])
                          for p in theorem.premises])
     met = {p.id: [run_verdicts[i].met for run_verdicts in verdicts] for i, p in enumerate(theorem.premises)}
