@@ -1,4 +1,5 @@
-"""The gradient flow d(theta)/dt = -grad L(theta) as an ODE, integrated with Diffrax.
+"""The gradient flow d(theta)/dt = -grad L(theta) as an ODE, integrated with Diffrax (imported where
+used, so that discrete training never loads it).
 
 An adaptive Runge-Kutta solver (Dopri8 by default; Tsit5 and Dopri5 selectable) with a PID
 step-size controller follows the flow at the tolerances `rtol`, `atol`; `kvaerno5` is an implicit (stiff)
@@ -14,18 +15,20 @@ reached t = 1e6 with a relative loss error of 6e-8 against Tsit5's 4e-6, in 0.89
 
 from __future__ import annotations
 
-import diffrax
+from typing import TYPE_CHECKING
+
 import equinox as eqx
 import jax
 import jax.numpy as jnp
-import lineax
 import numpy as np
-import optimistix
 
 from coocflow.config import SolverConfig
 from coocflow.model import Transformer
 from coocflow.model.state import velocity
 from coocflow.observables import Problem
+
+if TYPE_CHECKING:
+    import diffrax
 
 STAGES = {"tsit5": 6, "dopri5": 6, "dopri8": 13, "kvaerno5": 6}
 """Gradient evaluations per step of each solver (all four reuse their last stage: FSAL), used to
@@ -34,6 +37,12 @@ Hessian-vector products, which this count leaves out."""
 
 
 def make_solver(name: str, rtol, atol) -> diffrax.AbstractSolver:
+    """The Diffrax solver named `name` (Diffrax, Optimistix and Lineax are imported here, not with
+    the module: discrete training never needs them)."""
+    import diffrax  # lazy: 0.4 s with Optimistix and Lineax, which discrete training never needs
+    import lineax  # lazy: see above
+    import optimistix  # lazy: see above
+
     if name == "tsit5":
         return diffrax.Tsit5()
     if name == "dopri5":
@@ -63,6 +72,8 @@ class Solver(eqx.Module):
         return make_solver(self.name, self.rtol, self.atol)
 
     def controller(self, norm=None, dtmax=None) -> diffrax.PIDController:
+        import diffrax  # lazy: see make_solver
+
         extra = {} if norm is None else {"norm": norm}
         return diffrax.PIDController(rtol=self.rtol, atol=self.atol, dtmax=dtmax, **extra)
 
@@ -91,6 +102,8 @@ def total_stats(extras: list[dict[str, np.ndarray]], solver: str) -> dict:
 
 def result_message(code: int) -> str:
     """A one-line reason for a Diffrax result code, with the fix where there is one."""
+    import diffrax  # lazy: see make_solver
+
     names = {int(item._value): name for name, item in diffrax.RESULTS._name_to_item.items()}
     fixes = {"max_steps_reached": "raise solver.max_steps or loosen solver.rtol",
              "dt_min_reached": "the flow is too stiff for this solver; try solver.name=kvaerno5"}

@@ -17,7 +17,6 @@ import time
 from dataclasses import dataclass, field
 from typing import Any, Callable
 
-import diffrax
 import equinox as eqx
 import jax
 import jax.numpy as jnp
@@ -30,7 +29,6 @@ from coocflow.flow.events import (
     event_carry,
     event_holds,
     event_settings,
-    locate,
     record_events,
     traced_shapes,
 )
@@ -181,6 +179,8 @@ def _flow_chunk(system: AbstractSystem, solver: Solver, events: tuple[FirstHit, 
     parameters at ts (the very ones observed) are saved too, and `record_snapshot` keeps those of
     observation `index[k]` in slot `slot[k]` and at the system's `reached` event; `record_events`
     those just before each of `events` (at `levels`) first holds."""
+    import diffrax  # lazy: discrete training never imports Diffrax (0.4 s of a warm `run tiny`)
+
     TRACE_COUNTS["flow"] += 1
 
     def one_seed(y0, snap, found, initial, fixed, train, test):
@@ -376,6 +376,8 @@ def integrate_flow(system: AbstractSystem, solver: Solver, times: np.ndarray, se
     result = run.result(np.full(len(times), -1, dtype=np.int64), times, driven, driven.carry[2], fixed, checkpoint, stats,
                         failures)
     if events:
+        from coocflow.flow.locate import locate  # lazy: imports Diffrax, which discrete training never needs
+
         located = locate(compiled, solver, _observed_only, events, np.asarray(levels), driven.carry[3], times,
                          driven.series, fixed, run.initial, run.train, run.test)
         result.events = {name: located.times[:, k] for k, name in enumerate(events)}

@@ -38,7 +38,6 @@ import equinox as eqx
 import jax
 import jax.numpy as jnp
 import numpy as np
-import optimistix
 
 from coocflow.data import Dataset
 from coocflow.model.base import AbstractState
@@ -168,6 +167,8 @@ class GramState(AbstractState):
         norm) over the six Grams only: resolving the neurons N, Z, a (`model.neurons`) then changes no
         step, so the Grams are computed exactly as without them, and N, Z follow at the accuracy those
         steps give (tests/test_neuron_gram.py measures it); the width m, a constant leaf, is left out."""
+        import optimistix  # lazy: only the flow's step-size control needs it; discrete training never imports it
+
         return optimistix.rms_norm(self.grams())
 
     def arrays(self) -> dict[str, jnp.ndarray]:

@@ -12,7 +12,6 @@ from __future__ import annotations
 import equinox as eqx
 import jax
 import jax.numpy as jnp
-import optimistix
 
 from coocflow.data import Dataset
 from coocflow.model.base import AbstractState
@@ -127,6 +126,8 @@ class Transformer(AbstractState):
         return jax.tree.map(jnp.negative, jax.grad(trainable_loss)(self, fixed, data))
 
     def error_norm(self) -> jnp.ndarray:
+        import optimistix  # lazy: only the flow's step-size control needs it; discrete training never imports it
+
         return optimistix.rms_norm(self)
 
     def arrays(self) -> dict[str, jnp.ndarray]:

@@ -22,7 +22,6 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 import optax
-import optimistix
 
 from coocflow.config import Config, build_table
 from coocflow.errors import ConfigError
@@ -236,6 +235,8 @@ class AbstractSystem(eqx.Module):
 
     def error_norm(self, error: Any) -> jax.Array:
         """The norm the flow's step-size control takes of a step's scaled error (RMS by default)."""
+        import optimistix  # lazy: only the flow's step-size control needs it; discrete training never imports it
+
         return optimistix.rms_norm(error)
 
     def reached(self, observed: dict[str, jax.Array]) -> jax.Array:
