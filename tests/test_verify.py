@@ -390,8 +390,9 @@ def test_seed_series_splits_the_table_as_the_per_seed_masks_did():
 def test_eq1s_declaration_is_judged_alike_by_the_paper_report_and_by_the_judge_of_every_theorem(phenomena):
     """eq. (1)'s theorem is one public declaration (`Eq1System.theorem()`): the judge every System's
     theorem goes through (`theorems.judge`) gives each check the verdict the paper's report gives it, and
-    each premise the same measurement. The judge calls a seed that cannot tell "inconclusive" where the
-    paper's report says "not applicable", and judges unstated conditions on statements, not checks."""
+    each premise the same measurement, and each of the 41 statements the report's verdict (a check that
+    has nothing to measure on a seed says so, `Outcome.applies`: "not applicable" in both). The judge
+    judges unstated conditions on statements, not on checks."""
     from coocflow.systems.eq1 import Eq1System
     from coocflow.theorems.judge import verify_theorem
     from coocflow.theorems.paper.claims import _check_verdict
@@ -403,21 +404,20 @@ def test_eq1s_declaration_is_judged_alike_by_the_paper_report_and_by_the_judge_o
     judged = {c.id: c for c in declared.claims}
     for name in CHECKS:
         paper = "diagnostic" if EVIDENCE[name] == "diagnostic" else _check_verdict(rates[name], name)
-        ours = {"inconclusive": "not applicable"}.get(judged[name].verdict, judged[name].verdict)
+        ours = judged[name].verdict
         assert ours == paper or (paper == "holds under an unstated condition" and ours == "fail"), (name, ours, paper)
     assert [(p["id"], p["value"], p["met"]) for p in declared.premises] == [
         (p.id, p.value, p.met) for p in verification.premises]
-    # Each statement: the report's claim verdict where every check it names could be measured; where one
-    # could not (the report's "not applicable", the judge's "inconclusive"), the judge's order ranks it.
+    # Each statement: the report's claim verdict, the first of the order over the checks it names.
     from coocflow.theorems import STATEMENT_ORDER
 
     table = {row["id"]: row for row in verification.claims()}
     statements = {c.id: c for c in declared.claims if c.kind == "Statement"}
     assert set(statements) == set(table) and len(table) == 41
     for claim_id, row in table.items():
-        pieces = [{"not applicable": "inconclusive"}.get(e["verdict"], e["verdict"]) for e in row["evidence"]
+        pieces = [e["verdict"] for e in row["evidence"]
                   if e["kind"] == "check" and e.get("class", "statement") in ("statement", "identity")]
         expected = next((v for v in STATEMENT_ORDER if v in pieces), "not applicable")
-        assert statements[claim_id].verdict == expected, (claim_id, statements[claim_id].sentence, row["verdict"])
-        if "inconclusive" not in pieces:
-            assert expected == row["verdict"]
+        assert statements[claim_id].verdict == expected == row["verdict"], (
+            claim_id, statements[claim_id].sentence, row["verdict"])
+    assert "not applicable" in {c.verdict for c in declared.claims}, "the run must exercise a check that does not apply"

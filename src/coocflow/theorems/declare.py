@@ -197,6 +197,11 @@ class Outcome:
     sentence: str
     threshold: str = ""
     headroom: dict[str, float] = field(default_factory=dict)
+    applies: bool = True
+    """With `passed` None: whether the claim arises on this seed at all. True: it does, but the seed
+    cannot tell (the seed's verdict is `inconclusive`); False: it does not (the window it speaks of is
+    never reached, what it is about is absent), and the seed is `not applicable`, which counts neither
+    way: a claim passes on the seeds where it applies."""
 
     @property
     def vacuous_parts(self) -> list[str]:

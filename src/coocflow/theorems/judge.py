@@ -62,7 +62,8 @@ theorem does not promise it there); `holds under an unstated condition`: a `Stat
 failure is on runs that do not meet a condition its proof needs and its source does not state, and
 which holds on the runs that meet it; `inconclusive`: the data cannot decide (an event a quantity
 reads never happened; a rate's interval straddles its band); `vacuous`: passed by so much that it
-says nothing; `not applicable`: a rate on a single run, or along another key than the sweep's."""
+says nothing; `not applicable`: a rate on a single run, or along another key than the sweep's, or a
+check on runs none of whose seeds it applies to (`Outcome.applies`)."""
 POWER_ERROR = 0.2
 """The exponent error at which `verify` reports the rate test's power (a claim this far off should fail)."""
 POWER_TRIALS = 200
@@ -372,6 +373,8 @@ def _check_on_seed(claim: Check, theorem: Theorem, run: SeedRun) -> tuple[bool |
         raise ConfigError(f"theorem {theorem.name!r}: check {claim.id} failed on seed {run.seed} "
                           f"({type(err).__name__}: {err}); fix its function") from None
     values = {"measured": outcome.measured, "threshold": outcome.threshold, "sentence": outcome.sentence}
+    if outcome.passed is None and not outcome.applies:
+        values["applies"] = False
     if outcome.headroom:
         values["headroom"] = min(outcome.headroom.values())
     return (None if outcome.passed is None else bool(outcome.passed)), values
@@ -420,7 +423,8 @@ def judge_on_runs(claim: Claim, theorem: Theorem, runs: list[list[SeedRun]], met
                             _values_text(claim, measured), measured)
     failed = [o for o in outcomes if o[0] is False]
     inside = [o for o in failed if not o[1]]
-    unknown = [o for o in outcomes if o[0] is None]
+    unknown = [o for o in outcomes if o[0] is None and o[2].get("applies", True)]
+    applying = [o for o in outcomes if o[0] is not None or o[2].get("applies", True)]
     allowed = (isinstance(claim, Check) and claim.at_probability > 0 and bool(inside)
                and within_probability(len(inside), len(outcomes), claim.at_probability) >= PROBABILITY_LEVEL)
     if allowed:
@@ -431,12 +435,14 @@ def judge_on_runs(claim: Claim, theorem: Theorem, runs: list[list[SeedRun]], met
         verdict, where = "fail outside premises", failed
     elif unknown:
         verdict, where = "inconclusive", unknown
+    elif not applying:
+        verdict, where = "not applicable", outcomes
     else:
-        rooms = [o[2].get("headroom") for o in outcomes]
+        rooms = [o[2].get("headroom") for o in applying]
         vacuous = ((isinstance(claim, (Bound, Check)) and claim.evidence != "identity"
                     and all(r is not None and r > VACUOUS_FACTOR for r in rooms))
-                   or (isinstance(claim, Limit) and all(o[2].get("started_at_limit") for o in outcomes)))
-        verdict, where = ("vacuous" if vacuous else "pass"), outcomes
+                   or (isinstance(claim, Limit) and all(o[2].get("started_at_limit") for o in applying)))
+        verdict, where = ("vacuous" if vacuous else "pass"), applying
     sentence = _claim_sentence(claim, verdict, where, len(outcomes))
     if allowed:
         _, _, values, label, seed = inside[0]
@@ -473,11 +479,14 @@ def _claim_sentence(claim: Claim, verdict: str, where: list, total: int) -> str:
             worst = min(where, key=lambda o: o[2].get("headroom", math.inf))
             numbers = _numbers_text(claim, worst[2])
             label, seed = worst[3], worst[4]
-        text = f"holds on all {total} seed runs; {'closest' if bounded else 'e.g.'} {label} seed {seed}: {numbers}"
+        on = f"all {total}" if len(where) == total else f"the {len(where)} of {total} it applies to"
+        text = f"holds on {on} seed runs; {'closest' if bounded else 'e.g.'} {label} seed {seed}: {numbers}"
         if verdict == "vacuous":
             text += (f"; every bound beaten by more than {VACUOUS_FACTOR:g}x, so it says nothing about the data"
                      if bounded else "; it starts at its limit, so it shows no convergence")
         return text
+    if verdict == "not applicable":
+        return f"does not arise on any of the {total} seed runs, e.g. {label} seed {seed}: {numbers}"
     if verdict == "inconclusive":
         why = "it cannot tell there" if isinstance(claim, Check) else "an event it reads did not happen"
         return f"cannot be measured on {len(where)} of {total} seed runs ({why}), e.g. {label} seed {seed}: {numbers}"

@@ -157,7 +157,9 @@ def check(name: str, claim: str, evidence: str, needs_t1: bool = False, needs: t
 
     The wrapper answers for the cases every check shares: a run without the columns the check
     reads (not checked), and a run in which Phase 1 never ends when the check needs T1 (fails,
-    or for a diagnostic, nothing to report).
+    or for a diagnostic, nothing to report). A check returns no verdict only where the seed lacks what
+    it speaks of (a window not reached, a state not saved): `Outcome.applies` is then False, the
+    claim is "not applicable" on that seed, by every judge.
     """
     if evidence not in EVIDENCE_CLASSES:
         raise ValueError(f"check {name}: evidence must be one of {EVIDENCE_CLASSES}, not {evidence!r}")
@@ -171,7 +173,7 @@ def check(name: str, claim: str, evidence: str, needs_t1: bool = False, needs: t
                 why = ("it needs the neurons of W, which a Gram-space run does not have; check it in weight space"
                        if missing[0] in neuron_only() else "re-run it with this coocflow version")
                 return CheckResult(None, None, f"the run has no column {missing[0]}: {why}", "", name=name, claim=claim,
-                                   evidence=evidence)
+                                   evidence=evidence, applies=False)
             if needs_t1 and data.bounds["T1"] is None:
                 return CheckResult(None, None if no_verdict else False,
                                    "No observed time has every training sample correct, so Phase 1 never ends.",
@@ -181,8 +183,8 @@ def check(name: str, claim: str, evidence: str, needs_t1: bool = False, needs: t
             if no_verdict:
                 passed = None
                 sentence = f"{sentence} No verdict: {no_verdict}" if measured is not None else sentence
-            result = CheckResult(measured, passed, sentence, threshold, headroom, name=name, claim=claim,
-                                 evidence=evidence)
+            result = CheckResult(measured, passed, sentence, threshold, headroom, applies=passed is not None, name=name,
+                                 claim=claim, evidence=evidence)
             far = result.vacuous_parts
             if passed and far:
                 result.sentence += (f" Vacuous: every bound is beaten by more than {VACUOUS_FACTOR:g}x, so this says "
