@@ -15,7 +15,8 @@ from typer.testing import CliRunner
 
 from coocflow.cli import app
 from coocflow.errors import CoocflowError, ConfigError
-from coocflow.sweep import SweepStore, aggregate, load_spec, spec_from_dict
+from coocflow.sweep import SweepStore, aggregate, default_figures, load_spec, spec_from_dict
+from coocflow.sweep.aggregate import independent_axes
 from coocflow.sweep.execute import pending_jobs, run_in_process
 from conftest import REPO
 
@@ -99,6 +100,10 @@ def test_jobs_that_differ_in_traced_values_share_one_program(tmp_path):
     finals = np.asarray(summary["final.loss"])
     assert len(set(np.round(finals, 12))) == 6, "every job and seed has its own loss"
     assert not [name for name in summary.column_names if name.startswith("check")], "checks = false: none run"
+    # The zip's three keys move together: one figure, against the first (a line per m1 would be one point).
+    assert [path.name for path in default_figures(tmp_path / "sweep")] == ["T1_vs_model.m.png"]
+    assert independent_axes({"axes": ["model.m", "data.L", "init.c0", "init.c1"], "grid": {"model.m": [4], "data.L": [4]},
+                             "zip": {"init.c0": [1.0], "init.c1": [1.0]}}) == ["model.m", "data.L", "init.c0"]
 
 
 def test_small_grid_end_to_end_then_resume_runs_nothing(tmp_path):

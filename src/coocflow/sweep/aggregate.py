@@ -107,12 +107,20 @@ def aggregate_figure(root: Path, x: str, y: str = "T1", by: str | None = None, l
     return save_figure(fig, path, dpi=120, fmt="png")
 
 
+def independent_axes(record: dict) -> list[str]:
+    """The axes a sweep's values vary along independently: each [grid] key, and of the [zip] keys
+    (which move together) only the first; in the spec's order."""
+    first_zipped = next((axis for axis in record["axes"] if axis in record["zip"]), None)
+    return [axis for axis in record["axes"] if axis in record["grid"] or axis == first_zipped]
+
+
 def default_figures(root: Path) -> list[Path]:
-    """T1 (or a system's final loss, `headline_column`) against every numeric axis, one line per
-    value of the next axis."""
+    """T1 (or a system's final loss, `headline_column`) against every numeric independent axis, one
+    line per value of the next independent axis. A [zip]'s keys move together, so it is drawn once,
+    against its first key (a line per value of a zip partner would hold a single point)."""
     record = read_record(root)
     y = headline_column(root)
-    axes = record["axes"]
+    axes = independent_axes(record)
     numeric = [a for a in axes if all(isinstance(v, (int, float)) and not isinstance(v, bool)
                                       for v in (record["grid"].get(a) or record["zip"].get(a)))]
     figures = []
