@@ -175,3 +175,33 @@ def test_the_vectorized_grid_search_finds_what_the_per_seed_one_found(kind):
     expected = [_reference_first_index(event, t, {"x": x[s]}, 0.5, ends[s]) for s in range(60)]
     assert [None if i < 0 else int(i) for i in found] == expected
     assert sum(e is not None for e in expected) >= 10 and sum(e is None for e in expected) >= 1
+
+
+def test_observe_locate_locates_the_named_events_and_leaves_the_others_on_the_grid(two_grids):
+    """`observe.locate = ["all_correct"]` (a table of T1 alone): that event's time is the one the full
+    run located, bit for bit (the same program solves the same pair); every other event keeps its
+    first observed time, and says so (`events_located` false)."""
+    coarse, _ = two_grids
+    overrides = [f"{k}={v}" for k, v in {**SMALL_THEORY, "observe.points": 100, "observe.chunks": 2}.items()]
+    only = train(resolve_config("theory", overrides + ['observe.locate=["all_correct"]'])).trajectory
+    assert np.array_equal(only.events["all_correct"], coarse.events["all_correct"])
+    assert np.array_equal(only.events_located["all_correct"], coarse.events_located["all_correct"])
+    moved = 0
+    for name in set(coarse.events) - {"all_correct"}:
+        assert not only.events_located[name].any(), name
+        hit = np.isfinite(only.events[name])
+        assert np.array_equal(hit, np.isfinite(coarse.events[name])), name
+        assert np.all(np.isin(only.events[name][hit], only.t)), f"{name}: not an observed time"
+        assert np.all(only.events[name][hit] >= coarse.events[name][hit]), name
+        moved += int(np.sum(only.events[name][hit] > coarse.events[name][hit]))
+    assert moved >= 4, "the grid times differ from the located ones: the test could fail"
+
+
+def test_observe_locate_names_only_the_systems_events():
+    from coocflow.errors import ConfigError
+
+    with pytest.raises(ConfigError, match=r"observe.locate: 'T1' is not an event of the eq1 system; use some of: all_correct"):
+        resolve_config("theory", ['observe.locate=["T1"]'])
+    with pytest.raises(ConfigError, match=r'expected a list of names, e.g. observe.locate = \["all_correct"\]'):
+        resolve_config("theory", ["observe.locate=all_correct"])
+    assert "locate" not in resolve_config("theory", []).to_dict()["observe"], "unset, a run's record is as before"

@@ -156,6 +156,12 @@ class ObserveConfig:
     Phase 1 is observed at every width), else t_end / train.steps (the times a discrete method
     observes over as many steps, so a flow run and its GD twin compare at shared times). Discrete
     methods observe at steps and ignore it."""
+    locate: tuple[str, ...] = ()
+    """The events the flow locates between observations, to the solver's tolerance (names the System
+    declares; eq. (1): all_correct, T0.5, T_prime, T_star); empty locates every one. An event left out
+    keeps its first observed time (the sweep's `event_on_grid` column): a table of T1 alone locates
+    `["all_correct"]` and saves the other events' locating solves, about half a flow run's cost at
+    d = 16. Discrete methods locate nothing (their events are observed steps)."""
     snapshots: tuple[float, ...] = ()
     """Flow times at which the run keeps the weights (state_snapshots.npz; they join the
     observation grid, discrete methods at the nearest step); the weights at T1 are always kept."""
@@ -247,13 +253,15 @@ class Config:
 
     def to_dict(self) -> dict[str, Any]:
         """The config as stored (config.json): every key, and the `format` it is written in, less
-        `settings` when empty and `train.stop_at` when unset, so that a run's record (and the
+        `settings` when empty and `train.stop_at` and `observe.locate` when unset, so that a run's record (and the
         hashes of its checkpoints and studies) is what it was before these keys existed."""
         record = {"format": CONFIG_FORMAT, **dataclasses.asdict(self)}
         if not self.settings:
             del record["settings"]
         if not self.train.stop_at:  # runs written before the setting existed keep their hashes
             del record["train"]["stop_at"]
+        if not self.observe.locate:  # the same for observe.locate
+            del record["observe"]["locate"]
         return record
 
     def replace(self, overrides: dict[str, Any]) -> "Config":
@@ -444,9 +452,9 @@ def _coerce(key: str, value: Any, kind: Any) -> Any:
         raise ConfigError(f"{key}: must be one of {', '.join(choices)} (got {value!r}){hint}")
     if origin is tuple:
         item = get_args(kind)[0]
-        example = "[0, 1, 2]" if item is int else "[0.5, 2.0]"
+        example = {int: "[0, 1, 2]", str: '["all_correct"]'}.get(item, "[0.5, 2.0]")
         if not isinstance(value, (list, tuple)):
-            what = "whole numbers" if item is int else "numbers"
+            what = {int: "whole numbers", str: "names"}.get(item, "numbers")
             raise ConfigError(f"{key}: expected a list of {what}, e.g. {key} = {example}, got {value!r}")
         return tuple(_coerce(f"{key}[{i}]", element, item) for i, element in enumerate(value))
     if kind is int:

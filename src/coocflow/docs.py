@@ -56,6 +56,7 @@ HELP = {
     "observe.chunks": "compiled calls the run is split into (the progress bar moves between them)",
     "observe.checkpoint_every_s": "`coocflow run`: wall seconds between checkpoints, taken at chunk boundaries (0 = every chunk); `--resume` continues from the last",
     "observe.start": "the flow's first observed time after 0 (its grid is geometric from there); 0 = the run's own time scale: 0.01/U0 under the theory init (U0 = c1^2 m, so Phase 1 is observed at any width), else t_end / train.steps (the grid of a discrete method over as many steps, so a flow run and its GD twin share times)",
+    "observe.locate": "the events the flow locates between observations, to the solver's tolerance (eq. (1): all_correct, T0.5, T_prime, T_star); empty = every one. The others keep their first observed time: `[\"all_correct\"]` for a table of T1 alone",
     "observe.snapshots": "flow times at which the run keeps the weights (state_snapshots.npz; discrete methods: the nearest step); the weights at T1 are always kept (state_t1.npz)",
     "verify.c_t1": "the paper's T1 = c_t1 / U0 (Def. E.2, Thm E.26), declared before the run; its state is kept as a snapshot. 0 (default) uses the first all-correct time (needs init.scheme=theory otherwise)",
     "verify.sandwich_c": "Lemma 4.3's C, declared: T0.5 is the earliest time from which (1+C) max(dG1, dG2) <= -dG3 <= (1-C)(dG1 + dG2) holds through T1; 0 (default) uses the first time the common token catches up",

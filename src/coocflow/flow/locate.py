@@ -110,14 +110,17 @@ def _locate_program(system, solver, observe: Callable, events: tuple[FirstHit, .
 
 
 def locate(system, solver, observe: Callable, events: dict[str, FirstHit], levels: np.ndarray, carry: EventCarry,
-           times: np.ndarray, series: dict[str, np.ndarray], fixed, initial, train, test) -> Located:
+           times: np.ndarray, series: dict[str, np.ndarray], fixed, initial, train, test,
+           only: tuple[str, ...] | None = None) -> Located:
     """Every event's time per seed: located between the observations that bracket its first hit
     when the driver kept the parameters before it (`carry`), else the grid time (an event at the
     first observation, or one that held before a resume from a checkpoint without events).
 
     `series` are the run's observations (seeds, observed times), `times` the observed times;
     `observe(system, names, params, fixed, initial, train, test)` gives the observables `names`
-    (all when None) of one seed's parameters."""
+    (all when None) of one seed's parameters. `only` names the events to locate (None: all); the
+    others keep their grid times (the program keeps its shape: their pairs take one step and are
+    ignored)."""
     names = tuple(events)
     before_obs, hit_obs = np.asarray(carry.before_obs), np.asarray(carry.hit_obs)
     n_seeds = len(hit_obs)
@@ -138,7 +141,8 @@ def locate(system, solver, observe: Callable, events: dict[str, FirstHit], level
         hit = index >= 0
         grid[:, k] = np.where(hit, t[np.maximum(index, 0)], np.nan)
         first_hit = np.full(n_seeds, True) if event.last_entry else hit_obs[seeds, k] == index
-        bracket[:, k] = hit & (index > 0) & first_hit & (before_obs[seeds, k] == index - 1)
+        bracket[:, k] = hit & (index > 0) & first_hit & (before_obs[seeds, k] == index - 1) & (
+            only is None or names[k] in only)
     if not bracket.any():
         return Located(grid, np.zeros_like(bracket))
     # One solve per (seed, event) pair; pairs without a bracket repeat the first one (the program's

@@ -295,6 +295,10 @@ class AbstractSystem(eqx.Module):
         if stop_at and config.observe.snapshots:
             raise ConfigError("train.stop_at: a run that stops at an event keeps no weights at observe.snapshots "
                               "after it; drop one of the two")
+        unknown = [name for name in config.observe.locate if name not in self.events()]
+        if unknown:
+            raise ConfigError(f"observe.locate: {unknown[0]!r} is not an event of the {self.name} system; use some of: "
+                              + (", ".join(self.events()) or "(it declares none)"))
 
     def arrays(self, params: Any) -> dict[str, np.ndarray]:
         """The parameters as named arrays (pytree paths, e.g. `blocks.0.W_Q`), for run folders."""
