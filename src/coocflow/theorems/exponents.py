@@ -41,7 +41,6 @@ from collections.abc import Sequence
 from dataclasses import asdict, dataclass, field
 
 import numpy as np
-from scipy import stats
 
 FEW_WIDTHS = 3
 """Below this many widths the line has no residual degrees of freedom worth the name: flagged."""
@@ -290,6 +289,8 @@ class PairedTable:
         docstring for the sqrt(n / (n - 1)) correction)."""
         keep = np.any(np.isfinite(self.logs), axis=0)
         logs, sxx, sxy = self.logs[:, keep], self.sxx[keep], self.sxy[keep]
+        from scipy import stats  # lazy: 1.2 s, which a sweep's summary and a run's verify never need
+
         n = logs.shape[1]
         tail = 0.5 * (1 - confidence)
         scale = math.sqrt(n / (n - 1)) * stats.t.ppf(1 - tail, n - 1) / stats.norm.ppf(1 - tail)
@@ -315,6 +316,8 @@ def _bootstrap_interval(centred: np.ndarray, log_rows: list[np.ndarray], confide
                         seed: int) -> tuple[tuple[float, float], tuple[float, float]]:
     """Percentile intervals of the slope and of the prefactor exp(value at the centre), seeds
     resampled within each width by `scipy.stats.bootstrap`; a one-seed width stays fixed."""
+    from scipy import stats  # lazy: see PairedTable.bootstrap
+
     inflated = tuple(np.repeat(row, 2) if row.size < 2
                      else row.mean() + math.sqrt(row.size / (row.size - 1)) * (row - row.mean()) for row in log_rows)
 
