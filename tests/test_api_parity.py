@@ -1,5 +1,5 @@
 """`coocflow.run(NAME)` and `coocflow run NAME` write the same folder for every experiment: the
-same files and equal tables (issue 20: `coocflow.run("deep")` used to train eq. (1) on the deep
+same files and equal tables (`coocflow.run("deep")` used to train eq. (1) on the deep
 preset while the command ran the study)."""
 
 from pathlib import Path
@@ -52,7 +52,7 @@ def test_the_api_and_the_command_write_the_same_folder(name, tmp_path):
 
 
 def test_the_package_shows_its_api_and_an_unknown_command_gets_a_suggestion():
-    """Issue 20's small things: dir(coocflow) lists the API, not Any, Path or Mapping; a mistyped
+    """Two small things: dir(coocflow) lists the API, not Any, Path or Mapping; a mistyped
     command is answered with the nearest one."""
     assert dir(coocflow) == ["__version__", "load", "run", "verify"]
     done = CliRunner().invoke(app, ["verfy", "runs/paper"])

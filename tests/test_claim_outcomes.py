@@ -1,6 +1,6 @@
 """How a claim's verdict is formed from its evidence: every run of a sweep counts, a failure confined to
 runs that miss a condition the paper does not state is its own outcome, and the verdict under P7
-relaxed to L. D.8's own bound is given beside the stated one (issue 28, items 4 and 6)."""
+relaxed to L. D.8's own bound is given beside the stated one."""
 
 from coocflow.theorems.paper.claims import BY_ID, CLAIMS, HOLDS_UNSTATED, claims_table, summary_line
 from coocflow.theorems.paper.verify import every_run_summary

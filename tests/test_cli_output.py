@@ -1,6 +1,5 @@
 """What the command line prints, in a terminal and in a pipe: sentences whole (wrapped to a width, or
-one line each), tables never folded in a pipe, and a question before work estimated over 30 minutes
-(issue 29, items 3 and 4)."""
+one line each), tables never folded in a pipe, and a question before work estimated over 30 minutes."""
 
 import importlib
 

@@ -122,7 +122,7 @@ def test_bad_folders_are_refused_in_one_line(runs, tmp_path):
 
 def test_a_variant_is_named_and_compared_at_common_times(tmp_path):
     """`run RUN_DIR --set optimizer.lr=...` names the variant and says how the time axis moves; compare
-    warns that the runs end at different times and reports the loss at the common time (issue 20)."""
+    warns that the runs end at different times and reports the loss at the common time."""
     from typer.testing import CliRunner
 
     from coocflow.cli import app

@@ -132,7 +132,7 @@ def test_choices_come_from_the_literal_types_and_a_near_miss_gets_a_suggestion()
 
 
 def test_the_command_line_seeds_win_over_the_file(tmp_path):
-    """Issue 29: a .toml's seeds are a default like every other key; --seeds and --seed override
+    """A .toml's seeds are a default like every other key; --seeds and --seed override
     them, and only seeds listed on the same command line (--set seeds=[...]) conflict."""
     from coocflow.api import resolve_config
     from coocflow.errors import ConfigError

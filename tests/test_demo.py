@@ -1,5 +1,5 @@
-"""`make demo` ends with Figure 1 as printed beside the paper as stated, and says which is which
-(issue 20): its Figure 1 command, run as the Makefile writes it, draws the I2/I3 rise."""
+"""`make demo` ends with Figure 1 as printed beside the paper as stated, and says which is which:
+its Figure 1 command, run as the Makefile writes it, draws the I2/I3 rise."""
 
 import re
 import shlex

@@ -1,5 +1,5 @@
 """Before a long run, an estimate of its time and memory, and the Gram space where it follows the
-run exactly (issue 20: `run paper --set model.m=1e6` sat at its header for a minute)."""
+run exactly (`run paper --set model.m=1e6` used to sit at its header for a minute)."""
 
 from typer.testing import CliRunner
 
@@ -41,7 +41,7 @@ def test_run_prints_the_estimate_before_training_when_it_is_long(tmp_path, monke
 
 
 def test_the_python_api_says_a_long_estimate_before_training(tmp_path, monkeypatch, capsys):
-    """Issue 29: `coocflow.run(...)` said nothing before a 438 s run; it now prints the estimate."""
+    """`coocflow.run(...)` used to say nothing before a 438 s run; it now prints the estimate."""
     import coocflow
 
     monkeypatch.setattr(cost, "LONG_RUN_SECONDS", 0.0)

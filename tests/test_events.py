@@ -1,4 +1,4 @@
-"""Event times located between observations (issue 28, item 8; coocflow/flow/events.py): on the
+"""Event times located between observations (coocflow/flow/events.py): on the
 flow, the first all-correct time, T0.5, T' and T* move with the solver's tolerance, not with the
 observation grid."""
 
@@ -13,7 +13,7 @@ SMALL_THEORY = {"data.n": 12, "data.L": 3, "data.d": 40, "data.n_test": 12, "mod
                 "model.neurons": "false", "train.t_end": 50.0 * 4096, "solver.rtol": 1e-10, "solver.atol": 1e-14,
                 "seeds": [0, 1], "observe.chunks": 2}
 LOCATED_TO = 1e-6
-"""Issue 28, item 8: moving the grid from 100 to 400 observations moves a located event by less
+"""Moving the grid from 100 to 400 observations moves a located event by less
 than this, relative. At rtol 1e-10 the measured change is at most 2.1e-7 (T0.5, whose gap is a
 difference of two rates); 2e-9 for the others (theory preset, m = 2^15, 2 seeds)."""
 

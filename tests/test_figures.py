@@ -240,7 +240,7 @@ def test_curves_are_the_paper_panels():
 
 def test_phase1_is_not_named_from_too_few_points():
     """A Phase 1 with fewer than 10 observations up to T1 is "not resolved" (with how to resolve it),
-    whatever its losses do; from 10 on the rise is named as measured (issue 20)."""
+    whatever its losses do; from 10 on the rise is named as measured."""
     from coocflow.plots.figures import MIN_POINTS_TO_NAME, phase1_points
 
     coarse = np.unique(np.r_[0.0, np.geomspace(0.02, 0.3, MIN_POINTS_TO_NAME - 2), np.geomspace(0.4, 30, 60)])

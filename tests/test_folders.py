@@ -1,4 +1,4 @@
-"""Typed folders (issue 21, item 3): each kind of folder owns its file names, `open_folder` tells the
+"""Typed folders: each kind of folder owns its file names, `open_folder` tells the
 kinds apart, and `RunFolder.open` says what a folder is when it is not a complete run."""
 
 import json

@@ -1,4 +1,4 @@
-"""Every printed hint is right (issue 20): a message naming an optional extra keeps its brackets
+"""Every printed hint is right: a message naming an optional extra keeps its brackets
 when the command line prints it (Rich markup escaped), and `sweep --ray` without Ray is refused
 before anything is created."""
 

@@ -128,7 +128,7 @@ def _left_behind(out: Path) -> list[str]:
 def test_an_interrupt_after_training_keeps_the_finished_run(moment, tmp_path):
     """SIGINT while the folder is written, during its final rename or while the figures are drawn:
     exit 130 with one line saying the run is complete, the folder whole and loadable, nothing hidden
-    left behind, and `--resume` draws the figures without training again (issue 20)."""
+    left behind, and `--resume` draws the figures without training again."""
     from coocflow.storage import load_run
 
     out = tmp_path / "run"
@@ -164,7 +164,7 @@ def test_an_interrupt_during_the_report_leaves_the_run_as_it_was(tmp_path):
 
 
 def test_an_interrupted_width_sweep_keeps_its_runs_and_names_the_command_that_resumes(tmp_path):
-    """`verify --scaling` (issue 29, item 2): exit 130, one line, the same command with its --out;
+    """`verify --scaling` interrupted: exit 130, one line, the same command with its --out;
     --force, which would delete the kept widths, is not in it."""
     out = tmp_path / "widths"
     sets = [x for k, v in LONG.items() if k != "model.m" for x in ("--set", f"{k}={v}")]

@@ -85,7 +85,7 @@ def _function_local_imports():
 
 
 def test_every_function_local_import_says_why_it_is_lazy():
-    """Item 6: an import inside a function only where it defers a measured start-up cost (JAX,
+    """An import inside a function only where it defers a measured start-up cost (JAX,
     matplotlib, pyarrow; an optional extra), each saying so on its line (`# lazy: ...`)."""
     found = list(_function_local_imports())
     assert found, "the check must see the function-local imports"

@@ -192,7 +192,7 @@ def test_neurons_are_refused_where_they_do_not_apply():
 
 
 def test_gram_widths_share_one_compiled_solve_and_sampler():
-    """m is a traced leaf of the Gram state (issue 19's scale item): a width sweep compiles the
+    """m is a traced leaf of the Gram state: a width sweep compiles the
     flow and the Wishart sampler once, not once per width, and the saved m stays the width."""
     from coocflow.flow import discrete
     from coocflow.model.gram_init import _sample_wide

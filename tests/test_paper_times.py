@@ -1,4 +1,4 @@
-"""The paper's times (issue 19 item 5): T1 = C_T1 / U0 declared in the configuration, the first
+"""The paper's times: T1 = C_T1 / U0 declared in the configuration, the first
 all-correct time kept as its own observable, T* = first loss <= m^-k with k declared, and
 verdicts that do not depend on how densely the flow is observed."""
 
@@ -56,7 +56,7 @@ def test_t_star_uses_the_declared_loss_exponent(sparse):
         assert data.series["loss"][at] <= 32768.0**-2 < data.series["loss"][at - 1]
         grid = data.bounds["all_correct"]  # the first observation with every sample correct
         k = int(np.searchsorted(data.t, grid))
-        located = QUANTITIES["all_correct_time"].fn(data)  # issue 28, item 8: located between observations
+        located = QUANTITIES["all_correct_time"].fn(data)  # located between observations
         assert data.t[k - 1] < located < grid and data.events["all_correct"] == located
 
 

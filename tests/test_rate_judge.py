@@ -99,7 +99,7 @@ def test_not_applicable_without_an_interval():
 
 @pytest.mark.parametrize("noise", [0.1, 0.25])
 def test_power_at_the_default_design(noise):
-    """Issue 19: over 200 simulated sweeps at the default design an exponent 0.2 off passes at most 5%
+    """Over 200 simulated sweeps at the default design an exponent 0.2 off passes at most 5%
     of the time, and the true exponent passes at least 95% of the time."""
     test = RateTest(-1.0, "order")
     assert power_cell(test, WIDE, 8, 0.2, noise, trials=200, resamples=1000).pass_rate <= 0.05

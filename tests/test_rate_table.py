@@ -1,4 +1,4 @@
-"""The pre-registered rate table (issue 19): every claimed rate's kind, exponent, tolerance, log
+"""The pre-registered rate table: every claimed rate's kind, exponent, tolerance, log
 allowance, m1 power and evidence class, pinned here so that changing any of them is a visible
 change to this file, made in its own commit with its reason."""
 

@@ -35,7 +35,7 @@ def test_float32_too_coarse_for_the_score_changes_is_warned():
 
 @pytest.mark.parametrize("method", ["gd", "flow"])
 def test_a_grid_with_fewer_points_than_asked_is_warned(method):
-    """Issue 29: asking for more observations than the grid has distinct times is said, with the fix."""
+    """Asking for more observations than the grid has distinct times is said, with the fix."""
     from coocflow.runs.eq1 import health_warnings
     from coocflow.runs import train
 

@@ -63,7 +63,7 @@ def test_width_overrides_keep_p1_and_the_runs_own_time_scale():
 
 
 def test_the_m1_axis_runs_at_fixed_m_in_the_runs_own_time_scale():
-    """Along m1 (issue 28, item 5) theory's flow still ends at 50 m (T* inside), m fixed; the
+    """Along m1, theory's flow still ends at 50 m (T* inside), m fixed; the
     preset's default design is 9 neuron counts 64..1024 at m = 2^24, each meeting P1."""
     from coocflow.experiments import EXPERIMENTS
     from coocflow.theorems.paper.premises import DELTA, MUCH_GREATER
@@ -231,7 +231,7 @@ def test_borrowed_checks_constants_are_judged_only_where_they_belong():
 
 
 def test_a_declared_c_t1_is_judged_at_half_and_twice_it_on_the_same_runs(sweep):
-    """Issue 28, item 4: the theory preset declares C_T1 = 20; the sweep judges the same runs at 10
+    """The theory preset declares C_T1 = 20; the sweep judges the same runs at 10
     and 40 too. The checks that read the saved state at T1 have it only at 20."""
     config, out, report = sweep
     judged = report["c_t1_judged"]

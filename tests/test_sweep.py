@@ -193,7 +193,7 @@ def test_ray_executor_gives_the_local_numbers(tmp_path):
 
 
 def test_a_width_sweep_trains_on_ray_and_its_folders_are_reused_here(tmp_path):
-    """`verify --scaling --ray local`: every width trains as a Ray task (issue 21, item 4); the run
+    """`verify --scaling --ray local`: every width trains as a Ray task; the run
     folders it leaves are complete runs that the in-process sweep reuses untouched, measuring the
     same rows the Ray sweep wrote. Here beside the sweep's Ray test, so the two Ray instances never
     share the machine's two cores (the suite gives each test file to one worker)."""
@@ -226,7 +226,7 @@ def test_example_sweeps_are_valid_specs(spec):
 
 
 def test_the_benchmark_t1_table_is_one_program_shape_of_event_times_only():
-    """benchmarks/t1_table.toml (issue 31's table, timed against SciPy) is a valid spec whose jobs all
+    """benchmarks/t1_table.toml (the theory-regime T1 table, timed against SciPy) is a valid spec whose jobs all
     share one compiled program, samples its Grams, stops at T1 and skips the per-seed checks."""
     from coocflow.sweep.spec import program_key
 
@@ -237,7 +237,7 @@ def test_the_benchmark_t1_table_is_one_program_shape_of_event_times_only():
 
 
 def test_sweep_plot_orders_its_legend_by_value_and_labels_the_widths_plainly():
-    """Issue 20: the legend read m = 128, 32, 64 (sorted as text) and the ticks 3x10^1."""
+    """The legend used to read m = 128, 32, 64 (sorted as text) and the ticks 3x10^1; no longer."""
     import matplotlib
 
     matplotlib.use("Agg")
@@ -296,7 +296,7 @@ def _two_jobs_training(tmp_path: Path, seeds: int, steps: int, widths: str, *fla
 
 @pytest.mark.parametrize("whom", ["group", "parent"])
 def test_ctrl_c_stops_every_worker_keeps_finished_jobs_and_says_how_to_resume(tmp_path, whom):
-    """Issue 29, item 2: SIGINT to the terminal's process group, or to the sweep alone, while two
+    """SIGINT to the terminal's process group, or to the sweep alone, while two
     workers train: exit 130, no worker left within 10 s, one line with the command that resumes."""
     spec, out, process = _two_jobs_training(tmp_path, 2, 40000, "[4, 6, 8, 10]", "--workers", "2")
     workers = _children(process.pid)
@@ -327,7 +327,7 @@ def _tree(pid: int) -> list[int]:
 
 @pytest.mark.parametrize("signum", [signal.SIGINT, signal.SIGTERM])
 def test_an_interrupted_ray_sweep_leaves_no_process_and_says_how_to_resume(tmp_path, signum):
-    """Issue 29, item 2, on Ray: a signal to the sweep alone while its local Ray instance trains two
+    """On Ray: a signal to the sweep alone while its local Ray instance trains two
     jobs stops the raylet, the GCS and every Ray worker within 10 s, exits 130, and the last line
     names the command that resumes; the resumed sweep runs only what was not finished."""
     spec, out, process = _two_jobs_training(tmp_path, 1, 60000, "[4, 6, 8]", "--ray", "local", "--workers", "2")

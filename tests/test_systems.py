@@ -1,4 +1,4 @@
-"""Systems (issue 21, items 1, 2 and 7): any `AbstractSystem` trains by GD and by the flow, resumes,
+"""Systems: any `AbstractSystem` trains by GD and by the flow, resumes,
 sweeps, compares and reports through the same commands; the worked example under examples/ is the
 proof, and its own invariants and the ODE-vs-GD limit check the generic integrators."""
 
@@ -204,7 +204,7 @@ if __name__ == "__main__":
 
 
 def test_each_system_validates_its_own_settings_at_the_door(at_root):
-    """Item 5: the data model's rules bind the systems trained on it (eq. (1), deep); the others
+    """The data model's rules bind the systems trained on it (eq. (1), deep); the others
     read and check their own settings when the configuration is resolved, before any folder exists."""
     with pytest.raises(ConfigError, match=r"^model.layers, model.heads: apply to the deep system"):
         Config().replace({"model.layers": 2})
@@ -278,7 +278,7 @@ def test_the_python_api_runs_the_example_as_the_command_does(at_root, tmp_path):
 
 
 def test_every_system_decodes_its_own_arrays(at_root, tmp_path):
-    """One codec per system (item 3): `from_arrays(arrays(params))` is `params`, leaf for leaf, in the
+    """One codec per system: `from_arrays(arrays(params))` is `params`, leaf for leaf, in the
     system's own parameter type, for all five systems; and a system's run folder reads back into it."""
     configs = [Config(), Config().replace({"model.space": "gram", "model.neurons": True, "model.m": 64,
                                            "model.m1": 32}),

@@ -1,4 +1,4 @@
-"""The stored reference metrics of issue 21, item 8 (a redesign changes no number), and their check.
+"""The stored reference metrics that show a redesign changes no number, and their check.
 
 `python tests/reference/make_references.py` writes them from the code at hand; `--check` runs the
 same experiments and compares every column of every metrics table with the stored one, printing

@@ -1,7 +1,7 @@
 """Every verdict and value `coocflow verify` gives on a fixed set of small runs and a three-width
 sweep, as one JSON file: `python tests/reference/verdict_snapshot.py OUT.json` at two commits, then
 `python tests/reference/verdict_diff.py A.json B.json` says whether a change moved any verdict and
-by how much the numbers moved (used when the checks moved onto `SavedState`, issue 21, item 3).
+by how much the numbers moved (used when the checks moved onto `SavedState`).
 The runs are trained once into /tmp/coocflow-verdicts and reused."""
 import json, sys
 from pathlib import Path
