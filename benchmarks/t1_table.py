@@ -51,7 +51,7 @@ Command
 -------
     python benchmarks/t1_table.py [--spec benchmarks/t1_table.toml] [--keep DIR] [--json FILE]
     python benchmarks/t1_table.py --baseline-only SWEEP_DIR     # no sweep: time the baseline only
-    python benchmarks/t1_table.py --widths 16 --seeds 64        # issue 31's design, 1024 runs
+    python benchmarks/t1_table.py --widths 16 --seeds 64        # the 16 x 64 design, 1024 runs
 
 The sweep's T1 compared is `event.all_correct` of its summary (the first all-correct time located
 between observations to the solver's tolerance) where the sweep has it, else its grid `T1`.
@@ -382,8 +382,8 @@ def main(argv=None):
                     help="skip the sweep; time the baseline on this finished sweep folder")
     ap.add_argument("--json", type=Path, default=None, help="also write the JSON summary here")
     ap.add_argument("--widths", type=int, default=None,
-                    help="instead of the spec's 6 widths: this many, m = 2^7, 2^8, ... (issue 31's design: 16)")
-    ap.add_argument("--seeds", type=int, default=None, help="with --widths: seeds per width (issue 31's design: 64)")
+                    help="instead of the spec's 6 widths: this many, m = 2^7, 2^8, ... (the 16 x 64 design: 16)")
+    ap.add_argument("--seeds", type=int, default=None, help="with --widths: seeds per width (the 16 x 64 design: 64)")
     args = ap.parse_args(argv)
 
     err_c, err_M = check_gradients()
