@@ -258,6 +258,16 @@ def test_verify_an_ensemble_with_diverged_seeds(tmp_path):
     write_verification(run, verification)
     row = (folder / "verify.md").read_text().split("| `thm3.1_alignment` |")[1].split("|")
     assert row[0].strip() == "statement" and "/" in row[3]
+    # The judge of every declared theorem counts the same verdicts over these seeds, check by check.
+    from coocflow.systems.eq1 import Eq1System
+    from coocflow.theorems.judge import verify_theorem
+
+    judged = {c.id: c for c in verify_theorem(Eq1System.theorem(), [folder]).claims}
+    counts = {"pass": "passed", "fail": "failed", "fail outside premises": "failed_outside_premises",
+              "vacuous": "vacuous", "not applicable": "unchecked", "no verdict": "no_verdict"}
+    for name, rate in per_seed.items():
+        assert judged[name].tally == {v: rate[k] for v, k in counts.items() if rate[k]}, name
+    assert len({tuple(sorted(c.tally)) for c in judged.values() if c.tally}) > 3, "a mix of verdicts over seeds"
 
 
 def test_premises_lead_and_identities_stand_apart(phenomena):
@@ -390,7 +400,8 @@ def test_seed_series_splits_the_table_as_the_per_seed_masks_did():
 def test_eq1s_declaration_is_judged_alike_by_the_paper_report_and_by_the_judge_of_every_theorem(phenomena):
     """eq. (1)'s theorem is one public declaration (`Eq1System.theorem()`): the judge every System's
     theorem goes through (`theorems.judge`) gives each check the verdict the paper's report gives it, and
-    each premise the same measurement, and each of the 41 statements the report's verdict (a check that
+    each premise the same measurement, each check the same counts over seeds (`ClaimVerdict.tally`, the
+    report's `pass_rates`), and each of the 41 statements the report's verdict (a check that
     has nothing to measure on a seed says so, `Outcome.applies`: "not applicable" in both). The judge
     judges unstated conditions on statements, not on checks."""
     from coocflow.systems.eq1 import Eq1System
@@ -405,6 +416,9 @@ def test_eq1s_declaration_is_judged_alike_by_the_paper_report_and_by_the_judge_o
     for name in CHECKS:
         paper = "diagnostic" if EVIDENCE[name] == "diagnostic" else _check_verdict(rates[name], name)
         ours = judged[name].verdict
+        counts = {"pass": "passed", "fail": "failed", "fail outside premises": "failed_outside_premises",
+                  "vacuous": "vacuous", "not applicable": "unchecked", "no verdict": "no_verdict"}
+        assert judged[name].tally == {v: rates[name][k] for v, k in counts.items() if rates[name][k]}, name
         assert ours == paper or (paper == "holds under an unstated condition" and ours == "fail"), (name, ours, paper)
     assert [(p["id"], p["value"], p["met"]) for p in declared.premises] == [
         (p.id, p.value, p.met) for p in verification.premises]

@@ -222,6 +222,9 @@ class ClaimVerdict:
     failed_runs: list[int] = field(default_factory=list)
     """The runs (indices) on which it fails where its premises are met: what a `Statement` with
     unstated conditions compares with the runs that meet them."""
+    tally: dict[str, int] = field(default_factory=dict)
+    """A claim judged seed by seed: on how many seed runs each verdict (`seed_verdict`), e.g.
+    {"pass": 7, "not applicable": 1}; empty for rates and statements."""
 
 
 @dataclass
@@ -405,6 +408,29 @@ def _headroom(value: float, upper: float | None, lower: float | None) -> float:
     return min(factors) if factors else 1.0
 
 
+def seed_verdict(claim: Claim, holds: bool | None, unmet: list[str], values: dict) -> str:
+    """One seed run's verdict on a non-rate claim: fail (fail outside premises where a premise it
+    needs is not met), pass, vacuous (every explicit bound beaten by more than `VACUOUS_FACTOR`, or
+    a limit it started at), inconclusive (the seed cannot tell) or not applicable (`Outcome.applies`
+    false); a diagnostic has no verdict."""
+    if claim.evidence == "diagnostic":
+        return "no verdict"
+    if holds is None:
+        return "inconclusive" if values.get("applies", True) else "not applicable"
+    if not holds:
+        return "fail outside premises" if unmet else "fail"
+    room = values.get("headroom")
+    if ((isinstance(claim, (Bound, Check)) and claim.evidence != "identity" and room is not None
+         and room > VACUOUS_FACTOR) or (isinstance(claim, Limit) and values.get("started_at_limit"))):
+        return "vacuous"
+    return "pass"
+
+
+def _tally(claim: Claim, outcomes: list) -> dict[str, int]:
+    verdicts = [seed_verdict(claim, holds, unmet, values) for holds, unmet, values, _, _ in outcomes]
+    return {verdict: verdicts.count(verdict) for verdict in dict.fromkeys(verdicts)}
+
+
 def judge_on_runs(claim: Claim, theorem: Theorem, runs: list[list[SeedRun]], met: dict[str, list[bool]],
                   labels: list[str]) -> ClaimVerdict:
     """A non-rate claim over every seed of every run: it passes only where it holds on each."""
@@ -420,7 +446,7 @@ def judge_on_runs(claim: Claim, theorem: Theorem, runs: list[list[SeedRun]], met
     kind = type(claim).__name__
     if claim.evidence == "diagnostic":
         return ClaimVerdict(claim.id, claim.statement, kind, claim.evidence, "diagnostic",
-                            _values_text(claim, measured), measured)
+                            _values_text(claim, measured), measured, tally=_tally(claim, outcomes))
     failed = [o for o in outcomes if o[0] is False]
     inside = [o for o in failed if not o[1]]
     unknown = [o for o in outcomes if o[0] is None and o[2].get("applies", True)]
@@ -451,7 +477,7 @@ def judge_on_runs(claim: Claim, theorem: Theorem, runs: list[list[SeedRun]], met
                     f" >= {len(inside)}) = {within_probability(len(inside), len(outcomes), claim.at_probability):.2g} "
                     f">= {PROBABILITY_LEVEL:g}; e.g. {label} seed {seed}: {_numbers_text(claim, values)}")
     return ClaimVerdict(claim.id, claim.statement, kind, claim.evidence, verdict, sentence, measured,
-                        failed_runs=sorted(failed_runs))
+                        failed_runs=sorted(failed_runs), tally=_tally(claim, outcomes))
 
 
 def _fmt(value: float) -> str:
