@@ -341,6 +341,15 @@ def test_the_judge_says_fail_outside_premises_inconclusive_and_vacuous_where_the
     starts_there = Limit(id="h", statement="", observable="ratio", to=1.0, tol=2.0)
     assert verdict(starts_there) == "vacuous"
     assert verdict(Sign(id="i", statement="", quantity="t_quarter", evidence="diagnostic")) == "diagnostic"
+    assert judge_on_runs(only_outside, theorem, runs, met, labels).tally == {"fail outside premises": 2, "pass": 2}
+    # A relaxed premise: with K1 read as K1r (k > 1/4, met at k = 0.5 too) the failure counts against the claim.
+    from coocflow.theorems.judge import relaxed_met
+
+    loose = dataclasses.replace(theorem, premises=(*theorem.premises, Premise(
+        "K1r", "k is above 1/4", lambda system, config: system.k > 0.25, kind="relaxed", relaxes="K1")))
+    relaxed = relaxed_met(loose, {**met, "K1r": [True, True]})
+    assert relaxed == {"K1": [True, True], "K1r": [True, True]} and relaxed_met(theorem, met) == met
+    assert judge_on_runs(only_outside, loose, runs, relaxed, labels).verdict == "fail"
 
 
 def test_a_check_judges_what_the_theorems_reads_makes_of_each_seed():

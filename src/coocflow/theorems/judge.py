@@ -633,21 +633,34 @@ def _power(test: RateTest, axis_values: list[float], seeds: int, noise: float) -
             "trials": POWER_TRIALS, "sentence": sentence}
 
 
+def relaxed_met(theorem: Theorem, met: dict[str, list[bool | None]]) -> dict[str, list[bool | None]]:
+    """`met` with each premise that a `relaxed` premise relaxes read as that relaxed form (where the
+    relaxed one was measured): what the verdicts would be if the source had stated the weaker premise."""
+    out = dict(met)
+    for premise in theorem.premises:
+        if premise.kind == "relaxed" and premise.relaxes and premise.id in met:
+            out[premise.relaxes] = met[premise.id]
+    return out
+
+
 def verify_theorem(theorem: Theorem, folders: list[Path], axis: str | None = None,
-                   values: list[float] | None = None, target: str = "") -> TheoremVerdict:
+                   values: list[float] | None = None, target: str = "", relaxed: bool = False) -> TheoremVerdict:
     """Judge `theorem` on complete run folders: one run, or a sweep whose runs differ in `axis`
-    (taking `values`), every run with the same seeds."""
+    (taking `values`), every run with the same seeds. `relaxed`: every claim judged with each premise
+    that a `relaxed` premise relaxes read as its relaxed form (`relaxed_met`); the premises
+    themselves are reported as measured."""
     runs = [seed_runs(folder, theorem) for folder in folders]
     met, measured = _premises(theorem, runs)
+    judging = relaxed_met(theorem, met) if relaxed else met
     labels = [f"{axis}={value:g}" if axis else str(folder) for folder, value in zip(folders, values or [None] * len(folders))]
     claims = []
     for claim in theorem.claims:
         if isinstance(claim, Rate):
-            claims.append(judge_rate_claim(claim, theorem, axis, values or [], runs, met))
+            claims.append(judge_rate_claim(claim, theorem, axis, values or [], runs, judging))
         elif not isinstance(claim, Statement):
-            claims.append(judge_on_runs(claim, theorem, runs, met, labels))
+            claims.append(judge_on_runs(claim, theorem, runs, judging, labels))
     judged = {verdict.id: verdict for verdict in claims}
-    claims += [judge_statement(claim, theorem, judged, axis, values or [], runs, met)
+    claims += [judge_statement(claim, theorem, judged, axis, values or [], runs, judging)
                for claim in theorem.claims if isinstance(claim, Statement)]
     premises = [{**measured[0][i].to_dict(), "met": _kleene_and(met[p.id]) if met[p.id] else None,
                  "per_run": met[p.id]} for i, p in enumerate(theorem.premises)]
