@@ -534,6 +534,16 @@ def test_a_statement_failing_only_outside_an_unstated_condition_holds_under_it()
     with_rate = Statement(id="S", statement="", checks=("a",), rates=(rate,), unstated=("U",))
     verdict = judged(with_rate, [0])
     assert verdict.values["evidence"]["q_rate"] == "fail" and verdict.verdict == "holds under an unstated condition"
+    # The check itself, judged seed by seed: what that weighing counts (`ClaimVerdict.unstated`).
+    from coocflow.theorems.judge import judge_on_runs
+
+    below = Check(id="b", statement="", judge=lambda run: Outcome(float(run.series["q"][0]), float(run.series["q"][0]) < 20, ""))
+    theorem = Theorem(name="t", claims=(below, Statement(id="S", statement="", checks=("b",), unstated=("U",))),
+                      premises=(Premise("U", "unstated", lambda system, config: True),))
+    found = judge_on_runs(below, theorem, runs, met, [f"n={n:g}" for n in ns])
+    assert found.tally == {"fail": 3, "pass": 12} and found.unstated == {"failed_unstated": 3, "passed_unstated_met": 12}
+    alone = Theorem(name="t", claims=(below,), premises=(Premise("U", "unstated", lambda system, config: True),))
+    assert judge_on_runs(below, alone, runs, met, [f"n={n:g}" for n in ns]).unstated == {}
 
 
 def test_a_rate_claim_a_statement_names_is_fitted_again_where_the_unstated_condition_holds():

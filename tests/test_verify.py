@@ -267,6 +267,10 @@ def test_verify_an_ensemble_with_diverged_seeds(tmp_path):
               "vacuous": "vacuous", "not applicable": "unchecked", "no verdict": "no_verdict"}
     for name, rate in per_seed.items():
         assert judged[name].tally == {v: rate[k] for v, k in counts.items() if rate[k]}, name
+        unstated = {k: rate[k] for k in ("failed_unstated", "passed_unstated_met")}
+        assert judged[name].unstated in ({}, unstated) and (judged[name].unstated or not any(unstated.values())), name
+    assert any(c.unstated for c in judged.values()), "a check under an unstated condition (E7's, P10)"
+    # (their counts are 0 here, this Kaiming run breaking their premises; tests/test_theorems.py counts some)
     assert len({tuple(sorted(c.tally)) for c in judged.values() if c.tally}) > 3, "a mix of verdicts over seeds"
     # ... and under P7 read as its relaxed form P7r (the report's second set of verdicts). Here P7 fails
     # and P7r holds, but every check P7 guards has other premises this Kaiming run breaks, so no count

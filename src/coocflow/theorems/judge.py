@@ -225,6 +225,10 @@ class ClaimVerdict:
     tally: dict[str, int] = field(default_factory=dict)
     """A claim judged seed by seed: on how many seed runs each verdict (`seed_verdict`), e.g.
     {"pass": 7, "not applicable": 1}; empty for rates and statements."""
+    unstated: dict[str, int] = field(default_factory=dict)
+    """For a check that a `Statement` with unstated conditions names: its failures on runs that do not
+    meet every such condition (`failed_unstated`) and its passes on runs that do (`passed_unstated_met`),
+    what "holds under an unstated condition" weighs; empty otherwise."""
 
 
 @dataclass
@@ -431,16 +435,35 @@ def _tally(claim: Claim, outcomes: list) -> dict[str, int]:
     return {verdict: verdicts.count(verdict) for verdict in dict.fromkeys(verdicts)}
 
 
+def _unstated_counts(claim: Claim, theorem: Theorem, outcomes: list, runs_of: list[int],
+                     met: dict[str, list[bool | None]]) -> dict[str, int]:
+    """`ClaimVerdict.unstated` of a check: the unstated conditions of the statements naming it, and on
+    each seed run (run index `runs_of[k]`) whether the run meets them all (one not measured does not count
+    against it)."""
+    conditions = sorted({c for other in theorem.claims if isinstance(other, Statement) and claim.id in other.checks
+                         for c in other.unstated})
+    if not isinstance(claim, Check) or not conditions:
+        return {}
+    counts = {"failed_unstated": 0, "passed_unstated_met": 0}
+    for (holds, unmet, values, _, _), r in zip(outcomes, runs_of):
+        verdict = seed_verdict(claim, holds, unmet, values)
+        conditions_met = all(met[c][r] is not False for c in conditions if c in met)
+        counts["failed_unstated"] += verdict == "fail" and not conditions_met
+        counts["passed_unstated_met"] += verdict == "pass" and conditions_met
+    return counts
+
+
 def judge_on_runs(claim: Claim, theorem: Theorem, runs: list[list[SeedRun]], met: dict[str, list[bool]],
                   labels: list[str]) -> ClaimVerdict:
     """A non-rate claim over every seed of every run: it passes only where it holds on each."""
-    outcomes, measured, failed_runs = [], {}, set()
+    outcomes, measured, failed_runs, runs_of = [], {}, set(), []
     for r, seeds in enumerate(runs):
         unmet = [p for p in claim.premises if met[p][r] is False]
         for run in seeds:
             holds, values = _holds_on_seed(claim, theorem, run)
             measured[f"{labels[r]} seed {run.seed}"] = values
             outcomes.append((holds, unmet, values, labels[r], run.seed))
+            runs_of.append(r)
             if holds is False and not unmet:
                 failed_runs.add(r)
     kind = type(claim).__name__
@@ -477,7 +500,8 @@ def judge_on_runs(claim: Claim, theorem: Theorem, runs: list[list[SeedRun]], met
                     f" >= {len(inside)}) = {within_probability(len(inside), len(outcomes), claim.at_probability):.2g} "
                     f">= {PROBABILITY_LEVEL:g}; e.g. {label} seed {seed}: {_numbers_text(claim, values)}")
     return ClaimVerdict(claim.id, claim.statement, kind, claim.evidence, verdict, sentence, measured,
-                        failed_runs=sorted(failed_runs), tally=_tally(claim, outcomes))
+                        failed_runs=sorted(failed_runs), tally=_tally(claim, outcomes),
+                        unstated=_unstated_counts(claim, theorem, outcomes, runs_of, met))
 
 
 def _fmt(value: float) -> str:
