@@ -487,10 +487,7 @@ def judge_on_runs(claim: Claim, theorem: Theorem, runs: list[list[SeedRun]], met
     elif not applying:
         verdict, where = "not applicable", outcomes
     else:
-        rooms = [o[2].get("headroom") for o in applying]
-        vacuous = ((isinstance(claim, (Bound, Check)) and claim.evidence != "identity"
-                    and all(r is not None and r > VACUOUS_FACTOR for r in rooms))
-                   or (isinstance(claim, Limit) and all(o[2].get("started_at_limit") for o in applying)))
+        vacuous = all(seed_verdict(claim, *o[:3]) == "vacuous" for o in applying)  # vacuous on every seed
         verdict, where = ("vacuous" if vacuous else "pass"), applying
     sentence = _claim_sentence(claim, verdict, where, len(outcomes))
     if allowed:
