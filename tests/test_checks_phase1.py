@@ -14,7 +14,7 @@ from coocflow.theorems.paper import checks_phase1
 from coocflow.theorems.paper.checks import CHECKS, EVIDENCE, SeedData
 from coocflow.theorems.paper.saved import SavedState
 from coocflow.theorems.paper.scales import eps_m
-from coocflow.theorems.paper.verify import seed_data
+from coocflow.theorems.paper.reading import seed_data
 from coocflow.storage import load_run
 
 PHASE1_CHECKS = ("lemmaD.1_init_concentration", "corD.2_uniform_attention", "lemmaD.4_init_outputs",

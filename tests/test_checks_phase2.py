@@ -11,7 +11,7 @@ from coocflow.api import resolve_config, run_and_write
 from coocflow.theorems.paper import checks_phase2 as phase2
 from coocflow.theorems.paper.checks import CHECKS, EVIDENCE, SeedData
 from coocflow.theorems.paper.saved import SavedState
-from coocflow.theorems.paper.verify import seed_data
+from coocflow.theorems.paper.reading import seed_data
 from coocflow.storage import load_run
 
 NAMES = ("lemmaE.9_value_change", "lemmaE.23_score_change", "corE.24_attention_change", "lemmaE.25_key_query_change",

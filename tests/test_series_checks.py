@@ -8,7 +8,7 @@ import pytest
 from coocflow.api import resolve_config, run_and_write
 from coocflow.theorems.paper.checks import CHECKS, ROUNDING_ULPS, SeedData
 from coocflow.theorems.paper.premises import logits_at
-from coocflow.theorems.paper.verify import seed_data
+from coocflow.theorems.paper.reading import seed_data
 from coocflow.storage import load_run
 
 MU1, MU2, MU3 = 0, 1, 2

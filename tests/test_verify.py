@@ -13,7 +13,8 @@ from test_series_checks import SERIES_CHECK_FAILURES
 
 from coocflow.api import resolve_config, run_and_write
 from coocflow.theorems.paper.checks import CHECKS, EVIDENCE, SeedData, late_phase2, run_checks
-from coocflow.theorems.paper.verify import seed_data, verify_run, write_verification
+from coocflow.theorems.paper.reading import seed_data
+from coocflow.theorems.paper.verify import verify_run, write_verification
 from coocflow.storage import load_run
 
 EXPECTED_TO_PASS = {
@@ -339,11 +340,18 @@ def test_strict_exit_codes_and_the_summary_line(tmp_path):
     rates = json.loads((folder / "verify.json").read_text())["pass_rates"]
     outside = [name for name, rate in rates.items() if rate["failed_outside_premises"]]
     assert outside and not any(rate["failed"] for rate in rates.values())
-    verification = verify_run(load_run(folder))
-    met = dataclasses.replace(verification, premises=[dataclasses.replace(p, met=True) for p in verification.premises])
-    assert set(met.findings()) == set(outside) and verification.findings() == []
-    assert met.verdict(outside[0], False) == "fail" and verification.verdict(outside[0], False) == "fail outside premises"
-    assert verification.verdict("eq5_exact", False) == "fail" and verification.verdict("x", None) == "not applicable"
+    run = load_run(folder)
+    verification = verify_run(run)
+    # The same theorem with every premise declared met: the same failures are now findings.
+    from coocflow.theorems.judge import judge_readings
+    from coocflow.theorems.paper.theorem import THEOREM
+    from coocflow.theorems.paper.verify import Verification
+
+    always = dataclasses.replace(THEOREM, premises=tuple(dataclasses.replace(p, holds=lambda system, config: True,
+                                                                             on_seed=None) for p in THEOREM.premises))
+    met = Verification.of(run, *judge_readings(always, [folder]))
+    assert all(p.met for p in met.premises) and set(met.findings()) == set(outside) and verification.findings() == []
+    assert met.pass_rates()[outside[0]]["failed"] == rates[outside[0]]["failed_outside_premises"] > 0
 
 
 def test_a_gram_run_verifies_without_weights(tmp_path):
@@ -389,7 +397,7 @@ def test_seed_series_splits_the_table_as_the_per_seed_masks_did():
     and a table without a seed column given whole to each seed, as before."""
     from types import SimpleNamespace
 
-    from coocflow.theorems.paper.verify import seed_series
+    from coocflow.theorems.paper.reading import seed_series
 
     rng = np.random.default_rng(3)
     seed = rng.choice([4, 9, 1], size=300)
@@ -409,12 +417,13 @@ def test_seed_series_splits_the_table_as_the_per_seed_masks_did():
 
 
 def test_eq1s_declaration_is_judged_alike_by_the_paper_report_and_by_the_judge_of_every_theorem(phenomena):
-    """eq. (1)'s theorem is one public declaration (`Eq1System.theorem()`): the judge every System's
-    theorem goes through (`theorems.judge`) gives each check the verdict the paper's report gives it, and
-    each premise the same measurement, each check the same counts over seeds (`ClaimVerdict.tally`, the
-    report's `pass_rates`), and each of the 41 statements the report's verdict (a check that
-    has nothing to measure on a seed says so, `Outcome.applies`: "not applicable" in both). The judge
-    judges unstated conditions on statements, not on checks."""
+    """eq. (1)'s theorem is one public declaration (`Eq1System.theorem()`), judged by the judge of every
+    System's theorem (`theorems.judge`); the paper's report (`verify_run`) renders those verdicts. Its claims
+    table still combines each claim's verdict from the checks' counts (`claims._check_verdict`, `combine`),
+    so this ties the two: each check's verdict from its counts is the judge's, each premise the judge's
+    measurement, and each of the 41 statements the judge's verdict (a check that has nothing to measure
+    on a seed says so, `Outcome.applies`: "not applicable" in both). The judge judges unstated
+    conditions on statements, not on checks."""
     from coocflow.systems.eq1 import Eq1System
     from coocflow.theorems.judge import verify_theorem
     from coocflow.theorems.paper.claims import _check_verdict

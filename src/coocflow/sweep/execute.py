@@ -58,7 +58,7 @@ def summary_rows(run_folder: Path, job_id: str, axes: dict, checks: bool = True)
     times (`event_columns`), final values and, with `checks`, each check's verdict."""
     from coocflow.theorems.paper import phase_boundaries  # lazy: defers JAX, 1-3.6 s
     from coocflow.theorems.paper.checks import run_checks  # lazy: defers JAX, 1-3.6 s
-    from coocflow.theorems.paper.verify import seed_data, seed_series  # lazy: defers JAX, 1-3.6 s
+    from coocflow.theorems.paper.reading import seed_data, seed_series  # lazy: defers JAX, 1-3.6 s
 
     run = load_run(run_folder)
     per_seed = {p["seed"]: p for p in run.manifest["per_seed"]}

@@ -24,7 +24,8 @@ from coocflow.theorems.paper.scaling import (
     measure,
     seed_table,
 )
-from coocflow.theorems.paper.verify import seed_data, verify_run, width_summary
+from coocflow.theorems.paper.reading import seed_data
+from coocflow.theorems.paper.verify import verify_run, width_summary
 from coocflow.storage import load_run
 from coocflow.storage.folders import ScalingFolder
 

@@ -18,7 +18,7 @@ from typing import Any
 
 import numpy as np
 
-from coocflow.config import flatten_dotted
+from coocflow.config import config_from_dict, flatten_dotted
 from coocflow.errors import ConfigError, CoocflowError, RunFolderError
 from coocflow.storage import atomic_write_json, atomic_write_text
 from coocflow.storage.folders import RunFolder, SweepFolder
@@ -41,6 +41,7 @@ from coocflow.theorems.declare import (
     Identity,
     Limit,
     Ordering,
+    Outcome,
     PROBABILITY_LEVEL,
     Premise,
     PremiseOutcome,
@@ -115,12 +116,18 @@ def _crossing(t: np.ndarray, values: np.ndarray, level: float, rising: bool) -> 
     return float(lo + (hi - lo) * min(inside)) if inside else float(linear)
 
 
-def seed_runs(folder: Path, theorem: Theorem) -> list[SeedRun]:
-    """Every seed of a complete run folder, with the theorem's events."""
+def seed_runs(folder: Path, theorem: Theorem, verify: dict | None = None) -> list[SeedRun]:
+    """Every seed of a complete run folder with at least one observation (a seed that diverged at t = 0
+    has none, and no run to judge), with the theorem's events; read with the `[verify]` settings
+    `verify` where given (how a run is judged, not how it trained: a sweep judges the same runs at
+    several of them), else the folder's own."""
     run = RunFolder.open(folder)
     config = run.config()
+    if verify is not None:
+        config = config_from_dict({**config.to_dict(), "verify": verify})
     system = system_of(config)
-    t, series = pivot_metrics(read_metrics(run.metrics_file))
+    metrics = read_metrics(run.metrics_file)
+    t, series = pivot_metrics(metrics)
     initial, final = (system.from_arrays(read_state(run.state_file(which), system=config.system))
                       for which in ("init", "final"))
     present = set(series) | {name.rpartition("_")[0] for name in series if name.rpartition("_")[2].isdigit()}
@@ -131,16 +138,23 @@ def seed_runs(folder: Path, theorem: Theorem) -> list[SeedRun]:
     manifest = run.manifest()
     seeds = list(manifest.get("seeds") or [config.seed])
     per_seed = manifest.get("per_seed") or [{} for _ in seeds]
+    observed = ([int(s) for s in np.unique(metrics["seed"])] if "seed" in metrics else seeds[:1])  # pivot's rows
+    import jax  # lazy: the shapes of the System's own parameters
+
+    template = jax.eval_shape(system.init, jax.random.PRNGKey(0))
     runs = []
     for index, seed in enumerate(seeds):
-        mine = {name: values[index] for name, values in series.items()}
+        if seed not in observed:
+            continue
+        row = observed.index(seed)
+        mine = {name: values[row] for name, values in series.items()}
         _group_vectors(mine)
         events = event_times(theorem, t, mine, system)
         located = set(per_seed[index].get("events_located") or ())
         events.update({name: when for name, when in (per_seed[index].get("events") or {}).items()
                        if name in events and name in located})  # the solver located it: to its tolerance
         run_of_seed = SeedRun(seed=seed, t=t, series=mine, system=system, config=config,
-                              initial=_take(initial, index), final=_take(final, index), events=events, folder=Path(folder))
+                              initial=_take(initial, index, template), final=_take(final, index, template), events=events, folder=Path(folder))
         if theorem.reads is not None:
             try:
                 run_of_seed = dataclasses.replace(run_of_seed, view=theorem.reads(run_of_seed))
@@ -173,10 +187,13 @@ def _group_vectors(series: dict[str, np.ndarray]) -> None:
             series[stem] = np.stack([series[f"{stem}_{i}"] for i in range(1, len(indices) + 1)], axis=-1)
 
 
-def _take(tree: Any, index: int) -> Any:
+def _take(tree: Any, index: int, template: Any) -> Any:
+    """Seed `index` of a stacked parameter pytree: each leaf with one more axis than the System's own
+    (`template`, its `init` traced without computing) is indexed on it; a leaf the seeds share (a Gram
+    state's widths) is kept."""
     import jax  # lazy: the seed axis of the System's parameter pytree
 
-    return jax.tree.map(lambda leaf: leaf[index], tree)
+    return jax.tree.map(lambda leaf, own: leaf[index] if np.ndim(leaf) == len(own.shape) + 1 else leaf, tree, template)
 
 
 def quantity(theorem: Theorem, name: str, run: SeedRun) -> float:
@@ -229,6 +246,13 @@ class ClaimVerdict:
     """For a check that a `Statement` with unstated conditions names: its failures on runs that do not
     meet every such condition (`failed_unstated`) and its passes on runs that do (`passed_unstated_met`),
     what "holds under an unstated condition" weighs; empty otherwise."""
+    outcomes: list[Outcome] = field(default_factory=list, repr=False, compare=False)
+    """A `Check`'s `Outcome` on each seed run, runs then seeds in order (what a theorem's own report
+    shows seed by seed); not written to verify.json, whose `values` hold what each measured."""
+
+    def to_dict(self) -> dict:
+        """Every field but `outcomes` (a check's own objects; `values` has their numbers)."""
+        return {f.name: getattr(self, f.name) for f in dataclasses.fields(self) if f.name != "outcomes"}
 
 
 @dataclass
@@ -245,7 +269,7 @@ class TheoremVerdict:
 
     def to_dict(self) -> dict:
         return {"theorem": self.theorem, "source": self.source, "target": self.target, "axis": self.axis,
-                "runs": self.runs, "premises": self.premises, "claims": [asdict(c) for c in self.claims],
+                "runs": self.runs, "premises": self.premises, "claims": [c.to_dict() for c in self.claims],
                 "counts": self.counts()}
 
     def counts(self) -> dict[str, int]:
@@ -338,12 +362,19 @@ def _premises(theorem: Theorem, runs: list[list[SeedRun]]) -> tuple[dict[str, li
     return met, verdicts
 
 
-def _holds_on_seed(claim: Claim, theorem: Theorem, run: SeedRun) -> tuple[bool | None, dict]:
-    """Whether a non-rate claim holds on one seed (None: cannot tell), and what was measured."""
-    if isinstance(claim, Limit):
-        return _limit_on_seed(claim, run)
+def _measure_on_seed(claim: Claim, theorem: Theorem, run: SeedRun) -> tuple[bool | None, dict, Outcome | None]:
+    """Whether a non-rate claim holds on one seed (None: cannot tell), what was measured, and a
+    `Check`'s own `Outcome` (None for the other claims)."""
     if isinstance(claim, Check):
         return _check_on_seed(claim, theorem, run)
+    return (*_holds_on_seed(claim, theorem, run), None)
+
+
+def _holds_on_seed(claim: Claim, theorem: Theorem, run: SeedRun) -> tuple[bool | None, dict]:
+    """Whether a non-rate claim other than a `Check` holds on one seed (None: cannot tell), and what
+    was measured."""
+    if isinstance(claim, Limit):
+        return _limit_on_seed(claim, run)
     values = {name: quantity(theorem, name, run) for name in claim.quantity_names()}
     if not all(math.isfinite(v) for v in values.values()):
         return None, values
@@ -371,9 +402,9 @@ def _holds_on_seed(claim: Claim, theorem: Theorem, run: SeedRun) -> tuple[bool |
     raise TypeError(f"claim {claim.id}: {type(claim).__name__} is not judged per seed")
 
 
-def _check_on_seed(claim: Check, theorem: Theorem, run: SeedRun) -> tuple[bool | None, dict]:
-    """A `Check` on one seed: its outcome's verdict, and what it measured, its threshold, its sentence
-    and its smallest headroom (absent when it bounds nothing explicitly)."""
+def _check_on_seed(claim: Check, theorem: Theorem, run: SeedRun) -> tuple[bool | None, dict, Outcome]:
+    """A `Check` on one seed: its outcome's verdict, what it measured, its threshold, its sentence
+    and its smallest headroom (absent when it bounds nothing explicitly), and the outcome itself."""
     try:
         outcome = claim(_view(theorem, run))
     except Exception as err:  # the user's function: one line naming it, not a traceback
@@ -384,7 +415,7 @@ def _check_on_seed(claim: Check, theorem: Theorem, run: SeedRun) -> tuple[bool |
         values["applies"] = False
     if outcome.headroom:
         values["headroom"] = min(outcome.headroom.values())
-    return (None if outcome.passed is None else bool(outcome.passed)), values
+    return (None if outcome.passed is None else bool(outcome.passed)), values, outcome
 
 
 def _limit_on_seed(claim: Limit, run: SeedRun) -> tuple[bool | None, dict]:
@@ -454,13 +485,21 @@ def _unstated_counts(claim: Claim, theorem: Theorem, outcomes: list, runs_of: li
 
 
 def judge_on_runs(claim: Claim, theorem: Theorem, runs: list[list[SeedRun]], met: dict[str, list[bool]],
-                  labels: list[str]) -> ClaimVerdict:
-    """A non-rate claim over every seed of every run: it passes only where it holds on each."""
-    outcomes, measured, failed_runs, runs_of = [], {}, set(), []
+                  labels: list[str], measured_before: dict | None = None) -> ClaimVerdict:
+    """A non-rate claim over every seed of every run: it passes only where it holds on each.
+    `measured_before`: what each seed measured when the claim was judged before under other premises
+    (`judge_readings`), filled here, so a claim is measured once whatever it is judged under."""
+    outcomes, measured, failed_runs, runs_of, found = [], {}, set(), [], []
+    memo = {} if measured_before is None else measured_before
     for r, seeds in enumerate(runs):
         unmet = [p for p in claim.premises if met[p][r] is False]
         for run in seeds:
-            holds, values = _holds_on_seed(claim, theorem, run)
+            key = (claim.id, r, run.seed)
+            if key not in memo:
+                memo[key] = _measure_on_seed(claim, theorem, run)
+            holds, values, outcome = memo[key]
+            if outcome is not None:
+                found.append(outcome)
             measured[f"{labels[r]} seed {run.seed}"] = values
             outcomes.append((holds, unmet, values, labels[r], run.seed))
             runs_of.append(r)
@@ -469,7 +508,7 @@ def judge_on_runs(claim: Claim, theorem: Theorem, runs: list[list[SeedRun]], met
     kind = type(claim).__name__
     if claim.evidence == "diagnostic":
         return ClaimVerdict(claim.id, claim.statement, kind, claim.evidence, "diagnostic",
-                            _values_text(claim, measured), measured, tally=_tally(claim, outcomes))
+                            _values_text(claim, measured), measured, tally=_tally(claim, outcomes), outcomes=found)
     failed = [o for o in outcomes if o[0] is False]
     inside = [o for o in failed if not o[1]]
     unknown = [o for o in outcomes if o[0] is None and o[2].get("applies", True)]
@@ -498,7 +537,7 @@ def judge_on_runs(claim: Claim, theorem: Theorem, runs: list[list[SeedRun]], met
                     f">= {PROBABILITY_LEVEL:g}; e.g. {label} seed {seed}: {_numbers_text(claim, values)}")
     return ClaimVerdict(claim.id, claim.statement, kind, claim.evidence, verdict, sentence, measured,
                         failed_runs=sorted(failed_runs), tally=_tally(claim, outcomes),
-                        unstated=_unstated_counts(claim, theorem, outcomes, runs_of, met))
+                        unstated=_unstated_counts(claim, theorem, outcomes, runs_of, met), outcomes=found)
 
 
 def _fmt(value: float) -> str:
@@ -598,7 +637,7 @@ def judge_statement(claim: Statement, theorem: Theorem, judged: dict[str, ClaimV
     return ClaimVerdict(claim.id, claim.statement, "Statement", claim.evidence, verdict,
                         (f"{claim.where}: " if claim.where else "") + sentence,
                         {"evidence": {p.id: p.verdict for p in pieces},
-                         "rates": [asdict(p) for p in pieces if p.kind == "Rate"]})
+                         "rates": [p.to_dict() for p in pieces if p.kind == "Rate"]})
 
 
 def _holds_where_met(claim: Statement, theorem: Theorem, pieces: list[ClaimVerdict], meeting: list[int],
@@ -670,24 +709,65 @@ def verify_theorem(theorem: Theorem, folders: list[Path], axis: str | None = Non
     (taking `values`), every run with the same seeds. `relaxed`: every claim judged with each premise
     that a `relaxed` premise relaxes read as its relaxed form (`relaxed_met`); the premises
     themselves are reported as measured."""
-    runs = [seed_runs(folder, theorem) for folder in folders]
-    met, measured = _premises(theorem, runs)
-    judging = relaxed_met(theorem, met) if relaxed else met
-    labels = [f"{axis}={value:g}" if axis else str(folder) for folder, value in zip(folders, values or [None] * len(folders))]
-    claims = []
-    for claim in theorem.claims:
-        if isinstance(claim, Rate):
-            claims.append(judge_rate_claim(claim, theorem, axis, values or [], runs, judging))
-        elif not isinstance(claim, Statement):
-            claims.append(judge_on_runs(claim, theorem, runs, judging, labels))
-    judged = {verdict.id: verdict for verdict in claims}
-    claims += [judge_statement(claim, theorem, judged, axis, values or [], runs, judging)
-               for claim in theorem.claims if isinstance(claim, Statement)]
-    premises = [{**measured[0][i].to_dict(), "met": _kleene_and(met[p.id]) if met[p.id] else None,
-                 "per_run": met[p.id]} for i, p in enumerate(theorem.premises)]
-    listed = [{"folder": str(folder), "value": value, "seeds": [r.seed for r in seeds]}
-              for folder, value, seeds in zip(folders, values or [None] * len(folders), runs)]
-    return TheoremVerdict(theorem.name, theorem.source, target or str(folders[0]), axis, listed, premises, claims)
+    judging = _Judging.of(theorem, folders, axis, values, target)
+    return judging.verdict(relaxed_met(theorem, judging.met) if relaxed else judging.met)
+
+
+def judge_readings(theorem: Theorem, folders: list[Path], axis: str | None = None, values: list[float] | None = None,
+                   target: str = "", verify: dict | None = None) -> tuple[TheoremVerdict, TheoremVerdict | None]:
+    """`verify_theorem` under the premises as stated and, where the theorem declares a `relaxed`
+    premise, under their relaxed reading (else None): each claim measured once on each seed for both;
+    the runs read with the `[verify]` settings `verify` where given (`seed_runs`)."""
+    judging = _Judging.of(theorem, folders, axis, values, target, verify)
+    relaxes = any(p.kind == "relaxed" and p.relaxes for p in theorem.premises)
+    return judging.verdict(judging.met), (judging.verdict(relaxed_met(theorem, judging.met)) if relaxes else None)
+
+
+@dataclass
+class _Judging:
+    """What every reading of a theorem's premises shares on a set of run folders: the seeds read, each
+    premise measured, and each claim's measurement on each seed (filled by the first reading)."""
+
+    theorem: Theorem
+    folders: list[Path]
+    axis: str | None
+    values: list[float] | None
+    target: str
+    runs: list[list[SeedRun]]
+    met: dict[str, list[bool | None]]
+    measured: list[list[PremiseVerdict]]
+    memo: dict = field(default_factory=dict)
+
+    @classmethod
+    def of(cls, theorem: Theorem, folders: list[Path], axis: str | None, values: list[float] | None,
+           target: str, verify: dict | None = None) -> "_Judging":
+        runs = [seed_runs(folder, theorem, verify) for folder in folders]
+        met, measured = _premises(theorem, runs)
+        return cls(theorem, folders, axis, values, target, runs, met, measured)
+
+    def verdict(self, judging: dict[str, list[bool | None]]) -> TheoremVerdict:
+        """Every claim judged with the premises met as `judging` says (rates, then the other claims,
+        then the statements from their evidence)."""
+        theorem, folders, axis, runs = self.theorem, self.folders, self.axis, self.runs
+        values = self.values or []
+        labels = [f"{axis}={value:g}" if axis else str(folder)
+                  for folder, value in zip(folders, self.values or [None] * len(folders))]
+        claims = []
+        for claim in theorem.claims:
+            if isinstance(claim, Rate):
+                claims.append(judge_rate_claim(claim, theorem, axis, values, runs, judging))
+            elif not isinstance(claim, Statement):
+                claims.append(judge_on_runs(claim, theorem, runs, judging, labels, self.memo))
+        judged = {verdict.id: verdict for verdict in claims}
+        claims += [judge_statement(claim, theorem, judged, axis, values, runs, judging)
+                   for claim in theorem.claims if isinstance(claim, Statement)]
+        met = self.met
+        premises = [{**self.measured[0][i].to_dict(), "met": _kleene_and(met[p.id]) if met[p.id] else None,
+                     "per_run": met[p.id]} for i, p in enumerate(theorem.premises)]
+        listed = [{"folder": str(folder), "value": value, "seeds": [r.seed for r in seeds]}
+                  for folder, value, seeds in zip(folders, self.values or [None] * len(folders), runs)]
+        return TheoremVerdict(theorem.name, theorem.source, self.target or str(folders[0]), axis, listed, premises,
+                              claims)
 
 
 @dataclass(frozen=True)

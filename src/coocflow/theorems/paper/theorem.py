@@ -6,15 +6,15 @@ declared with nothing but the public API of `coocflow.theorems`, the API every S
 
 Every check, seed premise and quantity reads one seed through `seed_view`: its series, its saved states
 (initial, T1, final), the configuration's scales and the phase boundaries (`checks.SeedData`), built
-once per seed from the run folder. `coocflow verify` reports this theorem through
-`theorems.paper.verify` (per-check counts, P7 relaxed, Appendix C's closed forms, the width sweep's
-strata); `theorems.judge.verify_theorem` judges the same declaration as it judges any System's
-(tests/test_eq1_theorem.py: the two agree on every check).
+once per seed from the run folder. `theorems.judge` judges it as it judges any System's theorem;
+`theorems.paper.verify` renders its verdicts on a run as the paper's report (claims table, per-check
+counts, P7 relaxed, Appendix C's closed forms).
 """
 
 from __future__ import annotations
 
 import dataclasses
+import json
 from functools import lru_cache
 from pathlib import Path
 
@@ -25,19 +25,32 @@ from coocflow.theorems.paper.checks import CHECKS, SeedData
 from coocflow.theorems.paper.claims import CLAIMS, premises_of_check
 from coocflow.theorems.paper.premises import PREMISES
 from coocflow.theorems.paper.scaling import QUANTITIES
-from coocflow.theorems.paper.verify import seed_data
+from coocflow.theorems.paper.reading import seed_data
 
 
 @lru_cache(maxsize=2)
-def _seed_views(folder: str, written_ns: int) -> dict[int, SeedData]:
-    """Every seed's view of a run folder (keyed by when its manifest was written, so a rewritten folder
-    is read again)."""
-    return {seed: data for seed, data in seed_data(load_run(Path(folder)))}
+def _seed_views(folder: str, written_ns: int, verify_json: str) -> dict[int, SeedData]:
+    """Every seed's view of a run folder read with the `[verify]` settings `verify_json` (keyed by when
+    its manifest was written, so a rewritten folder is read again)."""
+    run = load_run(Path(folder))
+    run = dataclasses.replace(run, config={**run.config, "verify": json.loads(verify_json)})
+    return {seed: data for seed, data in seed_data(run)}
+
+
+def seed_views(folder: Path, verify: dict | None = None) -> dict[int, SeedData]:
+    """Every seed's view of a run folder by seed (read once while the folder is unchanged), read with the
+    `[verify]` settings `verify` (None: the folder's own); a seed with no valid observation (it diverged
+    at t = 0) has none."""
+    if verify is None:
+        verify = RunFolder(folder).config().to_dict()["verify"]
+    return _seed_views(str(folder), RunFolder(folder).manifest_file.stat().st_mtime_ns,
+                       json.dumps(verify, sort_keys=True))
 
 
 def seed_view(run: SeedRun) -> SeedData:
-    """What eq. (1)'s checks, seed premises and quantities read of one seed (`checks.SeedData`)."""
-    views = _seed_views(str(run.folder), RunFolder(run.folder).manifest_file.stat().st_mtime_ns)
+    """What eq. (1)'s checks, seed premises and quantities read of one seed (`checks.SeedData`), with the
+    `[verify]` settings the judge read the run with (`run.config`)."""
+    views = seed_views(run.folder, run.config.to_dict()["verify"])
     if run.seed not in views:
         raise ValueError(f"seed {run.seed} has no valid observation (it diverged at t = 0)")
     return views[run.seed]

@@ -12,8 +12,10 @@ from pathlib import Path
 import numpy as np
 import pyarrow as pa
 
+from coocflow.config import config_from_dict
 from coocflow.theorems.paper.appendix_c import KINDS, max_error, saved_state_agreement
-from coocflow.theorems.paper.checks import CHECKS, EVIDENCE, IDENTITY_TOLERANCE, CheckResult, SeedData, late_phase2, run_checks
+from coocflow.theorems.judge import ClaimVerdict, PremiseVerdict, TheoremVerdict, judge_readings
+from coocflow.theorems.paper.checks import CHECKS, IDENTITY_TOLERANCE, CheckResult, SeedData, late_phase2
 from coocflow.theorems.paper.claims import (
     CLAIMS,
     NO_VERDICT,
@@ -21,15 +23,10 @@ from coocflow.theorems.paper.claims import (
     claims_markdown,
     claims_table,
     evidence_counts,
-    judge,
-    premises_of_check,
     summary_line,
-    unstated_of_check,
 )
-from coocflow.theorems.judge import PremiseVerdict
-from coocflow.theorems.paper.premises import ASSUMED, RELAXED, evaluate_premises, premises_markdown, premises_summary
-from coocflow.theorems.paper.saved import SavedState, seed_arrays, seed_states
-from coocflow.theorems.paper.scales import scales_of
+from coocflow.theorems.paper.premises import ASSUMED, premises_markdown, premises_summary
+from coocflow.theorems.paper.theorem import THEOREM, seed_views
 from coocflow.storage import LoadedRun, atomic_write_json, atomic_write_text
 from coocflow.storage.folders import RunFolder
 
@@ -48,13 +45,53 @@ met is `fail outside premises`: the theorem does not promise it there."""
 VERDICTS = ("pass", "fail", "fail outside premises", "vacuous", "not applicable", NO_VERDICT)
 
 
+TALLIED = {"pass": "passed", "fail": "failed", "fail outside premises": "failed_outside_premises", "vacuous": "vacuous",
+           "not applicable": "unchecked", "inconclusive": "unchecked", "no verdict": "no_verdict"}
+"""Where each seed verdict of `theorems.judge.seed_verdict` is counted in `Verification.pass_rates`
+(a check that applies but cannot tell, and one that does not apply, are both unchecked there)."""
+
+
+def check_counts(claim: ClaimVerdict) -> dict:
+    """A check's verdict counts over seeds (`pass_rates`' row) from the judge's `ClaimVerdict`: its
+    `tally` of seed verdicts and its `unstated` counts, with its evidence class."""
+    counts = {key: 0 for key in ("passed", "failed", "failed_outside_premises", "vacuous", "failed_unstated",
+                                 "passed_unstated_met", "unchecked", "no_verdict")}
+    for word, n in claim.tally.items():
+        counts[TALLIED[word]] += n
+    counts.update({key: claim.unstated.get(key, 0) for key in ("failed_unstated", "passed_unstated_met")})
+    return {**counts, "of": sum(claim.tally.values()), "evidence": claim.evidence}
+
+
 @dataclass
 class Verification:
+    """eq. (1)'s theorem (`theorems.paper.theorem.THEOREM`) judged on one run folder by the judge of every
+    declared theorem (`theorems.judge.judge_readings`: with its premises as stated, and with P7 read as its
+    relaxed form P7r), and what its report shows beside the verdicts: each seed's check outcomes and
+    phase boundaries, and Appendix C's closed forms at the run's own saved states."""
+
     seeds: list[int]
     per_seed: list[list[CheckResult]]
     boundaries: list[dict]
     appendix_c: list[dict]
     premises: list[PremiseVerdict] = field(default_factory=list)
+    counts: dict[str, dict] = field(default_factory=dict)
+    """Each check's `check_counts` under the premises as stated."""
+    counts_relaxed: dict[str, dict] = field(default_factory=dict)
+    """The same with P7 relaxed (`premises.RELAXED`)."""
+
+    @classmethod
+    def of(cls, run: LoadedRun, stated: TheoremVerdict, relaxed: TheoremVerdict | None) -> "Verification":
+        """From the judge's verdicts on `run` (one folder): the checks' counts and outcomes, the premises
+        measured, each seed's phase boundaries, and Appendix C at the run's saved states."""
+        views = seed_views(run.path, reading(run))
+        seeds = [seed for seed in stated.runs[0]["seeds"]]
+        checks = [next(c for c in stated.claims if c.id == name) for name in CHECKS]
+        per_seed = [[claim.outcomes[i] for claim in checks] for i in range(len(seeds))]
+        premises = [PremiseVerdict(**{k: v for k, v in p.items() if k != "per_run"}) for p in stated.premises]
+        counts = {claim.id: check_counts(claim) for claim in checks}
+        loose = {c.id: check_counts(c) for c in (relaxed or stated).claims if c.id in CHECKS}
+        return cls(seeds, per_seed, [views[seed].bounds for seed in seeds], saved_state_agreement(run), premises,
+                   counts, loose)
 
     @property
     def appendix_c_error(self) -> float:
@@ -67,48 +104,19 @@ class Verification:
         that cannot be evaluated here does not count against it)."""
         return not any(p.met is False for p in self.premises if p.id in THEOREM_PREMISES)
 
-    def met(self, relaxed: bool = False) -> dict[str, bool | None]:
-        """Each premise's met; `relaxed` reads each premise of `premises.RELAXED` as its relaxed form."""
-        met = {p.id: p.met for p in self.premises}
-        if relaxed:
-            met.update({stated: met[loose] for stated, loose in RELAXED.items() if loose in met})
-        return met
-
-    def verdict(self, name: str, passed: bool | None, relaxed: bool = False) -> str:
-        """One of `VERDICTS` for a check's result: a claim violated where a premise its proof uses
-        is not met (`theorems.paper.claims.premises_of_check`) is not a finding against the paper;
-        identities hold for any weights, so premises do not matter; a diagnostic has no verdict."""
-        if EVIDENCE.get(name) == "diagnostic":
-            return NO_VERDICT
-        if name in IDENTITIES or name == APPENDIX_C_CHECK:
-            return judge(passed, (), {})
-        return judge(passed, premises_of_check(name), self.met(relaxed))
-
     def pass_rates(self, relaxed: bool = False) -> dict[str, dict]:
-        """For every check, the per-seed ones and `appendix_c_closed_forms` (one verdict for
-        the configuration): how many pass, fail (premises met: a finding against the paper),
-        fail outside premises, are vacuous, or could not be checked, of how many, with the check's
+        """For every check, the per-seed ones (`counts`, from the judge) and `appendix_c_closed_forms`
+        (one verdict for the configuration): how many pass, fail (premises met: a finding against the
+        paper), fail outside premises, are vacuous, or could not be checked, of how many, with the check's
         evidence class (a diagnostic counts its seeds under `no_verdict`); `failed_unstated` and
-        `passed_unstated_met` count the failures where an unstated condition of the check's claims
-        is not met and the passes where all are (`claims.HOLDS_UNSTATED`). `relaxed`: under each
-        premise of `premises.RELAXED` in its relaxed form."""
-        rates = {}
-        results = {name: [(per[i].passed, per[i].vacuous) for per in self.per_seed] for i, name in enumerate(CHECKS)}
-        results[APPENDIX_C_CHECK] = [(None if not self.appendix_c else bool(self.appendix_c_error <= IDENTITY_TOLERANCE),
-                                      False)]
-        met = self.met(relaxed)
-        for name, outcomes in results.items():
-            verdicts = [self.verdict(name, passed, relaxed) for passed, _ in outcomes]
-            verdicts = ["vacuous" if v == "pass" and vacuous else v for v, (_, vacuous) in zip(verdicts, outcomes)]
-            conditions = unstated_of_check(name)
-            conditions_met = all(met.get(c) is not False for c in conditions)
-            rates[name] = {"passed": verdicts.count("pass"), "failed": verdicts.count("fail"),
-                           "failed_outside_premises": verdicts.count("fail outside premises"),
-                           "vacuous": verdicts.count("vacuous"),
-                           "failed_unstated": verdicts.count("fail") if conditions and not conditions_met else 0,
-                           "passed_unstated_met": verdicts.count("pass") if conditions and conditions_met else 0,
-                           "unchecked": verdicts.count("not applicable"), "no_verdict": verdicts.count(NO_VERDICT),
-                           "of": len(verdicts), "evidence": EVIDENCE.get(name, "identity")}
+        `passed_unstated_met` count the failures where an unstated condition of the check's claims is not
+        met and the passes where all are (`claims.HOLDS_UNSTATED`). `relaxed`: under each premise of
+        `premises.RELAXED` in its relaxed form."""
+        rates = dict(self.counts_relaxed if relaxed else self.counts)
+        passed = None if not self.appendix_c else bool(self.appendix_c_error <= IDENTITY_TOLERANCE)
+        verdict = {None: "unchecked", True: "passed", False: "failed"}[passed]
+        rates[APPENDIX_C_CHECK] = {**{key: 0 for key in next(iter(self.counts.values())) if key != "evidence"},
+                                   verdict: 1, "of": 1, "evidence": "identity"}
         return rates
 
     def claims(self) -> list[dict]:
@@ -145,97 +153,17 @@ class Verification:
         }
 
 
-def declared_t1(config: dict) -> float | None:
-    """The paper's T1 = C_T1 / U0 declared by a run folder's config (`Config.paper_t1`), or None
-    (older folders and settings that use the first all-correct time)."""
-    c_t1 = config.get("verify", {}).get("c_t1", 0.0)
-    if not c_t1 or config["init"]["scheme"] != "theory":
-        return None
-    return c_t1 / (config["init"]["c1"] ** 2 * config["model"]["m"])
-
-
-def _snapshot_at(snapshots: dict | None, index: int, time: float, initial: dict) -> SavedState | None:
-    """One seed's saved state at flow time `time` from state_snapshots.npz, with the data and the
-    fixed arrays (tokens, labels, a, widths) of its initial state (None if it was not kept)."""
-    if snapshots is None:
-        return None
-    times = np.ravel(snapshots["t"])
-    hits = np.flatnonzero(np.isclose(times, time, rtol=1e-9, atol=0.0))
-    if not hits.size:
-        return None
-    at = int(hits[0])
-    ensemble = np.ndim(snapshots["valid"]) == 2 if "valid" in snapshots else False
-    pick = (lambda v: v[at, index]) if ensemble else (lambda v: v[at])
-    state = {k: np.asarray(pick(np.asarray(v))) for k, v in snapshots.items()
-             if k not in ("t", "step", "valid") and np.ndim(v) >= 1 and np.shape(v)[0] == times.size}
-    if "valid" in snapshots and not bool(pick(np.asarray(snapshots["valid"]))):
-        return None
-    return SavedState.of({**initial, **state, "t": np.asarray(times[at])})
-
-
-def seed_series(run: LoadedRun) -> list[tuple[int, int, dict[str, np.ndarray]]]:
-    """(index in the manifest's `seeds`, seed, its metrics in time order) for each seed with at least
-    one valid observation: what `seed_data` builds on, and all a sweep's summary needs without checks."""
-    metrics = run.metrics
-    seeds = [int(s) for s in run.manifest.get("seeds", [run.manifest["seed"]])]
-    # One stable sort by (seed, t) and a split, not a mask per seed: that cost rows x seeds (6 s for a
-    # job of 1000 seeds); the rows of each seed come out in the order the per-seed sort gave them.
-    if not len(metrics["t"]):
-        return []
-    if "seed" not in metrics:  # a folder written before the column: every row is each seed's
-        order = np.argsort(np.asarray(metrics["t"]), kind="stable")
-        return [(index, seed, {k: np.asarray(v)[order] for k, v in metrics.items()}) for index, seed in enumerate(seeds)]
-    order = np.lexsort((np.asarray(metrics["t"]), np.asarray(metrics["seed"])))
-    ordered = {k: np.asarray(v)[order] for k, v in metrics.items()}
-    sorted_seeds = ordered["seed"]
-    out = []
-    for index, seed in enumerate(seeds):
-        start, stop = np.searchsorted(sorted_seeds, seed, "left"), np.searchsorted(sorted_seeds, seed, "right")
-        if start == stop:
-            continue
-        out.append((index, seed, {k: v[start:stop] for k, v in ordered.items()}))
-    return out
-
-
-def seed_data(run: LoadedRun) -> list[tuple[int, SeedData]]:
-    """Each seed's series, saved states (initial, T1, final) and the configuration's scales.
-
-    Seeds are matched to the stacked states through the manifest's `seeds` list; a seed with
-    no valid observation (it diverged at t = 0) is skipped.
-    """
-    scales = scales_of(run.config)
-    paper_t1 = declared_t1(run.config)
-    initial_arrays = seed_arrays(run.state_init)
-    per_seed = {"init": [SavedState.of(arrays) for arrays in initial_arrays], "final": seed_states(run.state_final),
-                "T1": seed_states(run.state_t1) if run.state_t1 is not None else None}
-    out = []
-    for index, seed, series in seed_series(run):
-        states = {name: (None if stack is None else stack[index]) for name, stack in per_seed.items()}
-        if states["T1"] is not None and states["T1"].t is not None and not np.isfinite(states["T1"].t):
-            states["T1"] = None
-        if paper_t1 is not None:
-            states["T1"] = _snapshot_at(run.state_snapshots, index, paper_t1, initial_arrays[index])
-        entry = next((p for p in run.manifest.get("per_seed", []) if p.get("seed") == seed), {})
-        located = {name: entry["events"][name] for name in entry.get("events_located", [])}
-        out.append((seed, SeedData(series, scales.m, n=scales.n, L=scales.L, events=located,
-                                   event_settings=run.manifest.get("event_settings", {}),
-                                   A_init=states["init"].scores, A_final=states["final"].scores,
-                                   states=states, scales=scales, t1_declared=paper_t1, config=run.config,
-                                   loss_exponent=run.config.get("verify", {}).get("loss_exponent", 1.0),
-                                   sandwich_c=run.config.get("verify", {}).get("sandwich_c", 0.0))))
-    return out
-
-
 def verify_run(run: LoadedRun) -> Verification:
-    """The premises of the theorems on this run, every check on every seed, and the
+    """eq. (1)'s theorem on this run, judged as every declared theorem is (`theorems.judge.judge_readings`,
+    under the premises as stated and with P7 relaxed), with its report's seed-by-seed outcomes and the
     implementation identities (Appendix C's closed forms at the run's own saved states)."""
-    seeds, per_seed, bounds = [], [], []
-    for seed, data in seed_data(run):
-        seeds.append(seed)
-        per_seed.append(run_checks(data))
-        bounds.append(data.bounds)
-    appendix = saved_state_agreement(run)
-    return Verification(seeds, per_seed, bounds, appendix, evaluate_premises(run))
+    return Verification.of(run, *judge_readings(THEOREM, [run.path], verify=reading(run)))
+
+
+def reading(run: LoadedRun) -> dict:
+    """The `[verify]` settings `run` is judged with: its config's, all defaults filled (a caller may have
+    replaced them: a sweep judges the same runs at several C_T1)."""
+    return config_from_dict(run.config).to_dict()["verify"]
 
 
 def width_summary(v: Verification, m: int | None = None, m1: int | None = None) -> dict:
@@ -384,4 +312,4 @@ def write_verification(run: LoadedRun, v: Verification) -> None:
     folder = RunFolder(run.path)
     atomic_write_json(folder.verify_file("json"), v.to_dict())
     atomic_write_text(folder.verify_file("md"), markdown(v, f"{run.manifest['name']} ({folder.path})"))
-    figure(seed_data(run)[0][1], folder.verify_file("png"))  # atomic: plots.save.save_figure
+    figure(seed_views(run.path, reading(run))[v.seeds[0]], folder.verify_file("png"))  # atomic: plots.save.save_figure
