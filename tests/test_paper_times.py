@@ -10,7 +10,7 @@ from coocflow.config import Config
 from coocflow.errors import ConfigError
 from coocflow.theorems.paper.scaling import QUANTITIES, t_star
 from coocflow.theorems.paper.reading import seed_data
-from coocflow.theorems.paper.verify import verify_run
+from coocflow.theorems.paper.theorem import verify_run
 from coocflow.storage import load_run
 
 SMALL = ["data.n=24", "data.d=40", "model.m=32768", "model.m1=64", "optimizer.lr=3e-7", "train.t_end=1.7e6"]

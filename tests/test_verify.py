@@ -14,7 +14,8 @@ from test_series_checks import SERIES_CHECK_FAILURES
 from coocflow.api import resolve_config, run_and_write
 from coocflow.theorems.paper.checks import CHECKS, EVIDENCE, SeedData, late_phase2, run_checks
 from coocflow.theorems.paper.reading import seed_data
-from coocflow.theorems.paper.verify import verify_run, write_verification
+from coocflow.theorems.paper.theorem import verify_run
+from coocflow.theorems.paper.verify import write_verification
 from coocflow.storage import load_run
 
 EXPECTED_TO_PASS = {
@@ -310,7 +311,7 @@ def test_strict_exit_codes_and_the_summary_line(tmp_path):
 
     from conftest import TINY
 
-    from coocflow.cli.verify import LEGEND
+    from coocflow.theorems.paper.render import LEGEND
 
     cli = Path(sys.executable).parent / "coocflow"
     folder, _ = run_and_write(resolve_config("paper", [f"{k}={v}" for k, v in TINY.items()]), tmp_path / "tiny",
@@ -455,3 +456,31 @@ def test_eq1s_declaration_is_judged_alike_by_the_paper_report_and_by_the_judge_o
         assert statements[claim_id].verdict == expected == row["verdict"], (
             claim_id, statements[claim_id].sentence, row["verdict"])
     assert "not applicable" in {c.verdict for c in declared.claims}, "the run must exercise a check that does not apply"
+
+
+def test_verify_finds_eq1s_report_through_its_theorems_hook_not_its_system(phenomena, monkeypatch):
+    """`theorems.verify.verify_folders`, the one way in of `coocflow verify RUN` and of the notebook's
+    `verify`, shows a run through its theorem's `report` hook where it declares one: eq. (1)'s gives the
+    paper's Verification (the same as `verify_run`) and its claims summary. The same run, its theorem
+    declared without the hook, is shown as every declared theorem is (`DeclaredReport`): the hook decides,
+    not which System trained the run."""
+    import dataclasses
+
+    import coocflow.theorems.verify as entry
+    from coocflow.theorems.paper.theorem import THEOREM
+    from coocflow.theorems.render import DeclaredReport, Line
+
+    report = entry.verify_folders([phenomena.path], target="phen")
+    assert report.findings_of == "checks" and report.result.to_dict() == verify_run(phenomena).to_dict()
+    lines = [item.text for item in report.printed() if isinstance(item, Line)]
+    assert lines[0] == f"verify {phenomena.path}: 41 claims, 1 seed(s)" and lines[-1].startswith("written: ")
+    plain = dataclasses.replace(THEOREM, report=None)
+    monkeypatch.setattr(entry, "theorem_of", lambda system: plain)
+    out = phenomena.path / "as_declared"
+    out.mkdir(exist_ok=True)
+    declared = entry.verify_folders([phenomena.path], target="phen", out=out)
+    assert isinstance(declared, DeclaredReport) and (out / "verify.json").is_file()
+    assert len(declared.result.claims) == len(THEOREM.claims) == 97
+    shown = [item.text for item in declared.printed() if isinstance(item, Line)]
+    assert shown[0].startswith(f"verify phen: {THEOREM.name}; 97 claims on 1 run(s)")
+    assert shown[-2].startswith("verdicts: ") and declared.findings() == declared.result.findings()

@@ -18,13 +18,11 @@ import pyarrow.parquet as pq
 
 from coocflow.api import execute, resolve_config, study_of
 from coocflow.config import Config, config_from_dict
-from coocflow.errors import CoocflowError
 from coocflow.estimate import estimate
 from coocflow.report import write_report
 from coocflow.storage import load_run
 from coocflow.storage.folders import RunFolder, StudyFolder, SweepFolder
 from coocflow.storage.paths import default_out, refuse_existing_out
-from coocflow.systems.traits import traits_of
 
 
 @dataclass
@@ -159,28 +157,14 @@ def run(experiment_or_config: str | Path | Config = "paper", *, seeds: int | Seq
 
 
 def verify(target: Run | str | Path):
-    """Run every check of `coocflow verify` on a run; writes verify.json/.md/.png into its
-    folder and returns the Verification (`.pass_rates()`, `.to_dict()`). On a run of another System,
-    or on a `coocflow sweep` folder of one, judges the theorem the System declares (docs/theorems.md)
-    and returns its `TheoremVerdict`."""
-    from coocflow.theorems.paper.verify import verify_run, write_verification  # lazy: defers JAX, 1-3.6 s
+    """Judge the theorem its System declares on a run, or on a `coocflow sweep` folder of one, as `coocflow
+    verify` does, write verify.json/.md (and .png) there and return the verdicts: on eq. (1)'s run the
+    paper's `Verification` (`.pass_rates()`, `.to_dict()`), else the `TheoremVerdict` (docs/theorems.md)."""
+    from coocflow.theorems.judge import sweep_runs  # lazy: defers JAX, 1-3.6 s
+    from coocflow.theorems.verify import verify_folders  # lazy: defers JAX, 1-3.6 s
 
     folder = target.folder if isinstance(target, Run) else Path(target)
-    sweep = SweepFolder(folder).spec_file.is_file()
-    system = None if sweep else RunFolder.open(folder).system()
-    if sweep or traits_of(system).verifier != "paper":
-        from coocflow.theorems.judge import sweep_runs, theorem_of, verify_theorem, write_theorem_verdict  # lazy: JAX
-
-        runs = sweep_runs(folder) if sweep else None
-        system = runs.system if sweep else system
-        theorem = theorem_of(system)
-        if theorem is None:
-            raise CoocflowError(f"verify {folder}: system {system} declares no theorem; declare one (docs/theorems.md)")
-        verdict = (verify_theorem(theorem, runs.folders, runs.axis, runs.values, str(folder)) if sweep
-                   else verify_theorem(theorem, [folder]))
-        write_theorem_verdict(verdict, folder)
-        return verdict
-    loaded = load_run(folder)
-    verification = verify_run(loaded)
-    write_verification(loaded, verification)
-    return verification
+    if SweepFolder(folder).spec_file.is_file():
+        runs = sweep_runs(folder)
+        return verify_folders(runs.folders, runs.axis, runs.values, str(folder), folder).result
+    return verify_folders([folder], target=str(folder)).result

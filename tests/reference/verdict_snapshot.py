@@ -10,7 +10,7 @@ jax.config.update("jax_enable_x64", True)
 import numpy as np
 from coocflow.api import resolve_config, run_and_write
 from coocflow.storage import load_run
-from coocflow.theorems.paper.verify import verify_run
+from coocflow.theorems.paper.theorem import verify_run
 from coocflow.sweep.width import width_scaling
 
 ROOT = Path("/tmp/coocflow-verdicts")

@@ -118,11 +118,6 @@ def _refuse_unused(context: str, options) -> None:
         raise ConfigError(f"{', '.join(given)}: not used with {context}; drop {'it' if len(given) == 1 else 'them'}")
 
 
-VERDICT_COLOURS = {"pass": "green", "fail": "red", "fail outside premises": "yellow", "not applicable": "bright_black", "inconclusive": "cyan", "vacuous": "magenta",
-                   "holds under an unstated condition": "yellow",
-                   "no verdict": "bright_black"}
-
-
 def print_error(err: Exception, to: Console | None = None) -> None:
     """One red `error:` line; the message itself is printed as written (markup escaped, so a hint
     like pip install 'coocflow[ray]' keeps its brackets)."""

@@ -3,20 +3,16 @@
 from __future__ import annotations
 
 import os
-import re
 import shutil
 from pathlib import Path
 from typing import Optional
 
 import typer
 import typer.core
-from rich.markup import escape
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
-from rich.table import Column, Table
 
 from coocflow import interrupts
 from coocflow.cli.app import (
-    VERDICT_COLOURS,
     _refuse_unused,
     again_command,
     app,
@@ -72,286 +68,62 @@ def verify(
         return
     _refuse_unused("verify without --scaling", (("--values", values), ("--ray", ray), ("--workers", workers),
                                                 ("--accept-changed-code", accept_changed_code)))
-    from coocflow.theorems.paper.verify import verify_run, write_verification  # lazy: defers JAX, 1-3.6 s
-    from coocflow.storage import load_run  # lazy: defers pyarrow, 0.3 s
     from coocflow.storage.folders import RunFolder, SweepFolder  # lazy: defers pyarrow, 0.3 s
+    from coocflow.theorems.judge import sweep_runs  # lazy: defers JAX, 1-3.6 s
+    from coocflow.theorems.verify import verify_folders  # lazy: defers JAX, 1-3.6 s
 
     folder = Path(target)
     if folder.is_dir() and SweepFolder(folder).spec_file.is_file():
         _refuse_unused(f"{folder}, an existing sweep", (("--set", set_), ("--seed", seed), ("--seeds", seeds),
                                                        ("--out", out), ("--force", force)))
-        _verify_sweep_folder(folder, strict)
+        runs = sweep_runs(folder)
+        _refuse_without_theorem(runs.system, str(folder))
+        if runs.axis is None and runs.varying:
+            say(f"the jobs differ in {', '.join(runs.varying)}: rates need one numeric key to be judged along")
+        _show(verify_folders(runs.folders, runs.axis, runs.values, str(folder), folder), full, strict)
         return
     if folder.is_dir():
         _refuse_unused(f"{folder}, an existing run (to change it, `coocflow run {folder} --set ...` "
                        "then verify the new folder)",
                        (("--set", set_), ("--seed", seed), ("--seeds", seeds), ("--out", out), ("--force", force)))
-        system = RunFolder.open(folder).system()
-        _refuse_without_theorem(system, str(folder))
+        _refuse_without_theorem(RunFolder.open(folder).system(), str(folder))
     else:
         from coocflow.api import resolve_config  # lazy: defers pyarrow, 0.3 s
 
-        system = resolve_config(target, set_, seed, seeds).system
-        _refuse_without_theorem(system, target)
+        _refuse_without_theorem(resolve_config(target, set_, seed, seeds).system, target)
         folder = _train_and_write(target, set_, seed, seeds, out, force, yes=yes)
-    if traits_of(system).verifier != "paper":
-        _verify_declared([folder], None, None, str(folder), folder, strict)
-        return
-    loaded = load_run(folder)
-    verification = verify_run(loaded)
-    write_verification(loaded, verification)
-    if full:
-        _print_verification(folder, verification)
-    else:
-        from coocflow.theorems.paper.claims import claims_table, summary_line  # lazy: defers JAX, 1-3.6 s
-        from coocflow.theorems.paper.verify import width_summary  # lazy: defers JAX, 1-3.6 s
-
-        table = claims_table(width_summary(verification))
-        premises = [{"id": p.id, "met": p.met} for p in verification.premises]
-        _print_summary_of_claims(f"verify {folder}: {len(table)} claims, {len(loaded.manifest.get('seeds') or [1])} "
-                                 "seed(s)", premises, table, summary_line(table),
-                                 [RunFolder(folder).verify_file("md"), RunFolder(folder).verify_file("json")])
-    say("written: " + ", ".join(str(RunFolder(folder).verify_file(kind)) for kind in ("json", "md", "png")))
-    failed = verification.findings()
-    if strict and failed:
-        raise CoocflowError(f"verify --strict: {len(failed)} checks failed with their premises met: "
-                            f"{', '.join(failed)}")
+    _show(verify_folders([folder], target=str(folder)), full, strict)
 
 
 def _refuse_without_theorem(system: str, target: str) -> None:
     """One line and exit 2, before any training, for a System that declares no theorem."""
-    if traits_of(system).verifier == "paper":
-        return
-    from coocflow.theorems.judge import theorem_of  # lazy: defers JAX, 1-3.6 s
+    from coocflow.theorems.verify import declared_theorem  # lazy: defers JAX, 1-3.6 s
 
-    if theorem_of(system) is None:
-        raise CoocflowError(f"verify {target}: system {system} declares no theorem; declare one with "
-                            "coocflow.theorems.Theorem and return it from the System's theorem() (docs/theorems.md); "
-                            "run, resume, sweep, compare, report and run --check-reproduce serve every System")
+    declared_theorem(system, target)
 
 
-DECLARED_LEGEND = {
-    "pass": "holds on every seed of every run (a rate: its interval inside the band)",
-    "FAIL": "fails where its premises are met: a finding against the claim (statement) or the code (identity)",
-    "fail*": "fails only where a premise it needs is not met: not a finding",
-    "unstat.": "holds under an unstated condition: fails only on runs outside a condition its proof needs and "
-               "its source does not state, holds on those that meet it",
-    "incon.": "inconclusive: an event it reads did not happen, or a rate's interval straddles its band",
-    "vac.": "vacuous: a bound beaten by over 1e3x, or a limit the run starts at: neither pass nor fail",
-    "n/a": "not applicable: a rate, judged over a sweep along its key (--scaling KEY)",
-    "-": "a diagnostic: shown, never judged",
-}
-
-
-def _verify_declared(folders: list[Path], axis: str | None, values: list[float] | None, target: str, out: Path,
-                     strict: bool) -> None:
-    """Judge the theorem a System declares on its run(s), write verify.json/.md into `out` and print
-    one line per claim (whole, wrapped to the terminal), the power of each rate test, and a legend."""
-    from coocflow.storage.folders import RunFolder  # lazy: defers pyarrow, 0.3 s
-    from coocflow.theorems.judge import theorem_of, verify_theorem, write_theorem_verdict  # lazy: defers JAX
-
-    system = RunFolder.open(folders[0]).system()
-    theorem = theorem_of(system)
-    verdict = verify_theorem(theorem, folders, axis, values, target)
-    written = write_theorem_verdict(verdict, out)
-    along = f" along {axis} = {', '.join(f'{v:g}' for v in values)}" if axis else ""
-    say(f"verify {target}: {theorem.name}; {len(verdict.claims)} claims on {len(folders)} run(s){along}")
-    if verdict.premises:
-        unmet = [p["id"] for p in verdict.premises if p["met"] is False]
-        say(f"premises: {len(verdict.premises) - len(unmet)} of {len(verdict.premises)} met on every run"
-            + (f"; not met: {', '.join(unmet)}" if unmet else ""))
-    shown = set()
-    for claim in verdict.claims:
-        label = SHORT_VERDICTS.get(claim.verdict, "-" if claim.verdict == "diagnostic" else claim.verdict)
-        shown.add(label)
-        colour = VERDICT_COLOURS.get(claim.verdict, "bright_black")
-        say(f"{label:<7}{claim.id:<7}{claim.statement} [{claim.evidence}]: {claim.sentence}", colour, indent=14)
-        if claim.power:
-            say(f"{'':<14}power: {claim.power['sentence']}", indent=14)
-    for marker, meaning in DECLARED_LEGEND.items():
-        if marker in shown:
-            say(f"{marker} = {meaning}", indent=4)
-    say("verdicts: " + ", ".join(f"{count} {name}" for name, count in verdict.counts().items()))
-    say("written: " + ", ".join(map(str, written)))
-    failed = verdict.findings()
+def _show(report, full: bool, strict: bool) -> None:
+    """Print a theorem's `render.Report` (its sentences whole, its tables at the width their cells need);
+    with `strict`, exit 1 on a finding."""
+    _emit(report.printed(full))
+    failed = report.findings()
     if strict and failed:
-        raise CoocflowError(f"verify --strict: {len(failed)} claims failed with their premises met: {', '.join(failed)}")
+        raise CoocflowError(f"verify --strict: {len(failed)} {report.findings_of} failed with their premises met: "
+                            f"{', '.join(failed)}")
 
 
-def _print_verification(folder: Path, verification) -> None:
-    """Premises first, then one row per claim, then the implementation identities, then one line
-    of counts (claims, and checks x seeds)."""
-    from coocflow.theorems.paper.claims import claims_table  # lazy: defers JAX, 1-3.6 s
-    from coocflow.theorems.paper.verify import (  # lazy: defers JAX, 1-3.6 s
-        APPENDIX_C_CHECK,
-        IDENTITIES,
-        IDENTITY_TOLERANCE,
-        width_summary,
-    )
+def _emit(printed: list) -> None:
+    """Each `render.Line` said whole (`say`), each other renderable printed whole (`print_whole`)."""
+    from coocflow.theorems.render import Line  # lazy: defers the verifier's imports
 
-    rates = verification.pass_rates()
-    _print_premises(verification.premises, "premises of the theorems")
-    table = claims_table(width_summary(verification))
-    _print_claims(table, f"verify {folder}: claims (rates in m: add --scaling both)")
-    identities = Table("identity", "verdict", "threshold", "measured", title="implementation identities")
-    for i, name in enumerate(_check_names()):
-        if name in IDENTITIES:
-            first = verification.per_seed[0][i]
-            identities.add_row(name, _verdict_text(rates[name]), first.threshold, first.sentence)
-    appendix = rates[APPENDIX_C_CHECK]
-    states = ", ".join(r["state"] for r in verification.appendix_c)
-    identities.add_row(APPENDIX_C_CHECK,
-                       _verdict_text(appendix),
-                       f"relative error <= {IDENTITY_TOLERANCE:g}",
-                       f"The closed-form rates of all six kinds of variables match the JVP to "
-                       f"{verification.appendix_c_error:.1e} at the run's {states} states (first seed)."
-                       if verification.appendix_c else "not evaluated: no weights saved (Gram space)")
-    print_whole(identities)
-    counts = {key: sum(rate.get(key, 0) for rate in rates.values())
-              for key in ("passed", "failed", "failed_outside_premises", "unchecked", "no_verdict")}
-    premise_line = ""
-    if verification.premises:
-        met = sum(p.met is True for p in verification.premises)
-        premise_line = f"premises {met}/{len(verification.premises)} met; "
-    from coocflow.theorems.paper.claims import summary_line  # lazy: defers JAX, 1-3.6 s
-
-    console.print(f"{premise_line}{summary_line(table)}; checks x seeds: {counts['passed']} pass, "
-                  f"{counts['failed']} fail, {counts['failed_outside_premises']} fail outside premises, "
-                  f"{counts['unchecked']} not applicable, {counts['no_verdict']} diagnostic (no verdict)")
-
-
-FINDINGS_EXPLAINED = "docs/findings.md, 'What verify finds', and docs/claims.md section 4"
-
-
-"""Where a verdict against the paper is explained (printed under the summary when a claim fails)."""
-
-
-SHORT_VERDICTS = {"pass": "pass", "fail": "FAIL", "fail outside premises": "fail*", "not applicable": "n/a",
-                  "inconclusive": "incon.", "vacuous": "vac.", "holds under an unstated condition": "unstat.",
-                  "no verdict": "-"}
-
-
-"""Verdicts in the summary's first column; '*' marks a claim whose premises are not all met."""
-LEGEND = {
-    "pass": "every check and rate of the claim passes, its premises met",
-    "pass*": "passes, but a premise of the claim is not met (outside the theory's regime)",
-    "FAIL": "a check or rate fails with every premise met: a finding against the claim",
-    "fail*": "fails, but a premise of the claim is not met: outside the theory's regime, not a finding",
-    "incon.": "inconclusive: an interval too wide, or a crossover the widths do not settle",
-    "vac.": "vacuous: every bound beaten by far (1e3x, or m^1): neither pass nor fail",
-    "unstat.": "fails only where a condition the paper does not state is missing",
-    "n/a": "not applicable: nothing of the claim could be judged here (its rates need a width sweep, its "
-           "checks are diagnostics, or the run lacks what they read)",
-    "-": "a diagnostic: reported, never judged",
-    "[P7r: ...]": "the verdict with P7 relaxed to L. D.8's own bound",
-    "[shares ...]": "the same check or quantity as the claim named, judged against this claim's bound",
-}
-"""The summary's legend: each marker it shows, defined under the table (docs/verify.md has the rules)."""
-
-
-def _main_number(row: dict) -> str:
-    """A claim's main evidence in a few words: the first clause of its first failing (else first
-    judged) piece of evidence, without the verdict or seed counts that open a check's text."""
-    evidence = row["evidence"]
-    judged = [e for e in evidence if e["verdict"] in ("fail", "fail outside premises")] or \
-        [e for e in evidence if e["verdict"] in ("pass", "inconclusive")] or evidence
-    if not judged:
-        return ""
-    text = judged[0]["text"]
-    head, _, rest = text.partition(". ")
-    if rest and re.match(r"(pass|fail|not applicable|inconclusive|\d+/\d+ )", head):
-        text = rest
-    return text.split("; ")[0].rstrip(".")
-
-
-def _print_summary_of_claims(title: str, premises, table: list[dict], summary: str, details: list[Path],
-                             widths_line: str | None = None, premises_where: str = "") -> None:
-    """What verify prints by default: the premises once, one line per claim (its verdict, '*' where the
-    claim's premises are not all met, and its main sentence, whole: wrapped to a terminal's width, one
-    line in a pipe), a legend of every marker shown, the counts, and where the details and the
-    explanations of failures are; `--full` prints every table."""
-    from coocflow.theorems.paper.claims import shared_evidence  # lazy: defers JAX, 1-3.6 s
-
-    def get(p, key):
-        return p[key] if isinstance(p, dict) else getattr(p, key)
-
-    say(title)
-    unmet = [get(p, "id") for p in premises if get(p, "met") is False]
-    if premises:
-        met = sum(get(p, "met") is True for p in premises)
-        unknown = len(premises) - met - len(unmet)
-        say(f"premises{premises_where}: {met} met" + (f", {len(unmet)} not met ({', '.join(unmet)})" if unmet else "")
-            + (f", {unknown} not evaluated" if unknown else ""))
-    if widths_line:
-        say(widths_line)
-    shown = set()
-    for row in table:
-        outside = any(part.endswith("not met") for part in row["premises"].split(", "))
-        label = SHORT_VERDICTS[row["verdict"]]
-        if outside and row["verdict"] == "pass":
-            label = "pass*"
-        shown.add(label)
-        relaxed = row.get("verdict_relaxed")
-        beside = f"[P7r: {SHORT_VERDICTS[relaxed]}] " if relaxed is not None and relaxed != row["verdict"] else ""
-        shared = shared_evidence(row["id"])
-        if beside:
-            shown.add("[P7r: ...]")
-        if shared:
-            beside += f"[shares {', '.join(shared)}'s evidence, own bound] "
-            shown.add("[shares ...]")
-        say(f"{label:<7}{row['id']:<7}{beside}{_main_number(row)}", VERDICT_COLOURS[row["verdict"]], indent=14)
-    for marker, meaning in LEGEND.items():
-        if marker in shown:
-            say(f"{marker} = {meaning}", indent=4)
-    say(summary)
-    if any(row["verdict"] == "fail" for row in table):
-        say(f"failures explained: {FINDINGS_EXPLAINED}")
-    say(f"details: {', '.join(map(str, details))}; every table: add --full")
-
-
-def _print_premises(premises, title: str) -> None:
-    if not premises:
-        return
-    table = Table("premise", "statement", "measured", "needs", "met", title=title)
-    for p in premises:
-        get = (lambda k: p[k]) if isinstance(p, dict) else (lambda k: getattr(p, k))
-        met = {True: "[green]met[/]", False: "[red]not met[/]", None: "[yellow]n/a[/]"}[get("met")]
-        table.add_row(get("id"), get("statement"), get("value"), get("threshold"), met)
-    print_whole(table)
-
-
-def _print_claims(table: list[dict], title: str) -> None:
-    """The claims table, compact: one row per claim, its premises, each piece of evidence on its
-    own line (a check's seed counts, or its numbers when it did not pass; a rate's exponent)."""
-    claims = Table(Column("claim", max_width=16), Column("premises", max_width=14),
-                   Column("evidence", ratio=1, overflow="fold"), Column("verdict", max_width=10),
-                   title=title, show_lines=True, expand=True)
-    for row in table:
-        lines = []
-        for e in row["evidence"]:
-            text = e["text"] if e["kind"] == "rate" or e["verdict"] != "pass" else e["text"].split(". ", 1)[0]
-            lines.append(f"[{VERDICT_COLOURS[e['verdict']]}]{escape(e['name'])}[/]: {escape(text)}")
-        unmet = [part.split()[0] for part in row["premises"].split(", ") if part.endswith("not met")]
-        premises = ("none (identity)" if row["premises"].startswith("none") else
-                    f"not met: {', '.join(unmet)}" if unmet else "met")
-        colour = VERDICT_COLOURS[row["verdict"]]
-        claims.add_row(f"{row['id']}\n{escape(row['where'])}", premises, "\n".join(lines), f"[{colour}]{row['verdict']}[/]")
-    print_whole(claims)
-
-
-def _check_names() -> tuple[str, ...]:
-    from coocflow.theorems.paper.checks import CHECKS  # lazy: defers JAX, 1-3.6 s
-
-    return tuple(CHECKS)
-
-
-def _verdict_text(rate: dict) -> str:
-    """The verdict in colour: green pass, red fail (a finding against the paper), yellow the rest."""
-    from coocflow.theorems.paper.verify import verdict_text  # lazy: defers JAX, 1-3.6 s
-
-    text = verdict_text(rate)
-    colour = ("red" if rate["failed"] else "green" if rate["passed"] == rate["of"] else "yellow")
-    return f"[{colour}]{text}[/]"
+    for item in printed:
+        if isinstance(item, Line):
+            if item.markup:
+                console.print(item.text)
+            else:
+                say(item.text, item.style, indent=item.indent)
+        else:
+            print_whole(item)
 
 
 def _training_left(config, axis: str, widths: list[int], out: Path, c0_values) -> float:
@@ -368,6 +140,7 @@ def _verify_scaling(target, set_, seed, seeds, out, force, axis, values, strict,
                     workers=None, yes=False, accept_changed_code=False) -> None:
     from coocflow.api import resolve_config  # lazy: defers pyarrow, 0.3 s
     from coocflow.theorems.paper.claims import summary_line  # lazy: defers JAX, 1-3.6 s
+    from coocflow.theorems.paper.render import claims_rich_table, premises_table, summary_of_claims  # lazy: JAX
     from coocflow.theorems.paper.scaling import AXES  # lazy: defers JAX, 1-3.6 s
     from coocflow.report.scaling import base_width, write_scaling  # lazy: defers JAX, 1-3.6 s
     from coocflow.storage.folders import ScalingFolder  # lazy: defers pyarrow, 0.3 s
@@ -380,7 +153,7 @@ def _verify_scaling(target, set_, seed, seeds, out, force, axis, values, strict,
         require_ray()
     elif workers is not None:
         raise CoocflowError("--workers: sets Ray's CPUs for --ray local; add --ray local or drop --workers")
-    if traits_of(declared.system).verifier != "paper":
+    if traits_of(declared.system).scaling != "widths":
         _refuse_without_theorem(declared.system, target)
         _verify_declared_scaling(declared, target, axis, values, out, force, strict, yes, accept_changed_code, ray,
                                  workers)
@@ -439,24 +212,25 @@ def _verify_scaling(target, set_, seed, seeds, out, force, axis, values, strict,
                 unmet_at[premise["id"]] = unmet_at.get(premise["id"], 0) + 1
     runs = len(report["widths"])
     if full:
-        _print_premises(base["premises"], f"premises at m={base['m']}, m1={base['m1']} (the one-width checks' width)")
+        _emit(premises_table(base["premises"], f"premises at m={base['m']}, m1={base['m1']} (the one-width checks' "
+                                               "width)"))
         for width in report["widths"]:
             unmet = [p["id"] for p in width["premises"] if p["met"] is False]
             console.print(f"  m={width['m']}, m1={width['m1']} ({width['space']}): premises "
                           + (f"not met: {', '.join(unmet)}" if unmet else "all met"))
-        _print_claims(table, f"claims: checks over all {runs} runs (sentences at m={base['m']}), rates over {axis} = "
-                             f"{', '.join(map(str, widths))}, "
-                             f"{len(config.seed_list)} seeds per width")
+        _emit([claims_rich_table(table, f"claims: checks over all {runs} runs (sentences at m={base['m']}), rates "
+                                        f"over {axis} = {', '.join(map(str, widths))}, "
+                                        f"{len(config.seed_list)} seeds per width")])
         console.print(summary_line(table))
     else:
         c0s = report.get("c0_values") or [config.init.c0]
-        _print_summary_of_claims(
+        _emit(summary_of_claims(
             f"verify --scaling {axis}: {len(widths)} widths {widths[0]}..{widths[-1]}, c0 "
             f"{'/'.join(f'{c:g}' for c in c0s)}, {len(config.seed_list)} seeds",
             base["premises"], table, summary_line(table), [ScalingFolder(out).markdown_file, ScalingFolder(out).report_file],
             premises_where=f" at m={base['m']} (the sentences' width; checks count every run)",
             widths_line=f"premises over the {runs} runs: " + ("all met" if not unmet_at else "all met but " + ", ".join(
-                f"{premise} (not met in {count})" for premise, count in unmet_at.items())))
+                f"{premise} (not met in {count})" for premise, count in unmet_at.items()))))
     sensitivity = _sensitivity_line(report.get("c_t1_sensitivity"))
     if sensitivity:
         say(sensitivity)
@@ -464,18 +238,6 @@ def _verify_scaling(target, set_, seed, seeds, out, force, axis, values, strict,
     findings = [row["id"] for row in table if row["verdict"] == "fail"]
     if strict and findings:
         raise CoocflowError(f"verify --strict: {len(findings)} claims failed with their premises met: {', '.join(findings)}")
-
-
-def _verify_sweep_folder(folder: Path, strict: bool) -> None:
-    """`verify SWEEP`: the theorem of the sweep's System judged on every complete job, and its rates
-    along the one config key the jobs differ in (when they differ in exactly one)."""
-    from coocflow.theorems.judge import sweep_runs  # lazy: defers JAX, 1-3.6 s
-
-    runs = sweep_runs(folder)
-    _refuse_without_theorem(runs.system, str(folder))
-    if runs.axis is None and runs.varying:
-        say(f"the jobs differ in {', '.join(runs.varying)}: rates need one numeric key to be judged along")
-    _verify_declared(runs.folders, runs.axis, runs.values, str(folder), folder, strict)
 
 
 def _scaling_out(out: Optional[Path], name: str, axis: str, force: bool) -> Path:
@@ -550,7 +312,9 @@ def _verify_declared_scaling(config, target: str, axis: str, values: Optional[st
             ensure_run(job, folder, accept_changed_code)
             bar.advance(task)
     interrupts.set_message(None)
-    _verify_declared(folders, key, [float(value) for value, _ in jobs], target, out, strict)
+    from coocflow.theorems.verify import verify_folders  # lazy: defers JAX, 1-3.6 s
+
+    _show(verify_folders(folders, key, [float(value) for value, _ in jobs], target, out), False, strict)
 
 
 def _sensitivity_line(sensitivity: dict | None) -> str | None:

@@ -25,7 +25,8 @@ from coocflow.theorems.paper.scaling import (
     seed_table,
 )
 from coocflow.theorems.paper.reading import seed_data
-from coocflow.theorems.paper.verify import verify_run, width_summary
+from coocflow.theorems.paper.theorem import verify_run
+from coocflow.theorems.paper.verify import width_summary
 from coocflow.storage import load_run
 from coocflow.storage.folders import ScalingFolder
 

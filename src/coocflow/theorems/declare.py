@@ -392,6 +392,13 @@ class Theorem:
     """What each `Check`, seed `Premise` and `Computed` quantity receives of one seed: `reads(seed_run)`,
     made once per seed (eq. (1)'s reads its phase boundaries and saved states), or the `SeedRun` itself
     when None."""
+    report: Callable[[Path, Any, Any], Any] | None = None
+    """The theorem's own report of one run: called with the run folder and the judge's verdicts on it
+    under the premises as stated and relaxed (`judge.judge_readings`: two `TheoremVerdict`s, the second
+    None where no premise is relaxed), it writes its files into the folder and returns a `render.Report`
+    (eq. (1)'s: the paper's claims table and Appendix C, `theorems.paper.render`). None: verify.json/.md
+    of `judge.write_theorem_verdict`, printed by `render.DeclaredReport`. A sweep of runs is always
+    reported the second way, and only for a theorem without a report of its own."""
 
     def __post_init__(self):
         problems = list(self.problems())

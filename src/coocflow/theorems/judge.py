@@ -24,7 +24,6 @@ from coocflow.storage import atomic_write_json, atomic_write_text
 from coocflow.storage.folders import RunFolder, SweepFolder
 from coocflow.storage.run_folder import pivot_metrics, read_metrics, read_state
 from coocflow.systems.registry import system_class, system_of
-from coocflow.systems.traits import traits_of
 from coocflow.theorems.exponents import json_safe
 from coocflow.theorems.power import power_cell
 from coocflow.theorems.rate_judge import RateTest, judge_rate
@@ -791,10 +790,13 @@ def sweep_runs(folder: Path) -> SweepRuns:
         raise RunFolderError(f"verify {folder}: the sweep has no complete job yet; run `coocflow sweep` to finish it")
     configs = [RunFolder(job).config() for job in jobs]
     systems = sorted({config.system for config in configs})
-    if len(systems) > 1 or traits_of(systems[0]).verifier == "paper":
+    theorem = theorem_of(systems[0])
+    if len(systems) > 1 or (theorem is not None and theorem.report is not None):
+        why = (f"this one trains {', '.join(systems)}" if len(systems) > 1 else
+               f"{systems[0]}'s theorem reports one run at a time (its Theorem.report)")
         raise CoocflowError(f"verify {folder}: a sweep folder is judged for one System's declared theorem "
-                            f"(docs/theorems.md); this one trains {', '.join(systems)}: verify its jobs one by one, or "
-                            "use `coocflow verify TARGET --scaling` for eq. (1)'s widths")
+                            f"(docs/theorems.md); {why}: verify its jobs one by one, or "
+                            "use `coocflow verify TARGET --scaling` (eq. (1)'s widths)")
     flat = [{key: value for key, value in flatten_dotted(config.to_dict()).items()
              if key not in ("name", "seed", "seeds", "format")} for config in configs]
     varying = sorted({key for row in flat for key in row if any(other.get(key) != row[key] for other in flat)})

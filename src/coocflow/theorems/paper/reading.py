@@ -1,12 +1,20 @@
 """What eq. (1)'s verifier reads of a run folder: each seed's series in time order (`seed_series`) and
 its view for the checks (`seed_data`: series, saved states at the start, T1 and the end, the
-configuration's scales, the events the flow located)."""
+configuration's scales, the events the flow located), read once per folder and `[verify]` settings
+(`seed_views`)."""
 
 from __future__ import annotations
 
+import dataclasses
+import json
+from functools import lru_cache
+from pathlib import Path
+
 import numpy as np
 
-from coocflow.storage import LoadedRun
+from coocflow.config import config_from_dict
+from coocflow.storage import LoadedRun, load_run
+from coocflow.storage.folders import RunFolder
 from coocflow.theorems.paper.checks import SeedData
 from coocflow.theorems.paper.saved import SavedState, seed_arrays, seed_states
 from coocflow.theorems.paper.scales import scales_of
@@ -91,3 +99,28 @@ def seed_data(run: LoadedRun) -> list[tuple[int, SeedData]]:
                                    loss_exponent=run.config.get("verify", {}).get("loss_exponent", 1.0),
                                    sandwich_c=run.config.get("verify", {}).get("sandwich_c", 0.0))))
     return out
+
+
+def verify_settings(run: LoadedRun) -> dict:
+    """The `[verify]` settings `run` is judged with: its config's, all defaults filled (a caller may have
+    replaced them: a sweep judges the same runs at several C_T1)."""
+    return config_from_dict(run.config).to_dict()["verify"]
+
+
+@lru_cache(maxsize=2)
+def _seed_views(folder: str, written_ns: int, verify_json: str) -> dict[int, SeedData]:
+    """Every seed's view of a run folder read with the `[verify]` settings `verify_json` (keyed by when
+    its manifest was written, so a rewritten folder is read again)."""
+    run = load_run(Path(folder))
+    run = dataclasses.replace(run, config={**run.config, "verify": json.loads(verify_json)})
+    return {seed: data for seed, data in seed_data(run)}
+
+
+def seed_views(folder: Path, verify: dict | None = None) -> dict[int, SeedData]:
+    """Every seed's view of a run folder by seed (read once while the folder is unchanged), read with the
+    `[verify]` settings `verify` (None: the folder's own); a seed with no valid observation (it diverged
+    at t = 0) has none."""
+    if verify is None:
+        verify = RunFolder(folder).config().to_dict()["verify"]
+    return _seed_views(str(folder), RunFolder(folder).manifest_file.stat().st_mtime_ns,
+                       json.dumps(verify, sort_keys=True))

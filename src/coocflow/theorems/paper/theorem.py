@@ -6,45 +6,26 @@ declared with nothing but the public API of `coocflow.theorems`, the API every S
 
 Every check, seed premise and quantity reads one seed through `seed_view`: its series, its saved states
 (initial, T1, final), the configuration's scales and the phase boundaries (`checks.SeedData`), built
-once per seed from the run folder. `theorems.judge` judges it as it judges any System's theorem;
-`theorems.paper.verify` renders its verdicts on a run as the paper's report (claims table, per-check
-counts, P7 relaxed, Appendix C's closed forms).
+once per seed from the run folder. `theorems.judge` judges it as it judges any System's theorem; its
+`report` hook (`render.paper_report`) shows the verdicts on a run as the paper's report (claims table,
+per-check counts, P7 relaxed, Appendix C's closed forms: `verify.Verification`), which `verify_run`
+returns.
 """
 
 from __future__ import annotations
 
 import dataclasses
-import json
-from functools import lru_cache
-from pathlib import Path
 
-from coocflow.storage.folders import RunFolder
-from coocflow.storage.run_folder import load_run
+from coocflow.storage import LoadedRun
 from coocflow.theorems.declare import Computed, SeedRun, Theorem
+from coocflow.theorems.judge import judge_readings
 from coocflow.theorems.paper.checks import CHECKS, SeedData
 from coocflow.theorems.paper.claims import CLAIMS, premises_of_check
 from coocflow.theorems.paper.premises import PREMISES
 from coocflow.theorems.paper.scaling import QUANTITIES
-from coocflow.theorems.paper.reading import seed_data
-
-
-@lru_cache(maxsize=2)
-def _seed_views(folder: str, written_ns: int, verify_json: str) -> dict[int, SeedData]:
-    """Every seed's view of a run folder read with the `[verify]` settings `verify_json` (keyed by when
-    its manifest was written, so a rewritten folder is read again)."""
-    run = load_run(Path(folder))
-    run = dataclasses.replace(run, config={**run.config, "verify": json.loads(verify_json)})
-    return {seed: data for seed, data in seed_data(run)}
-
-
-def seed_views(folder: Path, verify: dict | None = None) -> dict[int, SeedData]:
-    """Every seed's view of a run folder by seed (read once while the folder is unchanged), read with the
-    `[verify]` settings `verify` (None: the folder's own); a seed with no valid observation (it diverged
-    at t = 0) has none."""
-    if verify is None:
-        verify = RunFolder(folder).config().to_dict()["verify"]
-    return _seed_views(str(folder), RunFolder(folder).manifest_file.stat().st_mtime_ns,
-                       json.dumps(verify, sort_keys=True))
+from coocflow.theorems.paper.reading import seed_views, verify_settings
+from coocflow.theorems.paper.render import paper_report
+from coocflow.theorems.paper.verify import Verification
 
 
 def seed_view(run: SeedRun) -> SeedData:
@@ -70,4 +51,12 @@ THEOREM = Theorem(
     premises=PREMISES,
     quantities={name: Computed(q.fn, q.label) for name, q in QUANTITIES.items()},
     reads=seed_view,
+    report=paper_report,
 )
+
+
+def verify_run(run: LoadedRun) -> Verification:
+    """`THEOREM` on this run, judged as every declared theorem is (`theorems.judge.judge_readings`, under
+    the premises as stated and with P7 relaxed), with its report's seed-by-seed outcomes and the
+    implementation identities (Appendix C's closed forms at the run's own saved states)."""
+    return Verification.of(run, *judge_readings(THEOREM, [run.path], verify=verify_settings(run)))

@@ -12,9 +12,8 @@ from pathlib import Path
 import numpy as np
 import pyarrow as pa
 
-from coocflow.config import config_from_dict
 from coocflow.theorems.paper.appendix_c import KINDS, max_error, saved_state_agreement
-from coocflow.theorems.judge import ClaimVerdict, PremiseVerdict, TheoremVerdict, judge_readings
+from coocflow.theorems.judge import ClaimVerdict, PremiseVerdict, TheoremVerdict
 from coocflow.theorems.paper.checks import CHECKS, IDENTITY_TOLERANCE, CheckResult, SeedData, late_phase2
 from coocflow.theorems.paper.claims import (
     CLAIMS,
@@ -26,7 +25,7 @@ from coocflow.theorems.paper.claims import (
     summary_line,
 )
 from coocflow.theorems.paper.premises import ASSUMED, premises_markdown, premises_summary
-from coocflow.theorems.paper.theorem import THEOREM, seed_views
+from coocflow.theorems.paper.reading import seed_views, verify_settings
 from coocflow.storage import LoadedRun, atomic_write_json, atomic_write_text
 from coocflow.storage.folders import RunFolder
 
@@ -83,7 +82,7 @@ class Verification:
     def of(cls, run: LoadedRun, stated: TheoremVerdict, relaxed: TheoremVerdict | None) -> "Verification":
         """From the judge's verdicts on `run` (one folder): the checks' counts and outcomes, the premises
         measured, each seed's phase boundaries, and Appendix C at the run's saved states."""
-        views = seed_views(run.path, reading(run))
+        views = seed_views(run.path, verify_settings(run))
         seeds = [seed for seed in stated.runs[0]["seeds"]]
         checks = [next(c for c in stated.claims if c.id == name) for name in CHECKS]
         per_seed = [[claim.outcomes[i] for claim in checks] for i in range(len(seeds))]
@@ -151,19 +150,6 @@ class Verification:
                            "passed": (self.appendix_c_error <= IDENTITY_TOLERANCE) if self.appendix_c else None,
                            "states": self.appendix_c},
         }
-
-
-def verify_run(run: LoadedRun) -> Verification:
-    """eq. (1)'s theorem on this run, judged as every declared theorem is (`theorems.judge.judge_readings`,
-    under the premises as stated and with P7 relaxed), with its report's seed-by-seed outcomes and the
-    implementation identities (Appendix C's closed forms at the run's own saved states)."""
-    return Verification.of(run, *judge_readings(THEOREM, [run.path], verify=reading(run)))
-
-
-def reading(run: LoadedRun) -> dict:
-    """The `[verify]` settings `run` is judged with: its config's, all defaults filled (a caller may have
-    replaced them: a sweep judges the same runs at several C_T1)."""
-    return config_from_dict(run.config).to_dict()["verify"]
 
 
 def width_summary(v: Verification, m: int | None = None, m1: int | None = None) -> dict:
@@ -312,4 +298,4 @@ def write_verification(run: LoadedRun, v: Verification) -> None:
     folder = RunFolder(run.path)
     atomic_write_json(folder.verify_file("json"), v.to_dict())
     atomic_write_text(folder.verify_file("md"), markdown(v, f"{run.manifest['name']} ({folder.path})"))
-    figure(seed_views(run.path, reading(run))[v.seeds[0]], folder.verify_file("png"))  # atomic: plots.save.save_figure
+    figure(seed_views(run.path, verify_settings(run))[v.seeds[0]], folder.verify_file("png"))  # atomic: plots.save.save_figure
