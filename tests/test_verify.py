@@ -237,11 +237,28 @@ def test_verify_json_reports_appendix_c(phenomena):
 def test_scaling_flags_are_validated():
     from conftest import coocflow_here
 
-    for args, expected in ((["--scaling", "depth"], "--scaling depth: choose one of"),
+    for args, expected in ((["--scaling", "depth"], "--scaling depth: not a config key to sweep"),
                            (["--scaling", "m", "--values", "8"], "need at least two positive widths"),
                            (["--scaling", "m", "--values", "a,b"], "expected comma-separated whole numbers")):
         done = coocflow_here("verify", "tiny", *args)
         assert done.returncode == 2 and expected in done.stderr, done.stderr
+
+
+def test_eq1s_theorem_is_swept_along_any_config_key_as_every_declared_theorem_is(tmp_path):
+    """`verify tiny --scaling optimizer.lr`: a key other than the widths (m, m1, both, eq. (1)'s own width
+    sweep) takes the path of every declared theorem: one run per value, every claim of THEOREM judged
+    over both runs (no eq. (1) rate is along the learning rate: those are not applicable)."""
+    from conftest import coocflow_here
+
+    out = tmp_path / "lr"
+    done = coocflow_here("verify", "tiny", "--scaling", "optimizer.lr", "--values", "0.05,0.1", "--out", str(out))
+    assert done.returncode == 0, done.stderr
+    assert "97 claims on 2 run(s) along optimizer.lr = 0.05, 0.1" in done.stdout
+    verdict = json.loads((out / "verify.json").read_text())
+    assert verdict["axis"] == "optimizer.lr" and [run["value"] for run in verdict["runs"]] == [0.05, 0.1]
+    claims = {claim["id"]: claim for claim in verdict["claims"]}
+    assert claims["eq5_exact"]["tally"] == {"pass": 2} and claims["eq5_exact"]["verdict"] == "pass"
+    assert "test_loss_at_T_star: not applicable" in claims["T3.3"]["sentence"]  # a rate in m
 
 
 def test_verify_an_ensemble_with_diverged_seeds(tmp_path):

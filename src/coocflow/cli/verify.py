@@ -153,13 +153,11 @@ def _verify_scaling(target, set_, seed, seeds, out, force, axis, values, strict,
         require_ray()
     elif workers is not None:
         raise CoocflowError("--workers: sets Ray's CPUs for --ray local; add --ray local or drop --workers")
-    if traits_of(declared.system).scaling != "widths":
+    if traits_of(declared.system).scaling != "widths" or axis not in AXES:
         _refuse_without_theorem(declared.system, target)
         _verify_declared_scaling(declared, target, axis, values, out, force, strict, yes, accept_changed_code, ray,
                                  workers)
         return
-    if axis not in AXES:
-        raise CoocflowError(f"--scaling {axis}: choose one of {', '.join(AXES)}")
 
     experiment = EXPERIMENTS.get(str(target))
     along_neurons = axis == "m1" and experiment is not None and bool(experiment.scaling_m1)
