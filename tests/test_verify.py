@@ -247,7 +247,8 @@ def test_scaling_flags_are_validated():
 def test_eq1s_theorem_is_swept_along_any_config_key_as_every_declared_theorem_is(tmp_path):
     """`verify tiny --scaling optimizer.lr`: a key other than the widths (m, m1, both, eq. (1)'s own width
     sweep) takes the path of every declared theorem: one run per value, every claim of THEOREM judged
-    over both runs (no eq. (1) rate is along the learning rate: those are not applicable)."""
+    over both runs (no eq. (1) rate is along the learning rate: those are not applicable). A `coocflow
+    sweep` folder of the same two runs is judged alike: the same verdicts, claim by claim."""
     from conftest import coocflow_here
 
     out = tmp_path / "lr"
@@ -259,6 +260,16 @@ def test_eq1s_theorem_is_swept_along_any_config_key_as_every_declared_theorem_is
     claims = {claim["id"]: claim for claim in verdict["claims"]}
     assert claims["eq5_exact"]["tally"] == {"pass": 2} and claims["eq5_exact"]["verdict"] == "pass"
     assert "test_loss_at_T_star: not applicable" in claims["T3.3"]["sentence"]  # a rate in m
+    spec = tmp_path / "lr.toml"
+    spec.write_text('name = "lr"\nbase = "tiny"\n[grid]\n"optimizer.lr" = [0.05, 0.1]\n')
+    swept = tmp_path / "sweep"
+    assert coocflow_here("sweep", str(spec), "--out", str(swept)).returncode == 0
+    done = coocflow_here("verify", str(swept))
+    assert done.returncode == 0, done.stderr
+    again = json.loads((swept / "verify.json").read_text())
+    assert again["axis"] == "optimizer.lr" and [run["value"] for run in again["runs"]] == [0.05, 0.1]
+    assert [(c["id"], c["verdict"], c["tally"]) for c in again["claims"]] == [
+        (c["id"], c["verdict"], c["tally"]) for c in verdict["claims"]]  # the same runs, the same verdicts
 
 
 def test_verify_an_ensemble_with_diverged_seeds(tmp_path):

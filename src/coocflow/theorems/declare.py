@@ -397,8 +397,8 @@ class Theorem:
     under the premises as stated and relaxed (`judge.judge_readings`: two `TheoremVerdict`s, the second
     None where no premise is relaxed), it writes its files into the folder and returns a `render.Report`
     (eq. (1)'s: the paper's claims table and Appendix C, `theorems.paper.render`). None: verify.json/.md
-    of `judge.write_theorem_verdict`, printed by `render.DeclaredReport`. A sweep of runs is always
-    reported the second way, and only for a theorem without a report of its own."""
+    of `judge.write_theorem_verdict`, printed by `render.DeclaredReport`. Several runs (a sweep along a
+    key, a `coocflow sweep` folder) are always reported the second way."""
 
     def __post_init__(self):
         problems = list(self.problems())

@@ -783,20 +783,16 @@ class SweepRuns:
 
 
 def sweep_runs(folder: Path) -> SweepRuns:
-    """`verify SWEEP`'s reading of a sweep folder; one line when it has no complete job, or trains
-    eq. (1) or more than one System (a sweep folder is judged for one System's declared theorem)."""
+    """`verify SWEEP`'s reading of a sweep folder; one line when it has no complete job, or trains more
+    than one System (a sweep folder is judged for one System's declared theorem)."""
     jobs = sorted(path for path in SweepFolder(folder).jobs.glob("*") if RunFolder(path).complete)
     if not jobs:
         raise RunFolderError(f"verify {folder}: the sweep has no complete job yet; run `coocflow sweep` to finish it")
     configs = [RunFolder(job).config() for job in jobs]
     systems = sorted({config.system for config in configs})
-    theorem = theorem_of(systems[0])
-    if len(systems) > 1 or (theorem is not None and theorem.report is not None):
-        why = (f"this one trains {', '.join(systems)}" if len(systems) > 1 else
-               f"{systems[0]}'s theorem reports one run at a time (its Theorem.report)")
+    if len(systems) > 1:
         raise CoocflowError(f"verify {folder}: a sweep folder is judged for one System's declared theorem "
-                            f"(docs/theorems.md); {why}: verify its jobs one by one, or "
-                            "use `coocflow verify TARGET --scaling` (eq. (1)'s widths)")
+                            f"(docs/theorems.md); this one trains {', '.join(systems)}: verify its jobs one by one")
     flat = [{key: value for key, value in flatten_dotted(config.to_dict()).items()
              if key not in ("name", "seed", "seeds", "format")} for config in configs]
     varying = sorted({key for row in flat for key in row if any(other.get(key) != row[key] for other in flat)})
