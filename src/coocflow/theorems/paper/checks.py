@@ -254,7 +254,8 @@ def inverse_loss_linear(d: SeedData) -> tuple:
     t, inverse = d.t[mask], 1 / d.series["loss"][mask]
     slope, intercept = np.polyfit(t, inverse, 1)
     residual = inverse - (slope * t + intercept)
-    r2 = float(1 - residual.var() / inverse.var())
+    with np.errstate(divide="ignore", invalid="ignore"):  # a flat 1/loss: R2 -inf or NaN, and no pass
+        r2 = float(1 - residual.var() / inverse.var())
     ok = slope > 0 and r2 >= LINEAR_R2
     t1 = d.bounds["T1"]
     scale = d.at("u_norm2", t1) if t1 is not None and "u_norm2" in d.series else None
@@ -320,7 +321,8 @@ def sandwich(d: SeedData) -> tuple:
     g1, g2, g3 = (d.series[f"d_G_mu{k}_dt"][mask] for k in (1, 2, 3))
     upper, lower = g1 + g2, np.maximum(g1, g2)
     holds = (lower < -g3) & (-g3 < upper)
-    slack = np.minimum(-g3 / lower - 1, 1 + g3 / upper)
+    with np.errstate(divide="ignore", invalid="ignore"):  # a zero rate gives no slack where it does not hold
+        slack = np.minimum(-g3 / lower - 1, 1 + g3 / upper)
     fraction = float(np.mean(holds)) if mask.any() else 0.0
     best_c = float(np.min(slack[holds])) if holds.any() else None
     return ({"fraction": fraction, "C": best_c, "window": [t_half, t1]},
