@@ -254,7 +254,7 @@ def test_eq1s_theorem_is_swept_along_any_config_key_as_every_declared_theorem_is
     out = tmp_path / "lr"
     done = coocflow_here("verify", "tiny", "--scaling", "optimizer.lr", "--values", "0.05,0.1", "--out", str(out))
     assert done.returncode == 0, done.stderr
-    assert "97 claims on 2 run(s) along optimizer.lr = 0.05, 0.1" in done.stdout
+    assert "97 claims on 2 run(s) along optimizer.lr = 0.05, 0.1" in " ".join(done.stdout.split())  # any width
     verdict = json.loads((out / "verify.json").read_text())
     assert verdict["axis"] == "optimizer.lr" and [run["value"] for run in verdict["runs"]] == [0.05, 0.1]
     claims = {claim["id"]: claim for claim in verdict["claims"]}
