@@ -108,8 +108,9 @@ def _checked(config: Config) -> Config:
     """`config`, once the system it names has read and validated its own settings
     (`AbstractSystem.from_config`, `check_training`), so a bad one is refused at the door, before any
     folder exists; where they are `Config`'s own (`Traits.checked_by_config`: eq. (1)) only for
-    `train.stop_at` and `observe.locate`, which name its events."""
-    if not traits_of(config.system).checked_by_config or config.train.stop_at or config.observe.locate:
+    `train.stop_at`, `observe.locate` and `observe.only`, which name its events and observables."""
+    if not traits_of(config.system).checked_by_config or config.train.stop_at or config.observe.locate or \
+            config.observe.only:
         from coocflow.systems.registry import system_of  # lazy: defers JAX, 1-3.6 s
 
         system_of(config)

@@ -337,14 +337,20 @@ def _print_summary(run_dir: Path) -> None:
         return
     median = " (median over seeds)" if len(man.get("seeds", [])) > 1 else ""
     table.add_row("loss" + median, f"{man['initial_loss']:.4g} -> {final['loss']:.4g} at t={final['t']:.4g}")
-    table.add_row("train / test acc", f"{final['train_acc']:.3f} / {final['test_acc']:.3f} "
-                                      f"(test loss {final['test_loss']:.4g})")
-    table.add_row("G(mu1), G(mu2), G(mu3)", f"{final['G_mu1']:.4g}, {final['G_mu2']:.4g}, {final['G_mu3']:.4g}")
+    if {"train_acc", "test_acc", "test_loss"} <= set(final):  # a lean run (observe.only) may lack them
+        table.add_row("train / test acc", f"{final['train_acc']:.3f} / {final['test_acc']:.3f} "
+                                          f"(test loss {final['test_loss']:.4g})")
+    if {"G_mu1", "G_mu2", "G_mu3"} <= set(final):
+        table.add_row("G(mu1), G(mu2), G(mu3)", f"{final['G_mu1']:.4g}, {final['G_mu2']:.4g}, {final['G_mu3']:.4g}")
     _, series = pivot_metrics(loaded.metrics)
     deltas = ", ".join(f"{k[2:].replace('_', ',')}: {np.nanmedian(_last(series[k]) - series[k][:, 0]):+.3g}"
-                       for k in ("A_mu1_mu2", "A_mu2_mu1", "A_mu3_mu1", "A_mu3_mu2"))
-    table.add_row("score change A(T)-A(0)" + median, deltas)
-    table.add_row("R(t) final", f"{final['R']:.4g}")
+                       for k in ("A_mu1_mu2", "A_mu2_mu1", "A_mu3_mu1", "A_mu3_mu2") if k in series)
+    if deltas:
+        table.add_row("score change A(T)-A(0)" + median, deltas)
+    if "R" in final:
+        table.add_row("R(t) final", f"{final['R']:.4g}")
+    if cfg.get("observe", {}).get("only"):
+        table.add_row("recorded", f"{len(series)} observables (observe.only); no figures")
     if man.get("divergence"):
         table.add_row("stopped early", str(man["divergence"]))
     _solver_and_events(man, table)

@@ -132,16 +132,34 @@ def _observed_only(system: AbstractSystem, names: frozenset[str] | None, moving:
             else system.observe_only(names, params, initial, train, test))
 
 
-def _observed(system: AbstractSystem, moving: Any, fixed: Any, initial: Any, train: Any, test: Any) -> dict:
-    observed = system.observe(system.join(moving, fixed), initial, train, test)
+def recorded_observables(system: AbstractSystem, only: tuple[str, ...]) -> frozenset[str] | None:
+    """What a run records (`observe.only`): every observable (None) when `only` is empty, else those
+    and what the run itself reads: the loss, the divergence watch and every event's `needs` (every
+    observable when an event does not say what it reads)."""
+    if not only:
+        return None
+    events = system.events().values()
+    if any(not event.needs for event in events):
+        return None
+    needed = {name for event in events for name in event.needs}
+    return frozenset(only) | {system.loss_name} | (set(system.watched()) - {WEIGHTS_NORM2}) | needed
+
+
+def _observed(system: AbstractSystem, recorded: frozenset[str] | None, moving: Any, fixed: Any, initial: Any,
+              train: Any, test: Any) -> dict:
+    """What one seed's observation records: every observable, or those `recorded` names
+    (`recorded_observables`), and the parameters' squared norm where the divergence watch reads it."""
+    params = system.join(moving, fixed)
+    observed = (system.observe(params, initial, train, test) if recorded is None
+                else system.observe_only(recorded, params, initial, train, test))
     if WEIGHTS_NORM2 in system.watched():
         observed = {**observed, WEIGHTS_NORM2: weights_norm2(moving)}
     return observed
 
 
 @eqx.filter_jit
-def _discrete_chunk(system: AbstractSystem, optimizer: Optimizer, moving, opt_state, step, snap, keys, initial,
-                    fixed, train, test, intervals, index, slot, batch_size: int):
+def _discrete_chunk(system: AbstractSystem, optimizer: Optimizer, recorded: frozenset[str] | None, moving, opt_state,
+                    step, snap, keys, initial, fixed, train, test, intervals, index, slot, batch_size: int):
     """For every seed: `intervals[k]` steps then observe (keeping the parameters `record_snapshot`
     asks for: observation `index[k]` in slot `slot[k]`), for each k, in one scan; mini-batches of
     `batch_size` (0: the full batch) drawn from the seed's `keys` and step counter."""
@@ -160,7 +178,7 @@ def _discrete_chunk(system: AbstractSystem, optimizer: Optimizer, moving, opt_st
 
         def observe(stepped, snap, marks):
             _, at, into = marks
-            observed = _observed(system, stepped[0], fixed, initial, train, test)
+            observed = _observed(system, recorded, stepped[0], fixed, initial, train, test)
             return record_snapshot(snap, stepped[0], system.reached(observed), at, into), observed
 
         ((moving, state, step), snap), observed = steps_then_observe(
@@ -173,8 +191,9 @@ def _discrete_chunk(system: AbstractSystem, optimizer: Optimizer, moving, opt_st
 
 
 @eqx.filter_jit
-def _flow_chunk(system: AbstractSystem, solver: Solver, events: tuple[FirstHit, ...], closing: tuple[int, ...], moving,
-                snap, found, initial, fixed, train, test, t0, ts, index, slot, levels, ends):
+def _flow_chunk(system: AbstractSystem, solver: Solver, events: tuple[FirstHit, ...], closing: tuple[int, ...],
+                recorded: frozenset[str] | None, moving, snap, found, initial, fixed, train, test, t0, ts, index, slot,
+                levels, ends):
     """For every seed: the flow from t0 to ts[-1], observed at ts; returns the state at ts[-1]. The
     parameters at ts (the very ones observed) are saved too, and `record_snapshot` keeps those of
     observation `index[k]` in slot `slot[k]` and at the system's `reached` event; `record_events`
@@ -195,7 +214,7 @@ def _flow_chunk(system: AbstractSystem, solver: Solver, events: tuple[FirstHit, 
         states, last = solution.ys
         # Observed after the solve, all times at once: inside Diffrax's save loop the observables
         # doubled the chunk's compile time (theory's chunk 5.3 s -> 2.9 s, tracing 2.1 s -> 1.1 s).
-        observed = jax.vmap(lambda y: _observed(system, y, fixed, initial, train, test))(states)
+        observed = jax.vmap(lambda y: _observed(system, recorded, y, fixed, initial, train, test))(states)
 
         def keep(carry, marks):
             kept, found = carry
@@ -290,16 +309,18 @@ def integrate_discrete(system: AbstractSystem, optimizer: Optimizer, steps: np.n
                        seeds: tuple[int, ...], chunks: int = 25, checkpoint: Checkpoint | None = None,
                        progress: Callable[[float], None] | None = None, batch_size: int = 0,
                        snapshot_obs: np.ndarray = (), ensemble: tuple[Any, Any, Any] | None = None,
-                       stop_at: str = "") -> EnsembleTraining:
+                       stop_at: str = "", only: tuple[str, ...] = ()) -> EnsembleTraining:
     """Train every seed of `system` with `optimizer`, observing after the optimizer steps `steps`
     (which start at 0); time is t = lr x steps (nominal for Adam). `batch_size` > 0 takes
     mini-batches (epoch e of a seed is the permutation drawn from fold_in(fold_in(PRNGKey(seed),
     2), e), so the seed and the step counter fix every batch). The parameters at the observations
     `snapshot_obs` and at the system's `reached` event come back in `snapshots`. `ensemble` gives
     the seed-stacked (initial parameters, training set, test set) instead of `build_ensemble`'s.
-    `stop_at="reached"` ends the run once every seed has reached the system's `reached`."""
+    `stop_at="reached"` ends the run once every seed has reached the system's `reached`; `only` names the
+    observables it records (`recorded_observables`; empty: all)."""
     run = _ensemble(system, seeds, ensemble, snapshot_obs)
     compiled = system.traced()
+    recorded = recorded_observables(system, only)
     moving, fixed = system.split(run.initial)
     opt_state = jax.vmap(optimizer.transformation().init)(moving)
     step = jnp.zeros(len(seeds), dtype=jnp.int64)
@@ -313,7 +334,7 @@ def integrate_discrete(system: AbstractSystem, optimizer: Optimizer, steps: np.n
         marks = jnp.asarray(block), jnp.asarray(index), jnp.asarray(slots[index])
 
         def group(members):
-            return _discrete_chunk(compiled, optimizer, *take_seeds((moving, opt_state, step, snap, keys, run.initial,
+            return _discrete_chunk(compiled, optimizer, recorded, *take_seeds((moving, opt_state, step, snap, keys, run.initial,
                                                                    fixed, run.train, run.test), members),
                                    *marks, batch_size)
 
@@ -332,7 +353,7 @@ def integrate_flow(system: AbstractSystem, solver: Solver, times: np.ndarray, se
                    chunks: int = 25, checkpoint: Checkpoint | None = None,
                    progress: Callable[[float], None] | None = None, snapshot_obs: np.ndarray = (),
                    ensemble: tuple[Any, Any, Any] | None = None, stop_at: str = "",
-                   locate_only: tuple[str, ...] = ()) -> EnsembleTraining:
+                   locate_only: tuple[str, ...] = (), only: tuple[str, ...] = ()) -> EnsembleTraining:
     """Follow the flow d(params)/dt = `system.velocity` for every seed with `solver`, observing at
     `times` (starting at 0). A seed stops where its solver gives up (status `stopped`, with
     Diffrax's reason) or a watched value turns non-finite (`diverged`); solver statistics per seed
@@ -340,9 +361,11 @@ def integrate_flow(system: AbstractSystem, solver: Solver, times: np.ndarray, se
     parameters and the time at a chunk boundary) resumes exactly. Snapshots are the solver's
     solution at the observed times, as observed. `ensemble` as for `integrate_discrete`; `stop_at`
     (`reached` or a first-hit event's name) ends the run after the chunk in which every seed got there;
-    `locate_only` names the events located between observations (empty: all; `observe.locate`)."""
+    `locate_only` names the events located between observations (empty: all; `observe.locate`); `only`
+    the observables it records (`recorded_observables`; empty: all)."""
     run = _ensemble(system, seeds, ensemble, snapshot_obs)
     compiled = system.traced()
+    recorded = recorded_observables(system, only)
     moving, fixed = system.split(run.initial)
     times = np.asarray(times, dtype=np.float64)
     dtype = jax.tree.leaves(run.initial)[0].dtype
@@ -359,7 +382,7 @@ def integrate_flow(system: AbstractSystem, solver: Solver, times: np.ndarray, se
                  levels, ends)
 
         def group(members):
-            return _flow_chunk(compiled, solver, shapes, closing, *take_seeds((moving, snap, found, run.initial, fixed,
+            return _flow_chunk(compiled, solver, shapes, closing, recorded, *take_seeds((moving, snap, found, run.initial, fixed,
                                                                       run.train, run.test), members), *marks)
 
         moving, observed, stats, snap, found = over_seed_groups(group, len(seeds))
@@ -417,9 +440,10 @@ def integrate(system: AbstractSystem, config: Config, checkpoint: Checkpoint | N
     grid = observation_grid(config) if grid is None else grid
     if config.is_flow:
         return integrate_flow(system, Solver.of(config.solver, dtype), grid, config.seed_list, config.observe.chunks,
-                              checkpoint, progress, snapshot_obs, ensemble, config.train.stop_at, config.observe.locate)
+                              checkpoint, progress, snapshot_obs, ensemble, config.train.stop_at, config.observe.locate,
+                              config.observe.only)
     train = config.train
     batch_size = 0 if train.method == "gd" or train.batch_size in (0, config.data.n) else train.batch_size
     return integrate_discrete(system, Optimizer.of(train.method, config.optimizer, dtype), grid, config.optimizer.lr, config.seed_list,
                               config.observe.chunks, checkpoint, progress, batch_size, snapshot_obs, ensemble,
-                              config.train.stop_at)
+                              config.train.stop_at, config.observe.only)

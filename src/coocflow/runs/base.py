@@ -193,6 +193,10 @@ class TrainedRun:
             "system_code": system_code(config.system), **provenance(),
         }
 
+    def figures_drawn(self, figures: Figures) -> Figures:
+        """Of the figures asked for, those this run can draw (all by default)."""
+        return figures
+
     @classmethod
     def figure_names(cls, figures: Figures) -> tuple[str, ...]:
         """The files `draw_figures` writes for `figures`."""

@@ -168,6 +168,11 @@ class Eq1TrainedRun(TrainedRun):
             **provenance(),
         }
 
+    def figures_drawn(self, figures: Figures) -> Figures:
+        """None for a lean run (`observe.only`): Figure 1 and the overview read observables it did not
+        record."""
+        return False if self.config.observe.only else figures
+
     @classmethod
     def figure_names(cls, figures: Figures) -> tuple[str, ...]:
         """figure1 in each format asked for (True: PNG), then overview.png."""
@@ -301,7 +306,7 @@ def summary(result: Eq1TrainedRun) -> dict:
         s = result.seed_series(i)
         per_seed.append({"seed": seed, "status": tr.status[i], "T1": result.t1[i],
                          "initial_loss": float(s["loss"][0]) if len(s["loss"]) else None,
-                         "final": {k: float(s[k][-1]) for k in FINAL_KEYS} if len(s["loss"]) else None,
+                         "final": {k: float(s[k][-1]) for k in FINAL_KEYS if k in s} if len(s["loss"]) else None,
                          "divergence": tr.divergence[i], **event_record(tr, i)})
     finished = [p for p in per_seed if p["final"] is not None]
     statuses = set(tr.status)
@@ -313,7 +318,8 @@ def summary(result: Eq1TrainedRun) -> dict:
         "T1_spread": _spread(result.t1),
         "observed_points": int(len(tr.t)),
         "initial_loss": float(np.median([p["initial_loss"] for p in finished])) if finished else None,
-        "final": {k: float(np.median([p["final"][k] for p in finished])) for k in FINAL_KEYS} if finished else None,
+        "final": ({k: float(np.median([p["final"][k] for p in finished])) for k in finished[0]["final"]}
+                  if finished else None),
         "per_seed": per_seed,
         "solver_stats": tr.stats,
         **({"event_settings": tr.event_settings} if tr.event_settings else {}),

@@ -65,6 +65,7 @@ def write_run_files(run: TrainedRun, out: Path, force: bool = False, figures: tu
 
 def write_run(run: TrainedRun, out: Path, force: bool = False, figures: Figures = True) -> Path:
     """`write_run_files`, then the figures drawn into the finished folder."""
+    figures = run.figures_drawn(figures)
     write_run_files(run, out, force, figures=run.figure_names(figures))
     run.draw_figures(Path(out), figures)
     return Path(out)
@@ -78,6 +79,7 @@ def train_and_write(config: Config, out: Path, progress: Callable[[float], None]
     with run_lock(out), interrupts.shielded():
         with interrupts.exposed():
             run = train(config, progress, checkpoint_folder=out)
+        figures = run.figures_drawn(figures)
         write_run_files(run, out, figures=run.figure_names(figures))
     run.draw_figures(Path(out), figures)
     return run

@@ -76,7 +76,8 @@ def summary_rows(run_folder: Path, job_id: str, axes: dict, checks: bool = True)
                      "T0.5": np.nan if bounds["T0.5"] is None else bounds["T0.5"],
                      "phase2_start": np.nan if bounds["phase2_start"] is None else bounds["phase2_start"],
                      "t_end": bounds["end"],
-                     **{f"final.{k}": float(data.series[k][-1]) for k in FINALS},
+                     **{f"final.{k}": float(data.series[k][-1]) if k in data.series else np.nan  # observe.only
+                        for k in FINALS},
                      **({"checks_passed": int(sum(v == 1.0 for v in verdicts.values())), **verdicts}
                         if verdicts is not None else {})})
     columns = {k: np.array([r[k] for r in rows]) for k in rows[0]}

@@ -201,13 +201,16 @@ def spec_from_dict(tree: dict[str, Any], path: Path | None = None) -> SweepSpec:
             except ConfigError as err:
                 raise ConfigError(f"{_where(path)}job {job_id(axes)}: {err}") from None
             identifier = job_id(axes)
-            if not traits_of(config.system).checked_by_config or config.train.stop_at:
+            if not traits_of(config.system).checked_by_config or config.train.stop_at or config.observe.only:
                 from coocflow.systems.registry import system_of  # lazy: defers JAX, 1-3.6 s
 
                 try:
                     system_of(config)
                 except ConfigError as err:
                     raise ConfigError(f"{_where(path)}job {identifier}: {err}") from None
+            if checks and config.observe.only:
+                raise ConfigError(f"{_where(path)}observe.only: the paper's checks in the summary read every observable; "
+                                  "add `checks = false` at the top of the spec (verify a full run instead)")
             if identifier in seen:
                 raise ConfigError(f"{_where(path)}two jobs share the folder name {identifier}; make the axis values distinct")
             seen[identifier] = True

@@ -13,6 +13,7 @@ and see one seed (the integrators vmap them over the seed ensemble).
 from __future__ import annotations
 
 import abc
+import difflib
 from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any, Callable, ClassVar
@@ -299,6 +300,26 @@ class AbstractSystem(eqx.Module):
         if unknown:
             raise ConfigError(f"observe.locate: {unknown[0]!r} is not an event of the {self.name} system; use some of: "
                               + (", ".join(self.events()) or "(it declares none)"))
+        self.check_observed(config)
+
+    def observable_names(self) -> tuple[str, ...]:
+        """The names `observe` returns, read off its shapes at seed 0 (nothing is computed)."""
+        params = jax.eval_shape(self.init, jax.random.PRNGKey(0))
+        train, test = self.data(0)
+        return tuple(jax.eval_shape(lambda p: self.observe(p, p, train, test), params))
+
+    def check_observed(self, config: Config) -> None:
+        """`observe.only` names observables of the system: one line naming the first that is not, with the
+        closest name."""
+        if not config.observe.only:
+            return
+        names = self.observable_names()
+        unknown = [name for name in config.observe.only if name not in names]
+        if unknown:
+            close = difflib.get_close_matches(unknown[0], names, n=1, cutoff=0.6)
+            raise ConfigError(f"observe.only: {unknown[0]!r} is not an observable of the {self.name} system"
+                              + (f"; did you mean {close[0]}?" if close else
+                                 f"; it records {', '.join(names[:8])}{', ...' if len(names) > 8 else ''}"))
 
     def arrays(self, params: Any) -> dict[str, np.ndarray]:
         """The parameters as named arrays (pytree paths, e.g. `blocks.0.W_Q`), for run folders."""

@@ -39,7 +39,7 @@ from coocflow.model.gram_init import (
     sample_wide_theory_grams,
 )
 from coocflow.model.state import State
-from coocflow.observables import Problem, observe
+from coocflow.observables import OBSERVABLES, Problem, observe
 from coocflow.systems.base import PROGRAM_INPUTS, AbstractSystem, FirstHit
 
 WATCHED = ("loss", "u_norm2", "A_mu1_mu2", "V_mu1_mu1")
@@ -226,6 +226,12 @@ class Eq1System(AbstractSystem):
     def observe_only(self, names: frozenset[str], params: State, initial: State, train: Dataset, test: Dataset
                      ) -> dict[str, jax.Array]:
         return observe(params, Problem(train, test, self.moving_set), only=names)
+
+    def observable_names(self) -> tuple[str, ...]:
+        """The registry's names (docs/metrics.md), without tracing a hundred observables; those of the
+        neurons only where the run resolves them."""
+        neurons = self.section is None or self.section.model.space == "weights" or self.section.model.neurons
+        return tuple(name for name, obs in OBSERVABLES.items() if neurons or not obs.neurons)
 
     def split(self, params: State) -> tuple[Any, Any]:
         return params.split(self.moving_set)

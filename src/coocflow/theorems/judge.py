@@ -160,10 +160,19 @@ def seed_runs(folder: Path, theorem: Theorem, verify: dict | None = None) -> lis
             except ConfigError:
                 raise
             except Exception as err:  # the user's function: one line naming it, not a traceback
+                _refuse_unrecorded(err, config, f"theorem {theorem.name!r}")
                 raise ConfigError(f"theorem {theorem.name!r}: its reads failed on seed {seed} "
                                   f"({type(err).__name__}: {err}); fix the function") from None
         runs.append(run_of_seed)
     return runs
+
+
+def _refuse_unrecorded(err: Exception, config: Any, what: str) -> None:
+    """Where a theorem's function asked a lean run (`observe.only`) for an observable it did not record
+    (a KeyError), one line saying so instead of blaming the function."""
+    if isinstance(err, KeyError) and getattr(getattr(config, "observe", None), "only", ()):
+        raise ConfigError(f"{what} reads observable {err.args[0]!r}, which the run did not record (observe.only); "
+                          "verify a run that records every observable") from None
 
 
 def _view(theorem: Theorem, run: SeedRun) -> Any:
@@ -217,6 +226,7 @@ def quantity(theorem: Theorem, name: str, run: SeedRun) -> float:
             found = declared.fn(_view(theorem, run))
             return math.nan if found is None else float(found)
         except Exception as err:  # the user's function: one line naming it, not a traceback
+            _refuse_unrecorded(err, run.config, f"theorem {theorem.name!r}: quantity {name}")
             raise ConfigError(f"theorem {theorem.name!r}: quantity {name} failed on seed {run.seed} "
                               f"({type(err).__name__}: {err}); fix its function") from None
     raise TypeError(f"quantity {name}: {declared!r} is not a quantity")
@@ -336,6 +346,7 @@ def premise_verdict(premise: Premise, system: Any, config: Any, views: list[Any]
         try:
             return _premise_outcome(fn(*args))
         except Exception as err:  # the user's function: one line naming it, not a traceback
+            _refuse_unrecorded(err, config, f"premise {premise.id}")
             raise ConfigError(f"premise {premise.id} failed ({type(err).__name__}: {err}); fix its function") from None
 
     outcomes = ([outcome(premise.holds, system, config)] if premise.holds is not None
@@ -407,6 +418,7 @@ def _check_on_seed(claim: Check, theorem: Theorem, run: SeedRun) -> tuple[bool |
     try:
         outcome = claim(_view(theorem, run))
     except Exception as err:  # the user's function: one line naming it, not a traceback
+        _refuse_unrecorded(err, run.config, f"theorem {theorem.name!r}: check {claim.id}")
         raise ConfigError(f"theorem {theorem.name!r}: check {claim.id} failed on seed {run.seed} "
                           f"({type(err).__name__}: {err}); fix its function") from None
     values = {"measured": outcome.measured, "threshold": outcome.threshold, "sentence": outcome.sentence}

@@ -44,7 +44,9 @@ def phase2_start(series: dict[str, np.ndarray]) -> float | None:
 
     In Phase 2 the scores grow like log t (so t dA/dt levels off at its plateau); in Phase 1
     they barely move. Measuring per e-fold makes the criterion independent of how long the
-    run is observed."""
+    run is observed. None also where the run did not record the score rates (`observe.only`)."""
+    if any(name not in series for name in SCORE_RATES):
+        return None
     drift = series["t"] * score_drift_rate(series)
     if not np.isfinite(drift).any() or np.nanmax(drift) <= 0:
         return None
