@@ -30,7 +30,7 @@ from coocflow.storage import FORMAT_VERSION
 from coocflow.storage.folders import RunFolder
 from coocflow.storage.provenance import provenance
 from coocflow.storage.run_folder import state_file_arrays
-from coocflow.systems.eq1 import Eq1System, build_model, build_problem, gram_source
+from coocflow.systems.eq1 import Eq1System, build_model, build_problem, gram_source, initial_state, seed_keys
 from coocflow.systems.registry import system_code
 
 INIT_NOTES = {
@@ -44,7 +44,8 @@ stack = stack_seeds
 def build_ensemble(config: Config) -> tuple[Transformer, Problem]:
     """Initial weights and problems of every seed, stacked on a leading seed axis."""
     seeds = config.seed_list
-    return stack([build_model(config, s) for s in seeds]), stack([build_problem(config, s) for s in seeds])
+    models = [build_model(config, seeds[0])] if len(seeds) == 1 else [initial_state(config, key) for key in seed_keys(seeds)]
+    return stack(models), stack([build_problem(config, s, host=True) for s in seeds])
 
 
 def unstack(tree, index: int):

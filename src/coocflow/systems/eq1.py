@@ -99,12 +99,13 @@ def _cast(data: Dataset, dtype) -> Dataset:
     return Dataset(data.tokens, data.labels.astype(dtype), data.groups)
 
 
-def build_problem(config: Config, seed: int | None = None) -> Problem:
-    """Training and test sets of one seed (default `config.seed`)."""
+def build_problem(config: Config, seed: int | None = None, host: bool = False) -> Problem:
+    """Training and test sets of one seed (default `config.seed`); of NumPy arrays when `host` (an
+    ensemble's, stacked and converted once)."""
     seed = config.seed if seed is None else seed
     dtype = jnp.dtype(config.dtype)
-    train = make_train_set(config.data, seed)
-    return Problem(train=_cast(train, dtype), test=_cast(make_test_set(config.data, seed, train), dtype),
+    train = make_train_set(config.data, seed, host)
+    return Problem(train=_cast(train, dtype), test=_cast(make_test_set(config.data, seed, train, host), dtype),
                    trainable=config.train.trainable)
 
 
@@ -165,6 +166,14 @@ def build_model(config: Config, seed: int | None = None) -> State:
     """Initial state of one seed (default `config.seed`), from fold_in(PRNGKey(seed), 1)."""
     seed = config.seed if seed is None else seed
     return initial_state(config, jax.random.fold_in(jax.random.PRNGKey(seed), Eq1System.key_stream))
+
+
+def seed_keys(seeds: tuple[int, ...]) -> np.ndarray:
+    """`build_model`'s key of every seed, fold_in(PRNGKey(seed), 1), derived in one vmapped call (the
+    same integer arithmetic, so the same keys) and held on the host, one row per seed: deriving them
+    seed by seed dispatched two operations a seed."""
+    derive = jax.vmap(lambda seed: jax.random.fold_in(jax.random.PRNGKey(seed), Eq1System.key_stream))
+    return np.asarray(derive(jnp.asarray(seeds)))
 
 
 class Eq1System(AbstractSystem):
