@@ -344,9 +344,12 @@ def run_sweep(spec: Path, out: Path):
 
 def design_spec(spec: Path, widths: int, seeds: int, folder: Path) -> Path:
     """`spec` at another design: `widths` widths m = 2^7, 2^8, ... (m1 = m/8, t_end = 20/m) and
-    `seeds` seeds, written as a new spec in `folder` (its base made absolute)."""
+    `seeds` seeds, written as a new spec in `folder` (its base made absolute). More than 16 widths
+    (the sweeps' largest design has 100) are spaced evenly in log m over the same range 2^7..2^22,
+    each rounded to a multiple of 8 so that m1 = m/8 is whole."""
     tree = tomllib.loads(spec.read_text())
-    ms = [2 ** (7 + k) for k in range(widths)]
+    ms = ([2 ** (7 + k) for k in range(widths)] if widths <= 16 else
+          [8 * round(2 ** (7 + 15 * k / (widths - 1)) / 8) for k in range(widths)])
     tree["seeds"] = seeds
     tree["zip"] = {"model.m": ms, "model.m1": [m // 8 for m in ms], "train.t_end": [20 / m for m in ms]}
     lines = [f'name = "{tree["name"]}-{widths}x{seeds}"', f'base = "{tree["base"]}"', f"seeds = {seeds}"]
