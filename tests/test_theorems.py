@@ -221,11 +221,11 @@ def test_a_system_declared_in_a_test_runs_through_every_command_with_its_theorem
     verdicts = {c["id"]: c["verdict"] for c in json.loads((run / "verify.json").read_text())["claims"]}
     assert verdicts == {"D1": "pass", "D2": "pass", "D3": "pass", "D4": "not applicable"}, printed
     assert "--scaling settings.k" in printed
-    full = cli("verify", str(run), "--full")
+    full = " ".join(cli("verify", str(run), "--full").split())  # any terminal width
     measured = [(label, value) for claim in json.loads((run / "verify.json").read_text())["claims"]
                 for label, values in claim["values"].items() if isinstance(values, dict)
                 for value in values.values() if isinstance(value, float)]
-    assert measured and all(label in full and f"{value:.4g}" in full for label, value in measured), (
+    assert measured and all(f"{label}: " in full and f" {value:.4g}" in full for label, value in measured), (
         "--full shows what each claim measured on every seed run")
     import coocflow
 

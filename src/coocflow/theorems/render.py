@@ -75,7 +75,7 @@ DECLARED_LEGEND = {
 class DeclaredReport(Report):
     """A declared theorem's verdicts as `judge.write_theorem_verdict` wrote them: one line per claim
     (whole), the power of each rate test, with `full` what each claim measured on every seed run
-    (`values_table`), a legend of the markers shown, the counts and the files."""
+    (`measured_lines`), a legend of the markers shown, the counts and the files."""
 
     verdict: TheoremVerdict
     written: tuple[Path, ...]
@@ -105,9 +105,8 @@ class DeclaredReport(Report):
                               VERDICT_COLOURS.get(claim.verdict, "bright_black"), indent=14))
             if claim.power:
                 lines.append(Line(f"{'':<14}power: {claim.power['sentence']}", indent=14))
-            table = values_table(claim.values) if full else None
-            if table is not None:
-                lines.append(table)
+            if full:
+                lines += measured_lines(claim.values)
         lines += [Line(f"{marker} = {meaning}", indent=4) for marker, meaning in DECLARED_LEGEND.items()
                   if marker in shown]
         lines.append(Line("verdicts: " + ", ".join(f"{count} {name}" for name, count in verdict.counts().items())))
@@ -118,23 +117,14 @@ class DeclaredReport(Report):
         return self.verdict.findings()
 
 
-def values_table(values: dict) -> Any:
+def measured_lines(values: dict) -> list[Line]:
     """`--full`: what a claim measured on each seed run (`ClaimVerdict.values`: run label -> name ->
-    value), one row per seed run and one column per quantity, as a Rich table; None where the claim
-    measured nothing seed by seed (a rate, judged over the runs together, keeps its fit in its line)."""
-    from rich.table import Table  # lazy: only --full draws tables
-
-    rows = {label: measured for label, measured in values.items() if isinstance(measured, dict)}
-    if not rows:
-        return None
-    names = list(dict.fromkeys(name for measured in rows.values() for name in measured))
-    table = Table(show_edge=False, pad_edge=False, box=None, padding=(0, 2, 0, 0))
-    table.add_column("", no_wrap=True)
-    for name in names:
-        table.add_column(name, justify="right", no_wrap=True)
-    for label, measured in rows.items():
-        table.add_row(f"{'':<12}{label}", *(_cell(measured.get(name)) for name in names))
-    return table
+    value), one sentence per seed run in the claim line's own form (`label: name value, ...`), each
+    printed whole at any width; none where the claim measured nothing seed by seed (a rate, judged over
+    the runs together, keeps its fit in its line)."""
+    return [Line(f"{'':<14}{label}: " + ", ".join(f"{name} {_cell(value)}" for name, value in measured.items()),
+                 indent=16)
+            for label, measured in values.items() if isinstance(measured, dict) and measured]
 
 
 def _cell(value: Any) -> str:
