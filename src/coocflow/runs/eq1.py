@@ -44,7 +44,10 @@ stack = stack_seeds
 def build_ensemble(config: Config) -> tuple[Transformer, Problem]:
     """Initial weights and problems of every seed, stacked on a leading seed axis."""
     seeds = config.seed_list
-    models = [build_model(config, seeds[0])] if len(seeds) == 1 else [initial_state(config, key) for key in seed_keys(seeds)]
+    if len(seeds) == 1:  # its key directly: a vmapped derivation would compile a program for one seed
+        models = [build_model(config, seeds[0])]
+    else:
+        models = [initial_state(config, key) for key in seed_keys(seeds)]
     return stack(models), stack([build_problem(config, s, host=True) for s in seeds])
 
 

@@ -165,15 +165,19 @@ def state_from_arrays(arrays: dict[str, np.ndarray], leaves: Literal["jax", "num
 def build_model(config: Config, seed: int | None = None) -> State:
     """Initial state of one seed (default `config.seed`), from fold_in(PRNGKey(seed), 1)."""
     seed = config.seed if seed is None else seed
-    return initial_state(config, jax.random.fold_in(jax.random.PRNGKey(seed), Eq1System.key_stream))
+    return initial_state(config, seed_key(seed))
+
+
+def seed_key(seed) -> jax.Array:
+    """Where seed `seed`'s initial state is drawn from: fold_in(PRNGKey(seed), 1)."""
+    return jax.random.fold_in(jax.random.PRNGKey(seed), Eq1System.key_stream)
 
 
 def seed_keys(seeds: tuple[int, ...]) -> np.ndarray:
-    """`build_model`'s key of every seed, fold_in(PRNGKey(seed), 1), derived in one vmapped call (the
-    same integer arithmetic, so the same keys) and held on the host, one row per seed: deriving them
-    seed by seed dispatched two operations a seed."""
-    derive = jax.vmap(lambda seed: jax.random.fold_in(jax.random.PRNGKey(seed), Eq1System.key_stream))
-    return np.asarray(derive(jnp.asarray(seeds)))
+    """`seed_key` of every seed, derived in one vmapped call (the same integer arithmetic, so the same
+    keys) and held on the host, one row per seed: deriving them seed by seed dispatched two operations
+    a seed."""
+    return np.asarray(jax.vmap(seed_key)(jnp.asarray(seeds)))
 
 
 class Eq1System(AbstractSystem):

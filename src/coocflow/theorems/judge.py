@@ -595,6 +595,11 @@ def _numbers_text(claim: Claim, values: dict) -> str:
     """What one seed measured: a check's own sentence, else `name value` pairs."""
     if isinstance(claim, Check):
         return values.get("sentence", "")
+    return pairs_text(values)
+
+
+def pairs_text(values: dict) -> str:
+    """Measured values as a claim's line prints them: `name value` pairs, numbers to 4 digits."""
     return ", ".join(f"{k} {_fmt(v)}" for k, v in values.items())
 
 

@@ -12,7 +12,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from coocflow.theorems.judge import TheoremVerdict
+from coocflow.theorems.judge import TheoremVerdict, pairs_text
 
 VERDICT_COLOURS = {"pass": "green", "fail": "red", "fail outside premises": "yellow", "not applicable": "bright_black",
                    "inconclusive": "cyan", "vacuous": "magenta", "holds under an unstated condition": "yellow",
@@ -119,21 +119,9 @@ class DeclaredReport(Report):
 
 def measured_lines(values: dict) -> list[Line]:
     """`--full`: what a claim measured on each seed run (`ClaimVerdict.values`: run label -> name ->
-    value), one sentence per seed run in the claim line's own form (`label: name value, ...`), each
-    printed whole at any width; none where the claim measured nothing seed by seed (a rate, judged over
-    the runs together, keeps its fit in its line)."""
-    return [Line(f"{'':<14}{label}: " + ", ".join(f"{name} {_cell(value)}" for name, value in measured.items()),
+    value), one sentence per seed run in the claim line's own form (a check's sentence, else `label:
+    name value, ...`), each printed whole at any width; none where the claim measured nothing seed by
+    seed (a rate, judged over the runs together, keeps its fit in its line)."""
+    return [Line(f"{'':<14}{label}: " + (measured["sentence"] if "sentence" in measured else pairs_text(measured)),
                  indent=16)
             for label, measured in values.items() if isinstance(measured, dict) and measured]
-
-
-def _cell(value: Any) -> str:
-    """A measured value as the claim lines print numbers (4 significant digits); '-' where a run lacks it."""
-    if value is None:
-        return "-"
-    if isinstance(value, (bool, str)):
-        return str(value)
-    try:
-        return f"{float(value):.4g}"
-    except (TypeError, ValueError):
-        return str(value)
