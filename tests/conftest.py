@@ -90,6 +90,21 @@ def coocflow_here(*args, cwd: Path | None = None):
     return subprocess.CompletedProcess(["coocflow", *args], code, out.getvalue(), err.getvalue())
 
 
+def width_scaling(config, axis: str, values: list[int], out: Path, c0_values: tuple[float, ...] = ()) -> dict:
+    """eq. (1)'s width sweep of `config` into `out` as `verify --scaling` makes it (its theorem's `scaling`
+    hook plans the runs; `api.ensure_run` trains, reuses or resumes each), measured and judged: the
+    record scaling.json holds, before it is written (with the C_T1 re-judgings it keeps apart)."""
+    from coocflow.api import ensure_run
+    from coocflow.theorems.paper.theorem import THEOREM
+    from coocflow.theorems.paper.width_sweep import width_plan, width_report
+
+    plan = width_plan(config, axis, values, c0_values)
+    runs = THEOREM.scaling.runs(plan, out)
+    for run in runs:
+        ensure_run(run.config, run.folder)
+    return width_report(THEOREM, plan, runs)
+
+
 def pytest_collection_modifyitems(config, items):
     rank = {name: k for k, name in enumerate(SLOWEST_FIRST)}
     items.sort(key=lambda item: rank.get(item.path.name, len(rank)))  # stable: each file keeps its order

@@ -31,13 +31,14 @@ def pages(tmp_path_factory):
                     '"observe.chunks" = 2\n[grid]\n"model.m" = [4, 8]\n')
     done = CliRunner().invoke(app, ["sweep", str(spec), "--out", str(root / "sweep"), "--workers", "1"])
     assert done.exit_code == 0, done.output
-    from coocflow.report.scaling import write_scaling
-    from coocflow.sweep.width import width_scaling
+    from coocflow.api import run_scaling
+    from coocflow.theorems.paper.theorem import THEOREM
+    from coocflow.theorems.paper.width_sweep import width_plan
 
     scaling = resolve_config("tiny", ["train.steps=60", "observe.points=12", "observe.chunks=1", "init.scheme=theory"],
                              n_seeds=2)
-    written = write_scaling(root / "scaling", width_scaling(scaling, "both", [4, 8], root / "scaling"), scaling)
-    return {"run": write_report(run_folder), "sweep": write_report(root / "sweep"), "scaling": written[-1]}
+    run_scaling(THEOREM, THEOREM.scaling, width_plan(scaling, "both", [4, 8]), root / "scaling")
+    return {"run": write_report(run_folder), "sweep": write_report(root / "sweep"), "scaling": write_report(root / "scaling")}
 
 
 def test_run_report_is_self_contained_and_escapes_names(pages):

@@ -12,8 +12,9 @@ from coocflow.api import resolve_config
 from coocflow.theorems.paper.checks import CHECKS
 from coocflow.theorems.paper.claims import CLAIMS, claims_table, combine, judge, premises_of_check
 from coocflow.theorems.paper.scaling import QUANTITIES
-from coocflow.report.scaling import c_t1_sensitivity
-from coocflow.sweep.width import width_overrides, width_scaling
+from coocflow.theorems.paper.width_report import c_t1_sensitivity
+from coocflow.theorems.paper.width_sweep import width_overrides
+from conftest import width_scaling
 
 DOCS = Path(__file__).resolve().parents[1] / "docs" / "claims.md"
 

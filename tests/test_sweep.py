@@ -202,7 +202,7 @@ def test_a_width_sweep_trains_on_ray_and_its_folders_are_reused_here(tmp_path):
     import ray  # noqa: F401  (in the test extras)
 
     from coocflow.api import resolve_config
-    from coocflow.sweep.width import width_scaling
+    from conftest import width_scaling
 
     out = tmp_path / "ray"
     cli = Path(sys.executable).parent / "coocflow"

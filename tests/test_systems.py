@@ -462,7 +462,7 @@ def test_every_built_in_system_declares_its_traits_and_they_import_without_jax()
 
     assert set(TRAITS) == set(BUILT_IN)
     assert traits_of("examples/saxe.py:SaxeNetwork") == Traits()
-    assert [name for name in BUILT_IN if traits_of(name).scaling == "widths"] == ["eq1"]
+    assert [name for name in BUILT_IN if traits_of(name).run_page == "paper"] == ["eq1"]
     code = "import sys, coocflow.systems.traits, coocflow.listing, coocflow.compare; print('jax' in sys.modules)"
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert done.stdout.strip() == "False"

@@ -335,6 +335,35 @@ def ensure_run(config: Config, folder: Path, accept_changed_code: bool = False) 
     return RunOutcome(folder, "trained", result.table())
 
 
+@dataclass(frozen=True)
+class ScalingOutcome:
+    """`run_scaling`'s result: the runs of the sweep and the theorem's report on them (`render.Report`,
+    its files written)."""
+
+    runs: list
+    report: Any
+
+
+def run_scaling(theorem, design, plan, out: Path, target: str = "", accept_changed_code: bool = False,
+                progress: Callable[[Any], None] | None = None, train: Callable[[list], None] | None = None
+                ) -> ScalingOutcome:
+    """`verify --scaling`'s one path for every System and theorem: the `design`'s runs of `plan` under
+    `out` (`theorems.scaling`), each reused when complete, resumed when interrupted, trained otherwise
+    (`ensure_run`; `train`, when given, trains them first, e.g. as Ray tasks), then judged by the design.
+    `progress` hears each run as it is reached. The folder's page is `coocflow report`'s
+    (`report.write.write_report`), which `verify --scaling` writes next."""
+    out = Path(out)
+    out.mkdir(parents=True, exist_ok=True)
+    runs = design.runs(plan, out)
+    if train is not None:
+        train(runs)
+    for run in runs:
+        if progress is not None:
+            progress(run)
+        ensure_run(run.config, run.folder, accept_changed_code)
+    return ScalingOutcome(runs, design.judge(theorem, plan, runs, out, target))
+
+
 def _declare(run: RunFolder, wanted: dict) -> None:
     """Write the wanted `verify` declarations into a reused or resumed run's config.json (only when
     they differ, so a folder that already says them is left alone)."""

@@ -11,7 +11,19 @@ import numpy as np
 from coocflow.api import resolve_config, run_and_write
 from coocflow.storage import load_run
 from coocflow.theorems.paper.theorem import verify_run
-from coocflow.sweep.width import width_scaling
+try:  # the width sweep as eq. (1)'s theorem's scaling hook
+    from coocflow.api import ensure_run
+    from coocflow.theorems.paper.theorem import THEOREM
+    from coocflow.theorems.paper.width_sweep import width_plan, width_report
+
+    def width_scaling(config, axis, values, out):
+        plan = width_plan(config, axis, values)
+        runs = THEOREM.scaling.runs(plan, out)
+        for run in runs:
+            ensure_run(run.config, run.folder)
+        return width_report(THEOREM, plan, runs)
+except ImportError:  # before it (a snapshot of an older commit)
+    from coocflow.sweep.width import width_scaling
 
 ROOT = Path("/tmp/coocflow-verdicts")
 TINY = {"data.n": 12, "data.L": 4, "data.d": 16, "data.n_test": 24, "model.m": 8, "model.m1": 8,

@@ -124,16 +124,16 @@ def run_job(root: str, job: dict) -> dict:
         return {"id": job_id, "state": "failed", "error": line, "seconds": time.perf_counter() - start}
 
 
-def run_width_job(root: str, job: dict) -> dict:
-    """Train one run of a width sweep (`sweep.width.WidthRun.job`) into its folder, resuming or
-    reusing it as `api.ensure_run` decides. Never raises: a failure is returned, with its line."""
+def run_folder_job(root: str, job: dict) -> dict:
+    """Train one run of a `verify --scaling` sweep (`theorems.scaling.ScalingRun.job`) into its folder,
+    resuming or reusing it as `api.ensure_run` decides. Never raises: a failure is returned, with its line."""
     configure_jax()
 
     start = time.perf_counter()
     try:
         outcome = ensure_run(config_from_dict(job["config"]), Path(job["folder"]), job.get("accept_changed_code", False))
         return {"id": job["id"], "state": "done", "how": outcome.how, "seconds": time.perf_counter() - start}
-    except Exception as err:  # one width's failure is reported, not raised in a remote task
+    except Exception as err:  # one run's failure is reported, not raised in a remote task
         line = str(err) if isinstance(err, CoocflowError) else f"{type(err).__name__}: {err}"
         return {"id": job["id"], "state": "failed", "error": line.splitlines()[0] if line else type(err).__name__,
                 "seconds": time.perf_counter() - start}
@@ -207,7 +207,7 @@ def require_ray():
 
 def run_on_ray(root: Path, jobs: list[dict], address: str, workers: int, report: Report, started: Started,
                task: Callable[[str, dict], dict] = run_job) -> None:
-    """The same jobs as Ray tasks (`task`: a sweep's `run_job`, or a width sweep's `run_width_job`);
+    """The same jobs as Ray tasks (`task`: a sweep's `run_job`, or a `verify --scaling` sweep's `run_folder_job`);
     `address` is `local` (start a Ray instance here with `workers` CPUs), `auto` (the running
     cluster) or a cluster address. The tasks write into the folder themselves, so it must be on a
     filesystem every node sees."""

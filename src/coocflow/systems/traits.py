@@ -1,7 +1,7 @@
 """What the commands that do not train need to know of a System, read without importing it.
 
 Building a System imports JAX (1-3.6 s), so `coocflow ls`, `compare`, `report` and the checks at
-the door read these instead: how `verify --scaling` sweeps its runs, which page reports one, which columns
+the door read these instead: which page reports one of its runs, which columns
 `compare` draws and which keys `ls` shows. Every System has the defaults (`Traits()`); the built-in
 ones whose commands differ declare theirs in `BUILT_IN`. This module imports nothing of coocflow.
 """
@@ -19,11 +19,6 @@ class Traits:
     """Its settings are `Config`'s own sections, which `Config` validates: nothing to build at the
     door. Otherwise the System is built there, so that it reads and checks its own settings before
     any folder exists."""
-    scaling: str = "declared"
-    """How `coocflow verify --scaling` sweeps its runs: "declared", one run per value of any config key a
-    `Rate` of its theorem names, judged by `theorems.verify`; or "widths", eq. (1)'s width sweep
-    (`--scaling m|m1|both`, strata in c0: `sweep.width`). Every run itself is judged by the theorem its
-    `theorem()` returns, whichever this is."""
     run_page: str = "observables"
     """The report of one of its runs: "observables" (every observable over time) or "paper" (the
     phases, T1, Figure 1 and the Appendix C coordinates of eq. (1))."""
@@ -35,10 +30,10 @@ class Traits:
     and data.d)."""
 
 
-EQ1 = Traits(checked_by_config=True, scaling="widths", run_page="paper",
+EQ1 = Traits(checked_by_config=True, run_page="paper",
              compare_columns=("loss", "G_mu1", "A_mu1_mu2", "train_acc"),
              listing_keys=("data.n", "data.L", "data.d", "model.m", "model.m1"))
-"""eq. (1): its settings are `Config`'s data, model and init sections; the paper's width sweep, report
+"""eq. (1): its settings are `Config`'s data, model and init sections; the paper's report
 and headline quantities (the loss, G(mu_1), the score A[mu_1, mu_2], accuracy)."""
 
 BUILT_IN: dict[str, Traits] = {"eq1": EQ1, "deep": Traits(), "markov": Traits()}

@@ -399,6 +399,11 @@ class Theorem:
     (eq. (1)'s: the paper's claims table and Appendix C, `theorems.paper.render`). None: verify.json/.md
     of `judge.write_theorem_verdict`, printed by `render.DeclaredReport`. Several runs (a sweep along a
     key, a `coocflow sweep` folder) are always reported the second way."""
+    scaling: Any = None
+    """The theorem's own sweep for `coocflow verify --scaling` along the axes it names: a
+    `theorems.scaling.ScalingDesign`, which plans the runs and judges them (eq. (1)'s width sweep over m,
+    m1 or both, with strata in c0: `theorems.paper.width_sweep.WidthSweep`). None, and along any other
+    axis: `theorems.scaling.KeySweep`, one run per value of a config key."""
 
     def __post_init__(self):
         problems = list(self.problems())

@@ -1,7 +1,7 @@
 """Width scaling, the quantities and the fitting (`coocflow verify --scaling AXIS`): the paper's
 orders in m as exponents with 95% confidence intervals over seeds, and every one-width check at
-every width. Running the widths is `coocflow.sweep.width`; writing scaling.json/.md/.png and the
-page is `coocflow.report.scaling`.
+every width. Planning and judging the widths is `width_sweep` (eq. (1)'s theorem's `scaling` hook),
+writing scaling.json/.md/.png `width_report`.
 
 Each width is one run folder under `OUT/runs/` (an ensemble following the ODE flow; a complete
 folder with the same configuration is reused, an interrupted one resumed). A base configuration

@@ -9,7 +9,7 @@ Every check, seed premise and quantity reads one seed through `seed_view`: its s
 once per seed from the run folder. `theorems.judge` judges it as it judges any System's theorem; its
 `report` hook (`render.paper_report`) shows the verdicts on a run as the paper's report (claims table,
 per-check counts, P7 relaxed, Appendix C's closed forms: `verify.Verification`), which `verify_run`
-returns.
+returns; its `scaling` hook (`width_sweep.WidthSweep`) is its width sweep, `verify --scaling m|m1|both`.
 """
 
 from __future__ import annotations
@@ -18,14 +18,14 @@ import dataclasses
 
 from coocflow.storage import LoadedRun
 from coocflow.theorems.declare import Computed, SeedRun, Theorem
-from coocflow.theorems.judge import judge_readings
 from coocflow.theorems.paper.checks import CHECKS, SeedData
 from coocflow.theorems.paper.claims import CLAIMS, premises_of_check
 from coocflow.theorems.paper.premises import PREMISES
 from coocflow.theorems.paper.scaling import QUANTITIES
-from coocflow.theorems.paper.reading import seed_views, verify_settings
+from coocflow.theorems.paper.reading import seed_views
 from coocflow.theorems.paper.render import paper_report
-from coocflow.theorems.paper.verify import Verification
+from coocflow.theorems.paper.verify import Verification, judged_run
+from coocflow.theorems.paper.width_sweep import WidthSweep
 
 
 def seed_view(run: SeedRun) -> SeedData:
@@ -52,11 +52,10 @@ THEOREM = Theorem(
     quantities={name: Computed(q.fn, q.label) for name, q in QUANTITIES.items()},
     reads=seed_view,
     report=paper_report,
+    scaling=WidthSweep(),
 )
 
 
 def verify_run(run: LoadedRun) -> Verification:
-    """`THEOREM` on this run, judged as every declared theorem is (`theorems.judge.judge_readings`, under
-    the premises as stated and with P7 relaxed), with its report's seed-by-seed outcomes and the
-    implementation identities (Appendix C's closed forms at the run's own saved states)."""
-    return Verification.of(run, *judge_readings(THEOREM, [run.path], verify=verify_settings(run)))
+    """`THEOREM` on this run (`verify.judged_run`)."""
+    return judged_run(THEOREM, run)

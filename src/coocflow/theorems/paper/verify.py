@@ -13,7 +13,8 @@ import numpy as np
 import pyarrow as pa
 
 from coocflow.theorems.paper.appendix_c import KINDS, max_error, saved_state_agreement
-from coocflow.theorems.judge import ClaimVerdict, PremiseVerdict, TheoremVerdict
+from coocflow.theorems.declare import Theorem
+from coocflow.theorems.judge import ClaimVerdict, PremiseVerdict, TheoremVerdict, judge_readings
 from coocflow.theorems.paper.checks import CHECKS, IDENTITY_TOLERANCE, CheckResult, SeedData, late_phase2
 from coocflow.theorems.paper.claims import (
     CLAIMS,
@@ -150,6 +151,13 @@ class Verification:
                            "passed": (self.appendix_c_error <= IDENTITY_TOLERANCE) if self.appendix_c else None,
                            "states": self.appendix_c},
         }
+
+
+def judged_run(theorem: Theorem, run: LoadedRun) -> Verification:
+    """eq. (1)'s theorem (`theorem`: `theorems.paper.theorem.THEOREM`) on one run, judged as every declared
+    theorem is (`theorems.judge.judge_readings`, under the premises as stated and with P7 relaxed), with its
+    report's seed-by-seed outcomes and Appendix C's closed forms at the run's own saved states."""
+    return Verification.of(run, *judge_readings(theorem, [run.path], verify=verify_settings(run)))
 
 
 def width_summary(v: Verification, m: int | None = None, m1: int | None = None) -> dict:

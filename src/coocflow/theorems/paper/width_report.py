@@ -1,8 +1,12 @@
-"""Writing a width sweep: scaling.json, scaling.md, scaling.png and its report.html."""
+"""What a width sweep (`width_sweep.WidthSweep`) writes and shows: scaling.json, scaling.md and scaling.png
+(`write_scaling`), and what `coocflow verify --scaling m|m1|both` prints (`WidthSweepReport`); its page,
+report.html, is `coocflow report`'s (`report.html.scaling_report`), which the command writes too."""
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 
@@ -13,9 +17,11 @@ from coocflow.theorems.paper.premises import premises_markdown
 from coocflow.theorems.rate_judge import ORDER_TOLERANCE, log_slack
 from coocflow.theorems.paper.verify import every_run_summary
 from coocflow.theorems.paper.scaling import WEIGHT_SPACE_MAX_WIDTH
-from coocflow.report.write import write_report
 from coocflow.storage import atomic_write_json, atomic_write_text
 from coocflow.storage.folders import ScalingFolder
+from coocflow.theorems.paper.render import claims_rich_table, premises_table, summary_of_claims
+from coocflow.theorems.render import Line, Report
+
 
 def base_width(report: dict, base: Config) -> dict:
     """The width whose one-width checks stand for the claims (at the base c0): the base configuration's
@@ -29,7 +35,7 @@ def base_width(report: dict, base: Config) -> dict:
 def write_scaling(out: Path, report: dict, base: Config) -> list[Path]:
     """Complete `report` with the claims table over every run of the sweep (`every_run_summary`: each
     check's verdicts summed over every width and c0; the base width, `base_width`, gives the sentences
-    shown) and write scaling.json, scaling.md, scaling.png and report.html into `out`, atomically."""
+    shown) and write scaling.json, scaling.md and scaling.png into `out`, atomically."""
     width = base_width(report, base)
     report["base_width"] = width["value"]
     report["claims"] = claims_table(every_run_summary(report["widths"], width), report["rates"])
@@ -42,12 +48,12 @@ def write_scaling(out: Path, report: dict, base: Config) -> list[Path]:
     tmp = folder.path / f".{folder.FIGURE}.tmp.png"
     figure(report, tmp)
     tmp.replace(folder.figure_file)
-    return [folder.record_file, folder.markdown_file, folder.figure_file, write_report(folder.path)]
+    return [folder.record_file, folder.markdown_file, folder.figure_file]
 
 
 def c_t1_sensitivity(report: dict, judged: dict[float, dict], base: Config) -> dict:
     """Every claim's verdict (stated, and with P7 relaxed) with the same runs judged
-    at each C_T1 of `judged` (`sweep.width.C_T1_SENSITIVITY`) beside the declared one."""
+    at each C_T1 of `judged` (`width_sweep.C_T1_SENSITIVITY`) beside the declared one."""
     tables = {float(base.verify.c_t1): report["claims"]}
     for c_t1, again in judged.items():
         tables[float(c_t1)] = claims_table(every_run_summary(again["widths"], base_width(again, base)), again["rates"])
@@ -179,7 +185,8 @@ def figure(report: dict, path: Path) -> None:
         ax.xaxis.set_minor_locator(NullLocator())
         ax.yaxis.set_minor_locator(NullLocator())
         ax.tick_params(labelsize=6)
-        ax.legend(fontsize=6)
+        if ax.get_legend_handles_labels()[0]:  # a panel with no fit and no claim has nothing to name
+            ax.legend(fontsize=6)
         ax.grid(alpha=0.3, lw=0.4)
     for ax in axes[len(shown):]:
         ax.set_visible(False)
@@ -187,3 +194,70 @@ def figure(report: dict, path: Path) -> None:
                  f"c0 = {base_c0:g}",
                  fontsize=9)
     save_figure(fig, path, dpi=110)
+
+
+def sensitivity_line(sensitivity: dict | None) -> str | None:
+    """One sentence: the claims whose verdict changes when the same runs are judged at other C_T1
+    (each claim's verdicts are in scaling.md)."""
+    if not sensitivity:
+        return None
+    values = "/".join(f"{c:g}" for c in sensitivity["c_t1"])
+    changes = sensitivity["changes"]
+    return (f"C_T1 = {values}, same runs re-judged: "
+            + (f"{len(changes)} claims change ({', '.join(changes)})" if changes else "no verdict changes")
+            + "; verdicts in scaling.md")
+
+
+@dataclass(frozen=True)
+class WidthSweepReport(Report):
+    """eq. (1)'s theorem judged over a width sweep, as `verify --scaling m|m1|both` shows it: the premises
+    at the base width and over every run, one line per claim (or, `full`, every table), the C_T1
+    sensitivity and the files written. `result`: scaling.json's content."""
+
+    report: dict
+    base: Config
+    out: Path
+    written: tuple[Path, ...]
+
+    @property
+    def result(self) -> dict:
+        return self.report
+
+    def printed(self, full: bool = False) -> list[Any]:
+        report, config = self.report, self.base
+        base, table, widths, axis = base_width(report, config), report["claims"], report["values"], report["axis"]
+        runs = len(report["widths"])
+        unmet_at: dict[str, int] = {}
+        for width in report["widths"]:
+            for premise in width["premises"]:
+                if premise["met"] is False:
+                    unmet_at[premise["id"]] = unmet_at.get(premise["id"], 0) + 1
+        if full:
+            printed: list[Any] = premises_table(base["premises"], f"premises at m={base['m']}, m1={base['m1']} "
+                                                                  "(the one-width checks' width)")
+            for width in report["widths"]:
+                unmet = [p["id"] for p in width["premises"] if p["met"] is False]
+                printed.append(Line(f"  m={width['m']}, m1={width['m1']} ({width['space']}): premises "
+                                    + (f"not met: {', '.join(unmet)}" if unmet else "all met")))
+            printed += [claims_rich_table(table, f"claims: checks over all {runs} runs (sentences at m={base['m']}), "
+                                                 f"rates over {axis} = {', '.join(map(str, widths))}, "
+                                                 f"{len(config.seed_list)} seeds per width"),
+                        Line(summary_line(table))]
+        else:
+            c0s = report.get("c0_values") or [config.init.c0]
+            folder = ScalingFolder(self.out)
+            printed = summary_of_claims(
+                f"verify --scaling {axis}: {len(widths)} widths {widths[0]}..{widths[-1]}, c0 "
+                f"{'/'.join(f'{c:g}' for c in c0s)}, {len(config.seed_list)} seeds",
+                base["premises"], table, summary_line(table), [folder.markdown_file, folder.report_file],
+                premises_where=f" at m={base['m']} (the sentences' width; checks count every run)",
+                widths_line=f"premises over the {runs} runs: " + ("all met" if not unmet_at else "all met but " + ", ".join(
+                    f"{premise} (not met in {count})" for premise, count in unmet_at.items())))
+        sensitivity = sensitivity_line(report.get("c_t1_sensitivity"))
+        if sensitivity:
+            printed.append(Line(sensitivity))
+        printed.append(Line(f"written in {self.out}: {', '.join(path.name for path in self.written)}; runs under runs/"))
+        return printed
+
+    def findings(self) -> list[str]:
+        return [row["id"] for row in self.report["claims"] if row["verdict"] == "fail"]
