@@ -277,6 +277,42 @@ def test_a_system_declared_in_a_test_runs_through_every_command_with_its_theorem
     assert "exponential decay" in page and "|x|^2 is a quarter of its start" in page, "the report shows the verdicts"
 
 
+def test_a_theorem_declares_its_own_sweep_and_verify_scaling_takes_it(at_root, tmp_path):
+    """A theorem's `scaling` hook (`theorems.scaling.ScalingDesign`), as eq. (1)'s width sweep uses it, for
+    another System: Saxe's network swept along its own axis name `strength`, where every run moves
+    `settings.top` and, with it, `train.t_end` (the run's time scale, 1/top). `design_for` gives the hook
+    along its axes only; `api.run_scaling` trains the runs it names (with both keys moved) and the hook
+    judges them; the true rate passes there too."""
+    from coocflow.api import resolve_config, run_scaling
+    from coocflow.theorems.scaling import KeySweep, ScalingRequest, design_for
+
+    class StrengthAndTime(KeySweep):
+        axes = ("strength",)
+
+        def plan(self, theorem, request):
+            plan = super().plan(theorem, dataclasses.replace(request, axis="settings.top"))
+            return dataclasses.replace(plan, title="strength sweep")
+
+        def runs(self, plan, out):
+            return [dataclasses.replace(run, config=run.config.replace({"train.t_end": 160.0 / run.value}))
+                    for run in super().runs(plan, out)]
+
+    theorem = dataclasses.replace(theorem_of(SAXE), scaling=StrengthAndTime())
+    design = design_for(theorem, "strength")
+    assert isinstance(design, StrengthAndTime) and type(design_for(theorem, "settings.top")) is KeySweep
+    request = ScalingRequest("examples/saxe.toml", "strength", None, None,
+                             lambda overrides, n: resolve_config("examples/saxe.toml", overrides, None, n))
+    plan = design.plan(theorem, request)
+    assert plan.axis == "settings.top" and plan.values == [1.0, 2.0, 4.0, 8.0, 16.0] and plan.title == "strength sweep"
+    done = run_scaling(theorem, design, plan, tmp_path / "strength")
+    assert [(run.config.settings["top"], run.config.train.t_end) for run in done.runs] == [
+        (1.0, 160.0), (2.0, 80.0), (4.0, 40.0), (8.0, 20.0), (16.0, 10.0)]
+    assert all((run.folder / "manifest.json").is_file() for run in done.runs)
+    record = json.loads((tmp_path / "strength" / "verify.json").read_text())
+    assert {c["id"]: c["verdict"] for c in record["claims"]}["S4"] == "pass"
+    assert done.report.findings() == []
+
+
 def test_verify_refuses_a_bad_scaling_key_in_one_line(at_root):
     result = CliRunner().invoke(app, ["verify", "examples/saxe.toml", "--scaling", "settings"])
     assert result.exit_code != 0 and "not a config key to sweep" in str(result.exception)
