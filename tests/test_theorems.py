@@ -282,7 +282,7 @@ def test_a_theorem_declares_its_own_sweep_and_verify_scaling_takes_it(at_root, t
     another System: Saxe's network swept along its own axis name `strength`, where every run moves
     `settings.top` and, with it, `train.t_end` (the run's time scale, 1/top). `design_for` gives the hook
     along its axes only; `api.run_scaling` trains the runs it names (with both keys moved) and the hook
-    judges them; the true rate passes there too."""
+    judges them with the theorem it is given; the true rate passes there too."""
     from coocflow.api import resolve_config, run_scaling
     from coocflow.theorems.scaling import KeySweep, ScalingRequest, design_for
 
@@ -297,7 +297,7 @@ def test_a_theorem_declares_its_own_sweep_and_verify_scaling_takes_it(at_root, t
             return [dataclasses.replace(run, config=run.config.replace({"train.t_end": 160.0 / run.value}))
                     for run in super().runs(plan, out)]
 
-    theorem = dataclasses.replace(theorem_of(SAXE), scaling=StrengthAndTime())
+    theorem = dataclasses.replace(theorem_of(SAXE), name="Saxe et al., swept in strength", scaling=StrengthAndTime())
     design = design_for(theorem, "strength")
     assert isinstance(design, StrengthAndTime) and type(design_for(theorem, "settings.top")) is KeySweep
     request = ScalingRequest("examples/saxe.toml", "strength", None, None,
@@ -309,6 +309,7 @@ def test_a_theorem_declares_its_own_sweep_and_verify_scaling_takes_it(at_root, t
         (1.0, 160.0), (2.0, 80.0), (4.0, 40.0), (8.0, 20.0), (16.0, 10.0)]
     assert all((run.folder / "manifest.json").is_file() for run in done.runs)
     record = json.loads((tmp_path / "strength" / "verify.json").read_text())
+    assert record["theorem"] == theorem.name, "judged by the theorem given, not the one its System declares"
     assert {c["id"]: c["verdict"] for c in record["claims"]}["S4"] == "pass"
     assert done.report.findings() == []
 

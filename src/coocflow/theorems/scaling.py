@@ -137,7 +137,7 @@ class KeySweep(ScalingDesign):
 
     def judge(self, theorem: Theorem, plan: ScalingPlan, runs: list[ScalingRun], out: Path, target: str = "") -> Report:
         return verify_folders([run.folder for run in runs], plan.axis, [float(run.value) for run in runs], target,
-                              out)
+                              out, theorem)
 
 
 def design_for(theorem: Theorem, axis: str) -> ScalingDesign:

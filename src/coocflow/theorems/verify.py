@@ -24,13 +24,15 @@ def declared_theorem(system_spec: str, target: str) -> Theorem:
 
 
 def verify_folders(folders: list[Path], axis: str | None = None, values: list[float] | None = None,
-                   target: str = "", out: Path | None = None) -> Report:
+                   target: str = "", out: Path | None = None, theorem: Theorem | None = None) -> Report:
     """`coocflow verify` on complete run folders of one System: its theorem judged on them (one run, or a
     sweep along `axis` taking `values`), its files written into `out` (default: the one folder) and what
     the command shows returned: the theorem's own report of one run where it declares one
-    (`Theorem.report`), else `DeclaredReport`."""
+    (`Theorem.report`), else `DeclaredReport`. `theorem`: the one to judge (default: the one the runs'
+    System declares)."""
     folders = [Path(folder) for folder in folders]
-    theorem = declared_theorem(RunFolder.open(folders[0]).system(), target or str(folders[0]))
+    if theorem is None:
+        theorem = declared_theorem(RunFolder.open(folders[0]).system(), target or str(folders[0]))
     if theorem.report is not None and len(folders) == 1 and axis is None:
         return theorem.report(folders[0], *judge_readings(theorem, folders, target=target))
     verdict = verify_theorem(theorem, folders, axis, values, target)
