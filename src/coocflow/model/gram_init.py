@@ -30,6 +30,7 @@ import math
 
 import jax
 import jax.numpy as jnp
+import numpy as np
 
 from coocflow.errors import ConfigError
 from coocflow.model.gram import GramState
@@ -155,11 +156,14 @@ def sample_wide_theory_grams(key: jax.Array, d: int, m: int, m1: int, L: int, c0
         sample = sample_theory_neuron_grams if neurons else sample_theory_grams
         return sample(key, d, m, m1, L, c0, c1, dtype)
     dtype = jnp.dtype(dtype)
+    # The traced scalars as NumPy arrays of the dtype: the same values and the same compiled program as
+    # JAX arrays, but an ensemble draws a sampler per seed and five jnp.asarray calls were half its cost
+    # (1.08 -> 0.48 ms a seed, the Grams bit-identical).
     if not neurons:
-        return _sample_wide_any_m1(key, jnp.asarray(m, dtype), jnp.asarray(m1, dtype), jnp.asarray(L, dtype),
-                                   jnp.asarray(c0, dtype), jnp.asarray(u_scale(m1, c1), dtype), d=d, dtype=dtype)
-    return _sample_wide(key, jnp.asarray(m, dtype), jnp.asarray(L, dtype), jnp.asarray(c0, dtype),
-                        jnp.asarray(c1, dtype), d=d, m1=m1, neurons=neurons, dtype=dtype)
+        return _sample_wide_any_m1(key, np.asarray(m, dtype), np.asarray(m1, dtype), np.asarray(L, dtype),
+                                   np.asarray(c0, dtype), np.asarray(u_scale(m1, c1), dtype), d=d, dtype=dtype)
+    return _sample_wide(key, np.asarray(m, dtype), np.asarray(L, dtype), np.asarray(c0, dtype),
+                        np.asarray(c1, dtype), d=d, m1=m1, neurons=neurons, dtype=dtype)
 
 
 KAIMING_BLOCK_ELEMENTS = 1 << 22
