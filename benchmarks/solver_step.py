@@ -30,7 +30,7 @@ import optimistix
 
 from coocflow.api import resolve_config
 from coocflow.model.gram import gram_velocity
-from coocflow.runs.eq1 import build_ensemble
+from coocflow.run.eq1 import build_ensemble
 
 TABLE = {"model.space": "gram", "model.neurons": False, "init.scheme": "theory", "init.c0": 0.004,
          "init.c1": 1.0, "init.gram_from": "sampled", "data.n": 12, "data.L": 3, "data.d": 16, "data.n_test": 12,

@@ -30,7 +30,7 @@ import numpy as np
 from coocflow.config import Config
 from coocflow.errors import ConfigError
 from coocflow.systems import AbstractSystem
-from coocflow.theorems import Bound, Computed, Limit, Rate, Sign, Theorem, ValueAt
+from coocflow.verify import Bound, Computed, Limit, Rate, Sign, Theorem, ValueAt
 
 
 @dataclass(frozen=True)

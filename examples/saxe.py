@@ -26,7 +26,7 @@ import numpy as np
 from coocflow.config import Config
 from coocflow.errors import ConfigError
 from coocflow.systems import AbstractSystem
-from coocflow.theorems import Bound, Computed, Crossing, EventTime, Identity, Limit, Ordering, Premise, Rate, Theorem
+from coocflow.verify import Bound, Computed, Crossing, EventTime, Identity, Limit, Ordering, Premise, Rate, Theorem
 
 MODES = 3
 

@@ -95,8 +95,8 @@ def width_scaling(config, axis: str, values: list[int], out: Path, c0_values: tu
     hook plans the runs; `api.ensure_run` trains, reuses or resumes each), measured and judged: the
     record scaling.json holds, before it is written (with the C_T1 re-judgings it keeps apart)."""
     from coocflow.api import ensure_run
-    from coocflow.theorems.paper.theorem import THEOREM
-    from coocflow.theorems.paper.width_sweep import width_plan, width_report
+    from coocflow.verify.paper.theorem import THEOREM
+    from coocflow.verify.paper.width_sweep import width_plan, width_report
 
     plan = width_plan(config, axis, values, c0_values)
     runs = THEOREM.scaling.runs(plan, out)

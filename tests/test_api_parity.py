@@ -66,7 +66,7 @@ def test_ensure_run_reuses_resumes_or_trains(tmp_path):
     import numpy as np
 
     from coocflow.api import ensure_run, resolve_config
-    from coocflow.runs import begin_run_folder
+    from coocflow.run import begin_run_folder
 
     config = resolve_config("tiny", {"train.steps": 30, "observe.points": 8})
     first = ensure_run(config, tmp_path / "run")

@@ -1,4 +1,4 @@
-"""The checks of the t = 0 and Phase-1 claims that read whole saved states (theorems.paper.checks_phase1):
+"""The checks of the t = 0 and Phase-1 claims that read whole saved states (verify.paper.checks_phase1):
 each statement or refinement passes on a theory-regime run, in weight space and (where it needs
 no neurons) in Gram space, passes on that run's state edited just inside its threshold and fails on
 the state edited just beyond it; each diagnostic reports its numbers with no verdict."""
@@ -10,11 +10,11 @@ import numpy as np
 import pytest
 
 from coocflow.api import resolve_config, run_and_write
-from coocflow.theorems.paper import checks_phase1
-from coocflow.theorems.paper.checks import CHECKS, EVIDENCE, SeedData
-from coocflow.theorems.paper.saved import SavedState
-from coocflow.theorems.paper.scales import eps_m
-from coocflow.theorems.paper.reading import seed_data
+from coocflow.verify.paper import checks_phase1
+from coocflow.verify.paper.checks import CHECKS, EVIDENCE, SeedData
+from coocflow.verify.paper.saved import SavedState
+from coocflow.verify.paper.scales import eps_m
+from coocflow.verify.paper.reading import seed_data
 from coocflow.storage import load_run
 
 PHASE1_CHECKS = ("lemmaD.1_init_concentration", "corD.2_uniform_attention", "lemmaD.4_init_outputs",

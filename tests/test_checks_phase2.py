@@ -1,4 +1,4 @@
-"""The checks of theorems/paper/checks_phase2.py: each gives the same numbers in weight and Gram space;
+"""The checks of verify/paper/checks_phase2.py: each gives the same numbers in weight and Gram space;
 each statement passes on a run that satisfies its claim, passes on that run's state edited just
 inside its threshold and fails on it edited just beyond; each diagnostic reports with no verdict."""
 
@@ -8,10 +8,10 @@ import numpy as np
 import pytest
 
 from coocflow.api import resolve_config, run_and_write
-from coocflow.theorems.paper import checks_phase2 as phase2
-from coocflow.theorems.paper.checks import CHECKS, EVIDENCE, SeedData
-from coocflow.theorems.paper.saved import SavedState
-from coocflow.theorems.paper.reading import seed_data
+from coocflow.verify.paper import checks_phase2 as phase2
+from coocflow.verify.paper.checks import CHECKS, EVIDENCE, SeedData
+from coocflow.verify.paper.saved import SavedState
+from coocflow.verify.paper.reading import seed_data
 from coocflow.storage import load_run
 
 NAMES = ("lemmaE.9_value_change", "lemmaE.23_score_change", "corE.24_attention_change", "lemmaE.25_key_query_change",

@@ -2,8 +2,8 @@
 runs that miss a condition the paper does not state is its own outcome, and the verdict under P7
 relaxed to L. D.8's own bound is given beside the stated one."""
 
-from coocflow.theorems.paper.claims import BY_ID, CLAIMS, HOLDS_UNSTATED, claims_table, summary_line
-from coocflow.theorems.paper.verify import every_run_summary
+from coocflow.verify.paper.claims import BY_ID, CLAIMS, HOLDS_UNSTATED, claims_table, summary_line
+from coocflow.verify.paper.verify import every_run_summary
 
 PREMISES = ("P1", "P2", "P3", "P4", "P5", "P6", "P7", "P7r", "P8", "P9", "P10")
 
@@ -70,8 +70,8 @@ def test_an_init_lemma_is_judged_by_its_probability_delta_not_run_by_run():
     """L. D.1 holds with probability 1 - delta = 0.95 per run: 2 failing runs of 72 (the m1 sweep's) are
     what it allows (P(Binomial(72, 0.05) >= 2) = 0.88), 3 of 8 are not (0.006); a dynamics check gets
     no such allowance."""
-    from coocflow.theorems.paper.claims import AT_PROBABILITY, PROBABILITY_LEVEL, within_probability
-    from coocflow.theorems.paper.premises import DELTA
+    from coocflow.verify.paper.claims import AT_PROBABILITY, PROBABILITY_LEVEL, within_probability
+    from coocflow.verify.paper.premises import DELTA
 
     name = "lemmaD.1_init_concentration"
     assert name in AT_PROBABILITY and "thm3.1_correct_by_T1" not in AT_PROBABILITY

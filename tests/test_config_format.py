@@ -22,7 +22,7 @@ from coocflow.config import (
     migrate_format1,
 )
 from coocflow.errors import ConfigError
-from coocflow.runs import config_hashes, record_hash
+from coocflow.run import config_hashes, record_hash
 from coocflow.storage.checkpoint import read_checkpoint_meta
 from coocflow.storage.folders import RunFolder
 

@@ -97,7 +97,7 @@ def test_an_ensemble_is_its_seeds_built_one_by_one(target, overrides):
 
     from coocflow.api import resolve_config
     from coocflow.flow.system import stack_seeds
-    from coocflow.runs.eq1 import build_ensemble
+    from coocflow.run.eq1 import build_ensemble
     from coocflow.systems.eq1 import build_model, build_problem
 
     config = resolve_config(target, overrides, n_seeds=[0, 5, 2**33 + 7])

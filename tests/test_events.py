@@ -6,8 +6,8 @@ import numpy as np
 import pytest
 
 from coocflow.api import resolve_config
-from coocflow.theorems.paper.checks import SeedData
-from coocflow.runs import train
+from coocflow.verify.paper.checks import SeedData
+from coocflow.run import train
 
 SMALL_THEORY = {"data.n": 12, "data.L": 3, "data.d": 40, "data.n_test": 12, "model.m": 4096, "model.m1": 8,
                 "model.neurons": "false", "train.t_end": 50.0 * 4096, "solver.rtol": 1e-10, "solver.atol": 1e-14,
@@ -77,7 +77,7 @@ def test_verify_reads_a_located_time_only_at_its_own_level():
 def test_the_sandwich_start_is_located_inside_its_grid_bracket(two_grids):
     """Lemma 4.3's T0.5 for the declared C = 0.1 (a last-entry event: the start of the sandwich's last
     stretch up to the declared T1 = C_T1/U0): located between the grid's last failure and its start."""
-    from coocflow.theorems.paper.boundaries import sandwich_start
+    from coocflow.verify.paper.boundaries import sandwich_start
 
     coarse, _ = two_grids
     config = resolve_config("theory", [f"{k}={v}" for k, v in SMALL_THEORY.items()])

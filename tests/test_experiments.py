@@ -41,7 +41,7 @@ def test_theory_meets_every_premise_it_can_evaluate(tmp_path):
     its Gram-space run does not keep) but P7 as the paper states it, Fmax0 <= 0.01, which needs
     c0 c1 <~ 1e-3 (c0 = 0.02 gives Fmax0 ~ 0.03-0.06); it meets P7r, L. D.8's own bound, under which
     every verdict is also given. The claims that need T1 find it."""
-    from coocflow.theorems.paper.premises import evaluate_premises
+    from coocflow.verify.paper.premises import evaluate_premises
 
     config = resolve_config("theory", ["observe.points=30", "train.t_end=1.0"])
     folder, result = run_and_write(config, tmp_path / "theory", figures=False)

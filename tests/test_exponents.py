@@ -6,7 +6,7 @@ import re
 import numpy as np
 import pytest
 
-from coocflow.theorems.exponents import fit_exponent
+from coocflow.verify.exponents import fit_exponent
 
 WIDTHS = np.logspace(np.log10(64), 5, 6)
 SEEDS = 8

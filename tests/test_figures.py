@@ -258,8 +258,8 @@ def test_the_gram_example_observes_phase1_at_m_1e6_with_no_flags():
     """The theory init observes the flow from 0.01 / U0 (`observe.start` = 0), so at m = m1 = 10^6
     Phase 1 gets at least 20 observations before T1, while a kaiming run still starts at optimizer.lr."""
     from coocflow.api import resolve_config
-    from coocflow.runs.eq1 import observation_grid
-    from coocflow.runs import train
+    from coocflow.run.eq1 import observation_grid
+    from coocflow.run import train
 
     wide = {"model.space": "gram", "model.m": 10**6, "model.m1": 10**6, "init.scheme": "theory",
             "train.method": "flow", "observe.chunks": 2}

@@ -13,7 +13,7 @@ from coocflow.model import combine, partition
 from coocflow.observables import OBSERVABLES
 from coocflow.observables.registry import loss_weights, margins
 from coocflow.systems.eq1 import build_model, build_problem
-from coocflow.runs import train
+from coocflow.run import train
 
 FLOW = {**TINY, "train.method": "flow", "train.t_end": 3.0, "optimizer.lr": 0.1, "observe.points": 40}
 

@@ -20,7 +20,7 @@ from coocflow.flow import integrate_discrete
 from coocflow.flow.discrete import Optimizer
 from coocflow.model import Transformer, logits, loss, loss_grad, sample_losses, score_matrix, token_mlp
 from coocflow.model import transformer as transformer_module
-from coocflow.runs.eq1 import stack, unstack
+from coocflow.run.eq1 import stack, unstack
 from coocflow.systems.eq1 import Eq1System
 
 TOL = 1e-10

@@ -11,7 +11,7 @@ from coocflow.api import resolve_config, run_and_write
 from coocflow.errors import ConfigError
 from coocflow.observables.registry import neuron_only
 from coocflow.systems.eq1 import gram_source
-from coocflow.runs import train
+from coocflow.run import train
 from coocflow.storage import load_run
 
 

@@ -91,7 +91,7 @@ def interrupting(function, when=lambda *args, **kwargs: True):
     return wrapped
 
 if moment == "writing":
-    import coocflow.runs.folder as folder
+    import coocflow.run.folder as folder
     folder.write_arrays = interrupting(folder.write_arrays)
 elif moment == "rename":
     os.replace = interrupting(os.replace, lambda source, *rest: ".partial-" in str(source)

@@ -17,8 +17,8 @@ from coocflow.model.gram import GramState, gram_gd_step, grams_from_weights
 from coocflow.model.gram_init import sample_theory_grams, sample_theory_neuron_grams
 from coocflow.observables.registry import neuron_only
 from coocflow.systems.eq1 import build_model, build_problem
-from coocflow.runs import train
-from coocflow.runs.eq1 import unstack
+from coocflow.run import train
+from coocflow.run.eq1 import unstack
 from coocflow.storage import load_run
 from coocflow.systems.eq1 import state_from_arrays
 

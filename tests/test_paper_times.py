@@ -8,9 +8,9 @@ import pytest
 from coocflow.api import resolve_config, run_and_write
 from coocflow.config import Config
 from coocflow.errors import ConfigError
-from coocflow.theorems.paper.scaling import QUANTITIES, t_star
-from coocflow.theorems.paper.reading import seed_data
-from coocflow.theorems.paper.theorem import verify_run
+from coocflow.verify.paper.scaling import QUANTITIES, t_star
+from coocflow.verify.paper.reading import seed_data
+from coocflow.verify.paper.theorem import verify_run
 from coocflow.storage import load_run
 
 SMALL = ["data.n=24", "data.d=40", "model.m=32768", "model.m1=64", "optimizer.lr=3e-7", "train.t_end=1.7e6"]
@@ -82,7 +82,7 @@ def test_c_t1_is_validated():
 
 
 def test_t0_5_is_where_lemma_4_3s_declared_sandwich_sets_in(sparse):
-    from coocflow.theorems.paper.checks import CHECKS, SeedData
+    from coocflow.verify.paper.checks import CHECKS, SeedData
 
     for _, data in seed_data(sparse):
         assert data.sandwich_c == 0.1
@@ -108,7 +108,7 @@ def test_t0_5_is_where_lemma_4_3s_declared_sandwich_sets_in(sparse):
 def test_correct_by_the_declared_t1_is_a_real_test(sparse):
     """With T1 = C_T1/U0 declared, 'every sample is correct by T1' can fail: a margin series whose
     last negative value sits after T1 (the state changed, not the yardstick)."""
-    from coocflow.theorems.paper.checks import CHECKS, SeedData
+    from coocflow.verify.paper.checks import CHECKS, SeedData
 
     for _, data in seed_data(sparse):
         assert CHECKS["thm3.1_correct_by_T1"](data).passed is True

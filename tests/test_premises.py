@@ -1,4 +1,4 @@
-"""The premises P1..P10 (coocflow.theorems.paper.premises) on tiny run folders: a Kaiming ensemble that
+"""The premises P1..P10 (coocflow.verify.paper.premises) on tiny run folders: a Kaiming ensemble that
 breaks them, a theory-scaled flow run built to meet them all, and a Gram-space run."""
 
 import copy
@@ -12,15 +12,15 @@ from conftest import TINY
 
 from coocflow.api import resolve_config, run_and_write
 from coocflow.model import Transformer, logits
-from coocflow.theorems.judge import PremiseVerdict
-from coocflow.theorems.paper.premises import (
+from coocflow.verify.judge import PremiseVerdict
+from coocflow.verify.paper.premises import (
     evaluate_premises,
     logits_at,
     premises_markdown,
     premises_summary,
 )
-from coocflow.theorems.paper.saved import SavedState, seed_arrays
-from coocflow.theorems.paper.scales import scales_of
+from coocflow.verify.paper.saved import SavedState, seed_arrays
+from coocflow.verify.paper.scales import scales_of
 from coocflow.storage.run_folder import load_run
 
 MEETS_ALL = {
@@ -164,8 +164,8 @@ def test_markdown_table_and_dicts():
 
 def test_p10_is_lemma_e7s_neuron_count():
     """c0 c1 sqrt(m1) > 4: met at m1 = 512, c0 = 0.2 (4.5), not at m1 = 64 (1.6)."""
-    from coocflow.theorems.paper.premises import _p10_lemma_e7_neurons
-    from coocflow.theorems.paper.scales import Scales
+    from coocflow.verify.paper.premises import _p10_lemma_e7_neurons
+    from coocflow.verify.paper.scales import Scales
 
     def p10(m1, c0):
         return _p10_lemma_e7_neurons(Scales(s0=c0 / math.sqrt(3 * 2**20), s1=1 / math.sqrt(m1), c0=c0, c1=1.0,

@@ -1,10 +1,10 @@
-"""The pre-registration record (src/coocflow/theorems/paper/preregistration.json): every rule a verdict rests
+"""The pre-registration record (src/coocflow/verify/paper/preregistration.json): every rule a verdict rests
 on, with the commit that fixed it. A rule changed without the record fails here, so every change is
 a visible edit of the record with its reason and the verdicts before and after."""
 
 import re
 
-from coocflow.theorems.paper.preregistration import differences, record, registration
+from coocflow.verify.paper.preregistration import differences, record, registration
 
 COMMIT = re.compile(r"^[0-9a-f]{7,40}$")
 
@@ -28,7 +28,7 @@ def test_every_change_after_data_says_why_and_what_it_did_to_the_verdicts():
 
 
 def test_a_changed_tolerance_is_caught(monkeypatch):
-    from coocflow.theorems import rate_judge
+    from coocflow.verify import rate_judge
 
     monkeypatch.setattr(rate_judge, "ORDER_TOLERANCE", 0.15)
     assert any("ORDER_TOLERANCE" in line for line in differences())

@@ -1,4 +1,4 @@
-"""The rate judge (`theorems.rate_judge`): an equivalence test of an exponent against a
+"""The rate judge (`verify.rate_judge`): an equivalence test of an exponent against a
 pre-registered band, its log allowances in the direction they act, the largest-widths slope, and
 its power on simulated sweeps at the default design."""
 
@@ -7,8 +7,8 @@ import math
 import numpy as np
 import pytest
 
-from coocflow.theorems.power import power_cell, simulate_sweep
-from coocflow.theorems.rate_judge import LOOSE_BY, RateTest, judge_rate, log_slack
+from coocflow.verify.power import power_cell, simulate_sweep
+from coocflow.verify.rate_judge import LOOSE_BY, RateTest, judge_rate, log_slack
 
 WIDE = np.unique(np.round(np.geomspace(2**15, 2**24, 16)))
 """The default theory sweep's widths (`experiments.registry`, theory)."""
@@ -174,7 +174,7 @@ def test_every_curve_shape_meets_its_target_at_noise_0_1(index):
     """docs/power.md's second table at residual noise 0.1: a true claim passes >= 90% (one term of
     a two-term law: fails <= 5%), a false one passes <= 5%. 40 sweeps a row: a cell meeting its
     target by the docs' 200 sweeps does so here too unless it sits within ~2 binomial errors."""
-    from coocflow.theorems.power import scenario_cell, scenarios
+    from coocflow.verify.power import scenario_cell, scenarios
 
     shapes = scenarios([float(m) for m in WIDE])
     assert len(shapes) == 15

@@ -2,7 +2,7 @@
 allowance, m1 power and evidence class, pinned here so that changing any of them is a visible
 change to this file, made in its own commit with its reason."""
 
-from coocflow.theorems.paper.claims import CLAIMS, m1_power
+from coocflow.verify.paper.claims import CLAIMS, m1_power
 
 PINNED = [
     ('D1', 'score_max_at_0', 'upper bound', -0.5, 0.1, 0, 0.0, 'statement'),

@@ -32,8 +32,8 @@ def pages(tmp_path_factory):
     done = CliRunner().invoke(app, ["sweep", str(spec), "--out", str(root / "sweep"), "--workers", "1"])
     assert done.exit_code == 0, done.output
     from coocflow.api import run_scaling
-    from coocflow.theorems.paper.theorem import THEOREM
-    from coocflow.theorems.paper.width_sweep import width_plan
+    from coocflow.verify.paper.theorem import THEOREM
+    from coocflow.verify.paper.width_sweep import width_plan
 
     scaling = resolve_config("tiny", ["train.steps=60", "observe.points=12", "observe.chunks=1", "init.scheme=theory"],
                              n_seeds=2)

@@ -24,8 +24,8 @@ def test_check_reproduce_passes_then_names_a_tampered_column(tmp_path):
 
 
 def test_float32_too_coarse_for_the_score_changes_is_warned():
-    from coocflow.runs.eq1 import health_warnings
-    from coocflow.runs import train
+    from coocflow.run.eq1 import health_warnings
+    from coocflow.run import train
 
     overrides = {**TINY, "dtype": "float32", "train.steps": 4, "optimizer.lr": 1e-7, "observe.points": 4}
     result = train(resolve_config("tiny", [f"{k}={v}" for k, v in overrides.items()]))
@@ -36,8 +36,8 @@ def test_float32_too_coarse_for_the_score_changes_is_warned():
 @pytest.mark.parametrize("method", ["gd", "flow"])
 def test_a_grid_with_fewer_points_than_asked_is_warned(method):
     """Asking for more observations than the grid has distinct times is said, with the fix."""
-    from coocflow.runs.eq1 import health_warnings
-    from coocflow.runs import train
+    from coocflow.run.eq1 import health_warnings
+    from coocflow.run import train
 
     overrides = {**TINY, "train.steps": 20, "observe.points": 30, "train.method": method, "observe.chunks": 1}
     result = train(resolve_config("tiny", [f"{k}={v}" for k, v in overrides.items()]))

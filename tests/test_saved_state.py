@@ -1,4 +1,4 @@
-"""Saved states in the system's own type (`theorems.paper.saved.SavedState`): decoded once by eq. (1)'s
+"""Saved states in the system's own type (`verify.paper.saved.SavedState`): decoded once by eq. (1)'s
 codec, read through the state's methods, the same quantities from weights and from their Grams."""
 
 import jax
@@ -10,7 +10,7 @@ from conftest import TINY
 from coocflow.api import resolve_config
 from coocflow.model import Transformer
 from coocflow.model.gram import GramState
-from coocflow.theorems.paper.saved import SavedState, seed_arrays, seed_states
+from coocflow.verify.paper.saved import SavedState, seed_arrays, seed_states
 from coocflow.systems.eq1 import build_model, build_problem
 
 

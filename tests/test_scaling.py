@@ -9,11 +9,11 @@ import numpy as np
 import pytest
 
 from coocflow.api import resolve_config
-from coocflow.theorems.paper.checks import CHECKS
-from coocflow.theorems.paper.claims import CLAIMS, claims_table, combine, judge, premises_of_check
-from coocflow.theorems.paper.scaling import QUANTITIES
-from coocflow.theorems.paper.width_report import c_t1_sensitivity
-from coocflow.theorems.paper.width_sweep import width_overrides
+from coocflow.verify.paper.checks import CHECKS
+from coocflow.verify.paper.claims import CLAIMS, claims_table, combine, judge, premises_of_check
+from coocflow.verify.paper.scaling import QUANTITIES
+from coocflow.verify.paper.width_report import c_t1_sensitivity
+from coocflow.verify.paper.width_sweep import width_overrides
 from conftest import width_scaling
 
 DOCS = Path(__file__).resolve().parents[1] / "docs" / "claims.md"
@@ -67,7 +67,7 @@ def test_the_m1_axis_runs_at_fixed_m_in_the_runs_own_time_scale():
     """Along m1, theory's flow still ends at 50 m (T* inside), m fixed; the
     preset's default design is 9 neuron counts 64..1024 at m = 2^24, each meeting P1."""
     from coocflow.experiments import EXPERIMENTS
-    from coocflow.theorems.paper.premises import DELTA, MUCH_GREATER
+    from coocflow.verify.paper.premises import DELTA, MUCH_GREATER
 
     base = resolve_config("theory", ["model.m=16777216"])
     assert width_overrides("m1", 512, base) == {"model.m1": 512, "train.t_end": 50.0 * 2**24}
@@ -81,8 +81,8 @@ def test_rates_along_each_axis_predict_from_the_m_and_m1_powers():
     """A rate's exponent along x is (d log m / d log x) predicted + (d log m1 / d log x) m1_power: F9's
     relative change of u2, O~(m1/m), is -2 along m (m1 fixed), -1 along both (m1 = m / 8), +1 along m1;
     a rate stated without m1 is flat along m1 (uniform in m1)."""
-    from coocflow.theorems.paper.claims import paper_rate
-    from coocflow.theorems.paper.scaling import axis_slopes
+    from coocflow.verify.paper.claims import paper_rate
+    from coocflow.verify.paper.scaling import axis_slopes
 
     change = paper_rate("u_norm2_change_after_T1", -2.0, "upper bound", 0.1, 2, m1_power=1.0)
     along = {"m": [{"value": v, "m": v, "m1": 64} for v in (2**15, 2**16, 2**17)],
@@ -101,7 +101,7 @@ def test_rates_along_each_axis_predict_from_the_m_and_m1_powers():
 def test_a_quantity_the_same_at_every_width_is_not_evidence():
     """An init quantity of W_K, W_Q, W_V does not move with m1: each seed's value is the same at
     every width, so a slope of 0 holds by construction and its rate is not applicable."""
-    from coocflow.theorems.paper.scaling import invariant_along_axis
+    from coocflow.verify.paper.scaling import invariant_along_axis
 
     seeds = np.array([0.3, 2.0, 0.07])
     assert invariant_along_axis(np.tile(seeds, (4, 1)))
@@ -158,7 +158,7 @@ def test_kaiming_sweeps_report_exponents_without_verdicts(tmp_path):
 
 
 def test_claims_side_by_side(sweep):
-    from coocflow.theorems.paper.claims import side_by_side_markdown
+    from coocflow.verify.paper.claims import side_by_side_markdown
 
     _, _, report = sweep
     table = claims_table(report["widths"][-1], report["rates"])
@@ -216,7 +216,7 @@ def test_the_command_reuses_the_sweep_and_prints_the_claims(sweep):
 def test_a_refinement_checks_constants_are_refinements():
     """Lemma 4.2's derived error term is the code's refinement: its constant never fails E16; the
     lemma's own bound, measured by the same check, is the paper's statement."""
-    from coocflow.theorems.paper.scaling import constant_class
+    from coocflow.verify.paper.scaling import constant_class
 
     assert constant_class("lemma4.2_common_token_rate", "lemma4.2_common_token_rate:fitted_constant") == "refinement"
     assert constant_class("lemma4.2_common_token_rate", "lemma4.2_common_token_rate:lemma_bound_constant") == "statement"
@@ -225,7 +225,7 @@ def test_a_refinement_checks_constants_are_refinements():
 
 def test_borrowed_checks_constants_are_judged_only_where_they_belong():
     """E3 shows E24's sharper check; that check's constants measure E24's bound, not E3's."""
-    from coocflow.theorems.paper.claims import BY_ID
+    from coocflow.verify.paper.claims import BY_ID
 
     assert "corE.24_attention_change" in BY_ID["E3"].checks and BY_ID["E3"].borrowed == ("corE.24_attention_change",)
     assert not BY_ID["E24"].borrowed

@@ -6,9 +6,9 @@ import numpy as np
 import pytest
 
 from coocflow.api import resolve_config, run_and_write
-from coocflow.theorems.paper.checks import CHECKS, ROUNDING_ULPS, SeedData
-from coocflow.theorems.paper.premises import logits_at
-from coocflow.theorems.paper.reading import seed_data
+from coocflow.verify.paper.checks import CHECKS, ROUNDING_ULPS, SeedData
+from coocflow.verify.paper.premises import logits_at
+from coocflow.verify.paper.reading import seed_data
 from coocflow.storage import load_run
 
 MU1, MU2, MU3 = 0, 1, 2
@@ -230,8 +230,8 @@ def test_new_observables_match_their_definitions(theory):
 def test_a_bound_beaten_by_over_a_thousandfold_is_vacuous(theory, room, vacuous):
     """Lemma 4.4's imbalance scaled to 1/room of its bound 1/3: a pass either way, but 2000x inside
     the bound says nothing about the lemma (neither pass nor fail in the claim's verdict)."""
-    from coocflow.theorems.paper.check_registry import BALANCE_BOUND
-    from coocflow.theorems.paper.claims import combine
+    from coocflow.verify.paper.check_registry import BALANCE_BOUND
+    from coocflow.verify.paper.claims import combine
 
     def scaled(s, d):
         peak = np.max(s["bal_S2_S3"][_after_t1(d)])

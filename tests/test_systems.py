@@ -224,7 +224,7 @@ def test_a_system_declares_its_own_settings(at_root, tmp_path):
     """A System's `Settings` are its own typed section: read from [settings] or --set system.KEY,
     checked at the door with a did-you-mean, listed by `keys --system`, kept in config.json and part
     of the run's identity; a config without them keeps its hash, and a System without them refuses them."""
-    from coocflow.runs import config_hash
+    from coocflow.run import config_hash
 
     toml = str(ROOT / "examples" / "icl_regression.toml")
     config = resolve_config(toml, ["system.N=40"])
@@ -291,7 +291,7 @@ def test_every_system_decodes_its_own_arrays(at_root, tmp_path):
         assert type(back) is type(params), config.system
         for a, b in zip(jax.tree.leaves(params), jax.tree.leaves(back)):
             np.testing.assert_array_equal(np.asarray(a), np.asarray(b), err_msg=config.system)
-    from coocflow.runs import read_states
+    from coocflow.run import read_states
 
     config = example_config()
     _, run = run_and_write(config, tmp_path / "run", figures=False)
@@ -372,7 +372,7 @@ def test_a_changed_system_is_refused_by_resume_check_reproduce_and_sweep(at_root
 
 
 OWN_RUN = '''
-"""A System whose runs keep one more file and draw their own figure, through coocflow.runs."""
+"""A System whose runs keep one more file and draw their own figure, through coocflow.run."""
 from pathlib import Path
 from typing import ClassVar
 
@@ -381,7 +381,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from coocflow.runs import TrainedRun
+from coocflow.run import TrainedRun
 from coocflow.systems import AbstractSystem
 
 
@@ -430,7 +430,7 @@ def test_a_systems_own_run_type_writes_its_folder_through_the_one_run_path(tmp_p
     figures, `--check-reproduce` and the redraw of a missing figure all go through it."""
     from conftest import coocflow_here
 
-    from coocflow.runs import draw_figures, run_type
+    from coocflow.run import draw_figures, run_type
 
     source = tmp_path / "shrink.py"
     source.write_text(OWN_RUN.format(source=source))

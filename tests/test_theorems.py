@@ -1,4 +1,4 @@
-"""Theorems declared for any System (coocflow.theorems): the calibration on a System whose truth is
+"""Theorems declared for any System (coocflow.verify): the calibration on a System whose truth is
 known exactly (Saxe et al.'s two-layer linear network, examples/saxe.py), and a System defined here
 with a small theorem taken through every command."""
 
@@ -12,8 +12,8 @@ from typer.testing import CliRunner
 
 from coocflow.cli import app
 from coocflow.errors import ConfigError
-from coocflow.theorems import Bound, Computed, Identity, Limit, Ordering, Rate, Sign, Theorem
-from coocflow.theorems.judge import theorem_of, verify_theorem
+from coocflow.verify import Bound, Computed, Identity, Limit, Ordering, Rate, Sign, Theorem
+from coocflow.verify.judge import theorem_of, verify_theorem
 
 ROOT = Path(__file__).resolve().parents[1]
 SAXE = "examples/saxe.py:SaxeNetwork"
@@ -127,7 +127,7 @@ import jax
 import jax.numpy as jnp
 
 from coocflow.systems import AbstractSystem
-from coocflow.theorems import Computed, Crossing, EventTime, Identity, Limit, Premise, Rate, Sign, Theorem, ValueAt
+from coocflow.verify import Computed, Crossing, EventTime, Identity, Limit, Premise, Rate, Sign, Theorem, ValueAt
 
 
 @dataclass(frozen=True)
@@ -278,13 +278,13 @@ def test_a_system_declared_in_a_test_runs_through_every_command_with_its_theorem
 
 
 def test_a_theorem_declares_its_own_sweep_and_verify_scaling_takes_it(at_root, tmp_path):
-    """A theorem's `scaling` hook (`theorems.scaling.ScalingDesign`), as eq. (1)'s width sweep uses it, for
+    """A theorem's `scaling` hook (`verify.scaling.ScalingDesign`), as eq. (1)'s width sweep uses it, for
     another System: Saxe's network swept along its own axis name `strength`, where every run moves
     `settings.top` and, with it, `train.t_end` (the run's time scale, 1/top). `design_for` gives the hook
     along its axes only; `api.run_scaling` trains the runs it names (with both keys moved) and the hook
     judges them with the theorem it is given; the true rate passes there too."""
     from coocflow.api import resolve_config, run_scaling
-    from coocflow.theorems.scaling import KeySweep, ScalingRequest, design_for
+    from coocflow.verify.scaling import KeySweep, ScalingRequest, design_for
 
     class StrengthAndTime(KeySweep):
         axes = ("strength",)
@@ -326,8 +326,8 @@ def _synthetic_runs(theorem: Theorem, k_values, seeds=(0, 1), t_end=8.0):
     import numpy as np
 
     from coocflow.config import Config
-    from coocflow.theorems import SeedRun
-    from coocflow.theorems.judge import event_times
+    from coocflow.verify import SeedRun
+    from coocflow.verify.judge import event_times
 
     class System:
         def __init__(self, k):
@@ -352,8 +352,8 @@ def test_the_judge_says_fail_outside_premises_inconclusive_and_vacuous_where_the
     same bound on an identity (not vacuous); a limit that the run starts at; a located crossing to the
     interpolation's accuracy (a quarter of exp(-2kt) at ln 2 / k between observations 17% apart: the
     cubic through four of them errs by about 3e-5 relative, a straight line by about 7e-3)."""
-    from coocflow.theorems import Crossing, EventTime, Premise
-    from coocflow.theorems.judge import judge_on_runs
+    from coocflow.verify import Crossing, EventTime, Premise
+    from coocflow.verify.judge import judge_on_runs
 
     theorem = Theorem(
         name="synthetic", events={"quarter": Crossing("ratio", 0.25, rising=False),
@@ -386,7 +386,7 @@ def test_the_judge_says_fail_outside_premises_inconclusive_and_vacuous_where_the
     assert verdict(Sign(id="i", statement="", quantity="t_quarter", evidence="diagnostic")) == "diagnostic"
     assert judge_on_runs(only_outside, theorem, runs, met, labels).tally == {"fail outside premises": 2, "pass": 2}
     # A relaxed premise: with K1 read as K1r (k > 1/4, met at k = 0.5 too) the failure counts against the claim.
-    from coocflow.theorems.judge import relaxed_met
+    from coocflow.verify.judge import relaxed_met
 
     loose = dataclasses.replace(theorem, premises=(*theorem.premises, Premise(
         "K1r", "k is above 1/4", lambda system, config: system.k > 0.25, kind="relaxed", relaxes="K1")))
@@ -402,8 +402,8 @@ def test_a_check_judges_what_the_theorems_reads_makes_of_each_seed():
     keeps its reason and a check that raises is one line naming it."""
     import numpy as np
 
-    from coocflow.theorems import Check, Outcome, Premise, bound_parts
-    from coocflow.theorems.judge import judge_on_runs
+    from coocflow.verify import Check, Outcome, Premise, bound_parts
+    from coocflow.verify.judge import judge_on_runs
 
     seen = []
 
@@ -448,8 +448,8 @@ def test_a_check_judges_what_the_theorems_reads_makes_of_each_seed():
 
 
 def test_a_declared_rate_is_judged_only_along_its_own_key_with_paired_seeds():
-    from coocflow.theorems import Crossing, EventTime
-    from coocflow.theorems.judge import judge_rate_claim
+    from coocflow.verify import Crossing, EventTime
+    from coocflow.verify.judge import judge_rate_claim
 
     theorem = Theorem(name="synthetic", events={"quarter": Crossing("ratio", 0.25, rising=False)},
                       quantities={"t": EventTime("quarter")},
@@ -468,7 +468,7 @@ def test_a_declared_rate_is_judged_only_along_its_own_key_with_paired_seeds():
 def test_a_declaration_that_reads_what_the_run_lacks_is_one_line(at_root, tmp_path):
     """An observable the System does not observe, or a quantity's function that raises: one line
     naming the declaration's part and the fix, not a traceback."""
-    from coocflow.theorems import Crossing, EventTime
+    from coocflow.verify import Crossing, EventTime
 
     folder = tmp_path / "run"
     cli("run", "examples/saxe.toml", "--set", "seeds=[0]", "--set", "observe.points=40", "--out", str(folder))
@@ -489,8 +489,8 @@ def test_a_rate_in_two_keys_is_judged_along_either_with_its_own_exponent():
     both keys predicts the sum of exponent times slope (eq. (1)'s m and m1 together)."""
     import numpy as np
 
-    from coocflow.theorems.declare import SeedRun
-    from coocflow.theorems.judge import judge_rate_claim
+    from coocflow.verify.declare import SeedRun
+    from coocflow.verify.judge import judge_rate_claim
 
     def theorem(also):
         claim = Rate(id="R", statement="q ~ k^-1 n^p", quantity="q", axis="settings.k", exponent=-1.0, also=also)
@@ -516,9 +516,9 @@ def test_a_statement_is_judged_by_its_deciding_evidence():
     theorem lacks is refused when the theorem is declared."""
     import numpy as np
 
-    from coocflow.theorems import Check, Outcome, Premise, Statement
-    from coocflow.theorems.declare import SeedRun
-    from coocflow.theorems.judge import ClaimVerdict, judge_statement
+    from coocflow.verify import Check, Outcome, Premise, Statement
+    from coocflow.verify.declare import SeedRun
+    from coocflow.verify.judge import ClaimVerdict, judge_statement
 
     def check(id, evidence="statement"):
         return Check(id=id, statement="", evidence=evidence, judge=lambda run: Outcome(0, True, ""))
@@ -553,9 +553,9 @@ def test_a_statement_failing_only_outside_an_unstated_condition_holds_under_it()
     U too, it fails. Its own rate, failing over the sweep, is fitted again over the runs meeting U."""
     import numpy as np
 
-    from coocflow.theorems import Check, Outcome, Premise, Statement
-    from coocflow.theorems.declare import SeedRun
-    from coocflow.theorems.judge import ClaimVerdict, judge_statement
+    from coocflow.verify import Check, Outcome, Premise, Statement
+    from coocflow.verify.declare import SeedRun
+    from coocflow.verify.judge import ClaimVerdict, judge_statement
 
     ns = [10.0, 20.0, 40.0, 80.0, 160.0]
     met = {"U": [False, True, True, True, True]}
@@ -578,7 +578,7 @@ def test_a_statement_failing_only_outside_an_unstated_condition_holds_under_it()
     verdict = judged(with_rate, [0])
     assert verdict.values["evidence"]["q_rate"] == "fail" and verdict.verdict == "holds under an unstated condition"
     # The check itself, judged seed by seed: what that weighing counts (`ClaimVerdict.unstated`).
-    from coocflow.theorems.judge import judge_on_runs
+    from coocflow.verify.judge import judge_on_runs
 
     below = Check(id="b", statement="", judge=lambda run: Outcome(float(run.series["q"][0]), float(run.series["q"][0]) < 20, ""))
     theorem = Theorem(name="t", claims=(below, Statement(id="S", statement="", checks=("b",), unstated=("U",))),
@@ -594,9 +594,9 @@ def test_a_rate_claim_a_statement_names_is_fitted_again_where_the_unstated_condi
     failing runs, so it is refitted over the runs meeting the condition, not taken as holding there."""
     import numpy as np
 
-    from coocflow.theorems import Premise, Statement
-    from coocflow.theorems.declare import SeedRun
-    from coocflow.theorems.judge import judge_rate_claim, judge_statement
+    from coocflow.verify import Premise, Statement
+    from coocflow.verify.declare import SeedRun
+    from coocflow.verify.judge import judge_rate_claim, judge_statement
 
     ns = [10.0, 20.0, 40.0, 80.0, 160.0]
     met = {"U": [False, True, True, True, True]}
@@ -620,8 +620,8 @@ def test_a_check_stated_with_probability_and_premises_measured_on_each_seed():
     """A `Check` whose source states it with probability 1 - delta passes with one failing seed run of four
     (P(Binomial(4, 0.05) >= 1) = 0.19) and fails with two (0.014); a premise `on_seed` is met on a run only
     where every seed meets it, its value the worst seed's, and a malformed premise is one line."""
-    from coocflow.theorems import Check, Outcome, Premise, PremiseOutcome
-    from coocflow.theorems.judge import judge_on_runs, premise_verdict
+    from coocflow.verify import Check, Outcome, Premise, PremiseOutcome
+    from coocflow.verify.judge import judge_on_runs, premise_verdict
 
     theorem = Theorem(name="synthetic", claims=())
     runs = _synthetic_runs(theorem, (0.5, 1.0))

@@ -17,8 +17,8 @@ from coocflow.flow import discrete, integrate_discrete, observation_steps
 from coocflow.flow.discrete import Optimizer
 from coocflow.model import loss_grad
 from coocflow.systems.eq1 import build_model, build_problem
-from coocflow.runs.eq1 import stack, unstack
-from coocflow.runs import train
+from coocflow.run.eq1 import stack, unstack
+from coocflow.run import train
 from coocflow.storage import load_run
 from coocflow.systems.eq1 import Eq1System
 

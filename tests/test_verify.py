@@ -12,10 +12,10 @@ from test_series_checks import DIAGNOSTICS as SERIES_DIAGNOSTICS
 from test_series_checks import SERIES_CHECK_FAILURES
 
 from coocflow.api import resolve_config, run_and_write
-from coocflow.theorems.paper.checks import CHECKS, EVIDENCE, SeedData, late_phase2, run_checks
-from coocflow.theorems.paper.reading import seed_data
-from coocflow.theorems.paper.theorem import verify_run
-from coocflow.theorems.paper.verify import write_verification
+from coocflow.verify.paper.checks import CHECKS, EVIDENCE, SeedData, late_phase2, run_checks
+from coocflow.verify.paper.reading import seed_data
+from coocflow.verify.paper.theorem import verify_run
+from coocflow.verify.paper.verify import write_verification
 from coocflow.storage import load_run
 
 EXPECTED_TO_PASS = {
@@ -202,7 +202,7 @@ def test_frozen_labels_run_fails_the_classification_claims(tmp_path):
 
 
 def test_appendix_c_closed_forms_match_the_jvp():
-    from coocflow.theorems.paper.appendix_c import KINDS, random_state_agreement
+    from coocflow.verify.paper.appendix_c import KINDS, random_state_agreement
 
     config = resolve_config("tiny", ["data.L=5", "data.n=24", "data.d=20"])
     reports = random_state_agreement(config, states=3)
@@ -216,7 +216,7 @@ def test_a_wrong_equation_is_caught():
     """Dropping the key-side term of the printed score equation must disagree with the JVP."""
     import jax.numpy as jnp
 
-    from coocflow.theorems.paper import appendix_c
+    from coocflow.verify.paper import appendix_c
     from coocflow.systems.eq1 import build_model, build_problem
 
     config = resolve_config("tiny", [])
@@ -290,7 +290,7 @@ def test_verify_an_ensemble_with_diverged_seeds(tmp_path):
     assert row[0].strip() == "statement" and "/" in row[3]
     # The judge of every declared theorem counts the same verdicts over these seeds, check by check.
     from coocflow.systems.eq1 import Eq1System
-    from coocflow.theorems.judge import verify_theorem
+    from coocflow.verify.judge import verify_theorem
 
     judged = {c.id: c for c in verify_theorem(Eq1System.theorem(), [folder]).claims}
     counts = {"pass": "passed", "fail": "failed", "fail outside premises": "failed_outside_premises",
@@ -339,7 +339,7 @@ def test_strict_exit_codes_and_the_summary_line(tmp_path):
 
     from conftest import TINY
 
-    from coocflow.theorems.paper.render import LEGEND
+    from coocflow.verify.paper.render import LEGEND
 
     cli = Path(sys.executable).parent / "coocflow"
     folder, _ = run_and_write(resolve_config("paper", [f"{k}={v}" for k, v in TINY.items()]), tmp_path / "tiny",
@@ -372,9 +372,9 @@ def test_strict_exit_codes_and_the_summary_line(tmp_path):
     run = load_run(folder)
     verification = verify_run(run)
     # The same theorem with every premise declared met: the same failures are now findings.
-    from coocflow.theorems.judge import judge_readings
-    from coocflow.theorems.paper.theorem import THEOREM
-    from coocflow.theorems.paper.verify import Verification
+    from coocflow.verify.judge import judge_readings
+    from coocflow.verify.paper.theorem import THEOREM
+    from coocflow.verify.paper.verify import Verification
 
     always = dataclasses.replace(THEOREM, premises=tuple(dataclasses.replace(p, holds=lambda system, config: True,
                                                                              on_seed=None) for p in THEOREM.premises))
@@ -401,7 +401,7 @@ def test_a_gram_run_verifies_without_weights(tmp_path):
 def test_only_statements_and_identities_decide_a_claim():
     """A failed refinement is shown but does not fail its claim; a diagnostic has no verdict; the
     summary line counts each class apart."""
-    from coocflow.theorems.paper.claims import claims_table, summary_line
+    from coocflow.verify.paper.claims import claims_table, summary_line
 
     def rate(passed=1, failed=0):
         return {"passed": passed, "failed": failed, "failed_outside_premises": 0, "unchecked": 0, "of": 1}
@@ -426,7 +426,7 @@ def test_seed_series_splits_the_table_as_the_per_seed_masks_did():
     and a table without a seed column given whole to each seed, as before."""
     from types import SimpleNamespace
 
-    from coocflow.theorems.paper.reading import seed_series
+    from coocflow.verify.paper.reading import seed_series
 
     rng = np.random.default_rng(3)
     seed = rng.choice([4, 9, 1], size=300)
@@ -447,15 +447,15 @@ def test_seed_series_splits_the_table_as_the_per_seed_masks_did():
 
 def test_eq1s_declaration_is_judged_alike_by_the_paper_report_and_by_the_judge_of_every_theorem(phenomena):
     """eq. (1)'s theorem is one public declaration (`Eq1System.theorem()`), judged by the judge of every
-    System's theorem (`theorems.judge`); the paper's report (`verify_run`) renders those verdicts. Its claims
+    System's theorem (`verify.judge`); the paper's report (`verify_run`) renders those verdicts. Its claims
     table still combines each claim's verdict from the checks' counts (`claims._check_verdict`, `combine`),
     so this ties the two: each check's verdict from its counts is the judge's, each premise the judge's
     measurement, and each of the 41 statements the judge's verdict (a check that has nothing to measure
     on a seed says so, `Outcome.applies`: "not applicable" in both). The judge judges unstated
     conditions on statements, not on checks."""
     from coocflow.systems.eq1 import Eq1System
-    from coocflow.theorems.judge import verify_theorem
-    from coocflow.theorems.paper.claims import _check_verdict
+    from coocflow.verify.judge import verify_theorem
+    from coocflow.verify.paper.claims import _check_verdict
 
     theorem = Eq1System.theorem()
     declared = verify_theorem(theorem, [phenomena.path])
@@ -472,7 +472,7 @@ def test_eq1s_declaration_is_judged_alike_by_the_paper_report_and_by_the_judge_o
     assert [(p["id"], p["value"], p["met"]) for p in declared.premises] == [
         (p.id, p.value, p.met) for p in verification.premises]
     # Each statement: the report's claim verdict, the first of the order over the checks it names.
-    from coocflow.theorems import STATEMENT_ORDER
+    from coocflow.verify import STATEMENT_ORDER
 
     table = {row["id"]: row for row in verification.claims()}
     statements = {c.id: c for c in declared.claims if c.kind == "Statement"}
@@ -487,16 +487,16 @@ def test_eq1s_declaration_is_judged_alike_by_the_paper_report_and_by_the_judge_o
 
 
 def test_verify_finds_eq1s_report_through_its_theorems_hook_not_its_system(phenomena, monkeypatch):
-    """`theorems.verify.verify_folders`, the one way in of `coocflow verify RUN` and of the notebook's
+    """`verify.folders.verify_folders`, the one way in of `coocflow verify RUN` and of the notebook's
     `verify`, shows a run through its theorem's `report` hook where it declares one: eq. (1)'s gives the
     paper's Verification (the same as `verify_run`) and its claims summary. The same run, its theorem
     declared without the hook, is shown as every declared theorem is (`DeclaredReport`): the hook decides,
     not which System trained the run."""
     import dataclasses
 
-    import coocflow.theorems.verify as entry
-    from coocflow.theorems.paper.theorem import THEOREM
-    from coocflow.theorems.render import DeclaredReport, Line
+    import coocflow.verify.folders as entry
+    from coocflow.verify.paper.theorem import THEOREM
+    from coocflow.verify.render import DeclaredReport, Line
 
     report = entry.verify_folders([phenomena.path], target="phen")
     assert report.findings_of == "checks" and report.result.to_dict() == verify_run(phenomena).to_dict()

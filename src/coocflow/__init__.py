@@ -5,7 +5,8 @@ at once. It arranges, for whenever JAX is imported, float64 (the default dtype o
 float32 stays selectable per run with `dtype = "float32"`) and JAX's persistent compilation
 cache (`coocflow.runtime`).
 
-The Python API: `run` trains and writes a run folder, `load` reads one, `verify` checks it.
+The Python API: `run` trains and writes a run folder, `load` reads one, `verify` checks it (`run` and
+`verify` are also the packages of the run path and of the verifier, callable as these functions).
 """
 
 from __future__ import annotations
@@ -20,39 +21,8 @@ __version__ = "0.1.0"
 
 if _typing.TYPE_CHECKING:
     from pathlib import Path
-    from typing import Any, Mapping, Sequence
 
-    from coocflow.config import Config
     from coocflow.notebook import Run, Study
-    from coocflow.theorems.paper.verify import Verification
-
-
-def run(experiment_or_config: "str | Path | Config" = "paper", *, seeds: int | Sequence[int] | None = None,
-        seed: int | None = None, out: str | Path | None = None,
-        overrides: Mapping[str, Any] | Sequence[str] | None = None, figures: bool = True,
-        force: bool = False) -> "Run | Study":
-    """Train and write a run folder, then load it, exactly as `coocflow run` does (a study's
-    name, such as `deep`, runs that study and returns a `Study`). A run estimated to take over a
-    minute prints its estimate (stderr) before it starts.
-
-    Args:
-        experiment_or_config: An experiment name (`coocflow experiments`), a config .toml, a run
-            folder (start from its configuration), or a `Config`.
-        seeds: N consecutive seeds from `seed`, or an explicit list; one vmapped ensemble.
-        seed: The first (or only) seed.
-        out: The run folder; default `runs/NAME-TIMESTAMP`, like the CLI.
-        overrides: Dotted keys, as a mapping (`{"optimizer.lr": 0.05}`) or `--set` strings
-            (`["optimizer.lr=0.05"]`).
-        figures: Also draw figure1.png and overview.png.
-        force: Replace `out` if it exists.
-
-    Returns:
-        The written run, loaded (`Run`), or a `Study` for a study's name.
-    """
-    from coocflow.notebook import run as _run  # lazy: defers pyarrow, 0.3 s
-
-    return _run(experiment_or_config, seeds=seeds, seed=seed, out=out, overrides=overrides, figures=figures,
-                force=force)
 
 
 def load(folder: str | Path) -> "Run | Study":
@@ -63,13 +33,15 @@ def load(folder: str | Path) -> "Run | Study":
     return _load(folder)
 
 
-def verify(target: "Run | str | Path") -> "Verification":
-    """Every check of `coocflow verify` on a run (a `Run` or its folder); writes
-    verify.json/.md/.png into the folder. `.pass_rates()` counts verdicts per check, `.table()`
-    is the same as a pyarrow Table."""
-    from coocflow.notebook import verify as _verify  # lazy: defers pyarrow, 0.3 s
+def __getattr__(name: str):
+    """`coocflow.run` and `coocflow.verify`, imported on first use (PEP 562): the packages of the run path
+    and of the verifier, each callable as the API's function (`coocflow.run.RunPackage.__call__`,
+    `coocflow.verify.VerifyPackage.__call__`)."""
+    if name in ("run", "verify"):
+        import importlib  # lazy: only the two packages load this way
 
-    return _verify(target)
+        return importlib.import_module(f"coocflow.{name}")
+    raise AttributeError(f"module 'coocflow' has no attribute {name!r}")
 
 
 __all__ = ["__version__", "load", "run", "verify"]

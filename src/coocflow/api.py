@@ -32,7 +32,7 @@ from coocflow.systems.traits import traits_of
 if TYPE_CHECKING:
     import numpy as np
 
-    from coocflow.runs import TrainedRun
+    from coocflow.run import TrainedRun
 
 
 def config_of_target(target: str | Path) -> Config:
@@ -159,12 +159,12 @@ def run_and_write(config: Config, out: Path, force: bool = False,
                   progress: Callable[[float], None] | None = None,
                   figures: bool | Sequence[str] = True) -> tuple[Path, "TrainedRun"]:
     """Train `config` and write its run folder (with figures unless `figures` is false), whatever
-    its System (`coocflow.runs`: a `TrainedRun` of the class the System names).
+    its System (`coocflow.run`: a `TrainedRun` of the class the System names).
 
     The folder exists from the start, holding config.json and the checkpoints of the run in
     progress, so a killed run continues with `resume_run(out)`.
     """
-    from coocflow.runs import begin_run_folder  # lazy: defers JAX, 1-3.6 s
+    from coocflow.run import begin_run_folder  # lazy: defers JAX, 1-3.6 s
 
     begin_run_folder(out, config, force=force)
     return _train_and_write(config, Path(out), progress, figures)
@@ -174,7 +174,7 @@ def _train_and_write(config: Config, out: Path, progress: Callable[[float], None
                      figures: bool | Sequence[str]) -> tuple[Path, "TrainedRun"]:
     """Train into the begun folder `out` (checkpointing it) and write the run there
     (`runs.train_and_write`: an interrupt from the end of training to the folder's rename waits)."""
-    from coocflow.runs import train_and_write  # lazy: defers JAX, 1-3.6 s
+    from coocflow.run import train_and_write  # lazy: defers JAX, 1-3.6 s
 
     return out, train_and_write(config, out, progress, figures)
 
@@ -253,7 +253,7 @@ def missing_figures(folder: Path) -> list[str]:
 def draw_figures(folder: Path) -> list[Path]:
     """Draw a complete run folder's figures (those its manifest lists) from its metrics table, as
     the run would have (what `coocflow run --resume` does for a run interrupted while drawing them)."""
-    from coocflow.runs import draw_figures as draw  # lazy: defers JAX, 1-3.6 s
+    from coocflow.run import draw_figures as draw  # lazy: defers JAX, 1-3.6 s
 
     return draw(Path(folder))
 
@@ -348,7 +348,7 @@ def run_scaling(theorem, design, plan, out: Path, target: str = "", accept_chang
                 progress: Callable[[Any], None] | None = None, train: Callable[[list], None] | None = None
                 ) -> ScalingOutcome:
     """`verify --scaling`'s one path for every System and theorem: the `design`'s runs of `plan` under
-    `out` (`theorems.scaling`), each reused when complete, resumed when interrupted, trained otherwise
+    `out` (`verify.scaling`), each reused when complete, resumed when interrupted, trained otherwise
     (`ensure_run`; `train`, when given, trains them first, e.g. as Ray tasks), then judged by the design.
     `progress` hears each run as it is reached. The folder's page is `coocflow report`'s
     (`report.write.write_report`), which `verify --scaling` writes next."""
@@ -410,6 +410,6 @@ def resume_run(folder: Path, progress: Callable[[float], None] | None = None,
 
 def describe(c: Config) -> str:
     """One line saying what a run will do (its `TrainedRun` class's title)."""
-    from coocflow.runs import run_type  # lazy: defers JAX, 1-3.6 s
+    from coocflow.run import run_type  # lazy: defers JAX, 1-3.6 s
 
     return f"[bold]{c.name}[/]: {run_type(c.system).title(c).split(': ', 1)[1]}, {c.dtype}"

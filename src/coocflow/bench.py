@@ -26,8 +26,8 @@ from coocflow.flow.trajectory import seed_groups
 from coocflow.model import partition, trainable_loss
 from coocflow.model.gram import gram_gd_step, gram_velocity
 from coocflow.model.state import split, velocity
-from coocflow.runs import train
-from coocflow.runs.eq1 import build_ensemble, unstack
+from coocflow.run import train
+from coocflow.run.eq1 import build_ensemble, unstack
 from coocflow.systems.eq1 import build_model, build_problem
 from coocflow.storage.folders import RunFolder, ScalingFolder
 

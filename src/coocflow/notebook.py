@@ -61,7 +61,7 @@ class Run:
         paper's Figure 1, the default) or `overview`; for another System every observable (its
         training.png)."""
         from coocflow.plots import SeriesView  # lazy: defers JAX, 1-3.6 s
-        from coocflow.runs import run_type  # lazy: defers JAX, 1-3.6 s
+        from coocflow.run import run_type  # lazy: defers JAX, 1-3.6 s
 
         columns_of = {name: np.asarray(col) for name, col in self.metrics.to_pydict().items()}
         title = str(self.manifest.get("name", self.folder.name))
@@ -160,8 +160,8 @@ def verify(target: Run | str | Path):
     """Judge the theorem its System declares on a run, or on a `coocflow sweep` folder of one, as `coocflow
     verify` does, write verify.json/.md (and .png) there and return the verdicts: on eq. (1)'s run the
     paper's `Verification` (`.pass_rates()`, `.to_dict()`), else the `TheoremVerdict` (docs/theorems.md)."""
-    from coocflow.theorems.judge import sweep_runs  # lazy: defers JAX, 1-3.6 s
-    from coocflow.theorems.verify import verify_folders  # lazy: defers JAX, 1-3.6 s
+    from coocflow.verify.judge import sweep_runs  # lazy: defers JAX, 1-3.6 s
+    from coocflow.verify.folders import verify_folders  # lazy: defers JAX, 1-3.6 s
 
     folder = target.folder if isinstance(target, Run) else Path(target)
     if SweepFolder(folder).spec_file.is_file():

@@ -36,8 +36,8 @@ def _compare(name: str, old: np.ndarray, new: np.ndarray) -> Difference | None:
 
 def _train_again(config) -> tuple[dict[str, np.ndarray], dict[str, np.ndarray]]:
     """The metrics table and the final arrays (named as the run folder's state_final.npz names them)
-    of training `config` again, whatever its System (`coocflow.runs`)."""
-    from coocflow.runs import train  # lazy: defers JAX, 1-3.6 s
+    of training `config` again, whatever its System (`coocflow.run`)."""
+    from coocflow.run import train  # lazy: defers JAX, 1-3.6 s
 
     run = train(config)
     return run.table(), run.final_arrays()

@@ -1,4 +1,4 @@
-"""Write src/coocflow/theorems/paper/preregistration.json from the live rules, keeping its `changes` and each
+"""Write src/coocflow/verify/paper/preregistration.json from the live rules, keeping its `changes` and each
 entry's `fixed_in` where the entry is unchanged; a changed entry (and any entry when the record is
 first written, from git: the newest commit whose diff adds its defining text) gets "uncommitted",
 to be replaced by the commit's hash once it is made. A maintainer's tool: run it
@@ -11,7 +11,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-from coocflow.theorems.paper.preregistration import RECORD, registered, registration
+from coocflow.verify.paper.preregistration import RECORD, registered, registration
 
 ROOT = Path(__file__).resolve().parents[2]
 PATH = ROOT / "src" / "coocflow" / "phases" / RECORD
@@ -41,7 +41,7 @@ def main() -> None:
             thresholds[name] = {"value": value, "fixed_in": "uncommitted"}
             continue
         module, constant = name.split(".")
-        thresholds[name] = {"value": value, "fixed_in": introduced(rf"^{constant} = ", f"src/coocflow/theorems/paper/{module}.py")}
+        thresholds[name] = {"value": value, "fixed_in": introduced(rf"^{constant} = ", f"src/coocflow/verify/paper/{module}.py")}
     kept_claims = {c["id"]: c for c in old["claims"]}
     claims = []
     for claim in live["claims"]:
@@ -51,10 +51,10 @@ def main() -> None:
         for rate in claim["rates"]:
             same = kept_rates.get(json.dumps(rate, sort_keys=True))
             rates.append(same if same is not None else {**rate, "fixed_in": "uncommitted" if entry else introduced(
-                re.escape(f'"{rate["quantity"]}"'), "src/coocflow/theorems/paper/claims.py")})
+                re.escape(f'"{rate["quantity"]}"'), "src/coocflow/verify/paper/claims.py")})
         same_rest = all(entry.get(key) == claim[key] for key in ("premises", "unstated", "checks"))
         fixed_in = entry["fixed_in"] if same_rest and "fixed_in" in entry else "uncommitted" if entry else introduced(
-            re.escape(f'Claim("{claim["id"]}"'), "src/coocflow/theorems/paper/claims.py")
+            re.escape(f'Claim("{claim["id"]}"'), "src/coocflow/verify/paper/claims.py")
         claims.append({"id": claim["id"], "premises": claim["premises"], "unstated": claim["unstated"],
                        "checks": claim["checks"], "fixed_in": fixed_in, "rates": rates})
     text = json.dumps({"thresholds": thresholds, "claims": claims, "changes": old.get("changes", [])}, indent=1)

@@ -10,11 +10,11 @@ jax.config.update("jax_enable_x64", True)
 import numpy as np
 from coocflow.api import resolve_config, run_and_write
 from coocflow.storage import load_run
-from coocflow.theorems.paper.theorem import verify_run
+from coocflow.verify.paper.theorem import verify_run
 try:  # the width sweep as eq. (1)'s theorem's scaling hook
     from coocflow.api import ensure_run
-    from coocflow.theorems.paper.theorem import THEOREM
-    from coocflow.theorems.paper.width_sweep import width_plan, width_report
+    from coocflow.verify.paper.theorem import THEOREM
+    from coocflow.verify.paper.width_sweep import width_plan, width_report
 
     def width_scaling(config, axis, values, out):
         plan = width_plan(config, axis, values)

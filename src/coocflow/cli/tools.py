@@ -71,7 +71,7 @@ def fit_rate(
 
     Example: coocflow fit-rate sweep.csv --exponent -1 --kind order --json
     """
-    from coocflow.theorems.rate_judge import ORDER_TOLERANCE, RateTest, judge_rate  # lazy: defers JAX, 1-3.6 s
+    from coocflow.verify.rate_judge import ORDER_TOLERANCE, RateTest, judge_rate  # lazy: defers JAX, 1-3.6 s
     from coocflow.storage.rate_table import read_rate_table  # lazy: defers pyarrow, 0.3 s
 
     if kind not in KIND_NAMES:
@@ -113,7 +113,7 @@ def power(
 
     Example: coocflow power --out docs/power.md
     """
-    from coocflow.theorems.power import (  # lazy: defers JAX, 1-3.6 s
+    from coocflow.verify.power import (  # lazy: defers JAX, 1-3.6 s
         ERRORS,
         NOISES,
         SCENARIO_NOISES,
@@ -122,7 +122,7 @@ def power(
         scenario_table,
         scenarios,
     )
-    from coocflow.theorems.rate_judge import RateTest  # lazy: defers JAX, 1-3.6 s
+    from coocflow.verify.rate_judge import RateTest  # lazy: defers JAX, 1-3.6 s
     from coocflow.storage import atomic_write_text  # lazy: defers pyarrow, 0.3 s
 
     if trials < 1:

@@ -68,8 +68,8 @@ def verify(
     _refuse_unused("verify without --scaling", (("--values", values), ("--ray", ray), ("--workers", workers),
                                                 ("--accept-changed-code", accept_changed_code)))
     from coocflow.storage.folders import RunFolder, SweepFolder  # lazy: defers pyarrow, 0.3 s
-    from coocflow.theorems.judge import sweep_runs  # lazy: defers JAX, 1-3.6 s
-    from coocflow.theorems.verify import verify_folders  # lazy: defers JAX, 1-3.6 s
+    from coocflow.verify.judge import sweep_runs  # lazy: defers JAX, 1-3.6 s
+    from coocflow.verify.folders import verify_folders  # lazy: defers JAX, 1-3.6 s
 
     folder = Path(target)
     if folder.is_dir() and SweepFolder(folder).spec_file.is_file():
@@ -96,7 +96,7 @@ def verify(
 
 def _refuse_without_theorem(system: str, target: str) -> None:
     """One line and exit 2, before any training, for a System that declares no theorem."""
-    from coocflow.theorems.verify import declared_theorem  # lazy: defers JAX, 1-3.6 s
+    from coocflow.verify.folders import declared_theorem  # lazy: defers JAX, 1-3.6 s
 
     declared_theorem(system, target)
 
@@ -113,7 +113,7 @@ def _show(report, full: bool, strict: bool) -> None:
 
 def _emit(printed: list) -> None:
     """Each `render.Line` said whole (`say`), each other renderable printed whole (`print_whole`)."""
-    from coocflow.theorems.render import Line  # lazy: defers the verifier's imports
+    from coocflow.verify.render import Line  # lazy: defers the verifier's imports
 
     for item in printed:
         if isinstance(item, Line):
@@ -128,14 +128,14 @@ def _emit(printed: list) -> None:
 def _verify_scaling(target, set_, seed, seeds, out, force, axis, values, strict, full=False, ray=None,
                     workers=None, yes=False, accept_changed_code=False) -> None:
     """`verify --scaling AXIS` for every System: the sweep its theorem designs along AXIS
-    (`theorems.scaling.design_for`: eq. (1)'s widths, else one run per value of a config key), its runs
+    (`verify.scaling.design_for`: eq. (1)'s widths, else one run per value of a config key), its runs
     trained, reused or resumed here or on Ray (`api.run_scaling`), then judged and shown."""
     from coocflow.api import resolve_config, run_scaling  # lazy: defers pyarrow, 0.3 s
     from coocflow.estimate import estimate  # lazy: defers the config model
     from coocflow.report import write_report  # lazy: defers pyarrow, 0.3 s
     from coocflow.storage.folders import RunFolder  # lazy: defers pyarrow, 0.3 s
-    from coocflow.theorems.scaling import ScalingRequest, design_for  # lazy: defers JAX, 1-3.6 s
-    from coocflow.theorems.verify import declared_theorem  # lazy: defers JAX, 1-3.6 s
+    from coocflow.verify.scaling import ScalingRequest, design_for  # lazy: defers JAX, 1-3.6 s
+    from coocflow.verify.folders import declared_theorem  # lazy: defers JAX, 1-3.6 s
 
     declared = resolve_config(target, set_, seed, None if seeds is None else seeds)
     if ray:

@@ -38,7 +38,7 @@ from coocflow.flow.trajectory import Checkpoint
 from coocflow.observables.ensemble import first_time
 from coocflow.storage.folders import StudyFolder
 from coocflow.storage.run_folder import write_metrics
-from coocflow.runs import long_columns
+from coocflow.run import long_columns
 from coocflow.systems.deep import DeepSystem
 
 LOSS_DROP = 0.1

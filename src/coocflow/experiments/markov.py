@@ -41,7 +41,7 @@ from coocflow.flow.system import EnsembleTraining, build_ensemble, integrate
 from coocflow.flow.trajectory import Checkpoint
 from coocflow.storage import write_metrics
 from coocflow.storage.folders import StudyFolder
-from coocflow.runs import long_columns
+from coocflow.run import long_columns
 from coocflow.systems.markov import OBSERVABLES, MarkovSystem, MarkovTransformer
 
 

@@ -25,7 +25,7 @@ from coocflow.experiments.studies import (
 )
 from coocflow.model import Transformer, logits_embedded
 from coocflow.observables import median_band
-from coocflow.runs import train
+from coocflow.run import train
 
 TOKEN_NOISE = (0.0, 0.25, 0.5, 0.75, 1.0, 1.5, 2.0)
 """Embedding noise levels sigma: each one-hot input row gets Gaussian noise of norm ~ sigma."""

@@ -16,7 +16,7 @@ from coocflow.experiments.studies import (
     _run_variants,
     _table,
 )
-from coocflow.theorems.paper import phase_boundaries
+from coocflow.verify.paper import phase_boundaries
 
 
 def value_at(t: np.ndarray, values: np.ndarray, when: float | None) -> float | None:

@@ -18,8 +18,8 @@ import numpy as np
 from coocflow.config import Config, random_slots
 from coocflow.plots.figures import band_curve
 from coocflow.plots.save import save_figure
-from coocflow.runs import train, write_run
-from coocflow.runs.eq1 import Eq1TrainedRun
+from coocflow.run import train, write_run
+from coocflow.run.eq1 import Eq1TrainedRun
 
 Progress = Callable[[str], None]
 

@@ -20,7 +20,7 @@ from coocflow.config import Config
 from coocflow.errors import RunFolderError
 from coocflow.flow.system import EnsembleTraining
 from coocflow.flow.trajectory import Checkpoint
-from coocflow.runs import begin_run_folder, config_hashes
+from coocflow.run import begin_run_folder, config_hashes
 from coocflow.storage.atomic import atomic_write_bytes
 from coocflow.storage.checkpoint import RunCheckpoint
 from coocflow.storage.folders import StudyFolder, read_json_object

@@ -130,7 +130,7 @@ def record_snapshot(snap: SnapshotCarry, params: Any, reached: jax.Array, index:
     """One seed, one observation (traced, inside the compiled driver): keep `params` in `slot`
     (-1: none), and as the event's parameters if this observation (`index`, -1 for padding) is the
     first where the system's event has `reached` (eq. (1): every training sample correct, the
-    test `theorems.paper.first_time_all_correct` applies to the series)."""
+    test `verify.paper.first_time_all_correct` applies to the series)."""
     states = snap.states
     n_slots = jax.tree.leaves(states)[0].shape[0] if jax.tree.leaves(states) else 0
     if n_slots:

@@ -16,7 +16,7 @@ from plotly.offline import get_plotlyjs
 
 from coocflow.config import flatten_dotted
 from coocflow.errors import RunFolderError
-from coocflow.theorems.paper.saved import SavedState, seed_arrays
+from coocflow.verify.paper.saved import SavedState, seed_arrays
 from coocflow.storage import load_run
 from coocflow.storage.folders import RunFolder, ScalingFolder
 from coocflow.storage.run_folder import pivot_metrics
@@ -88,7 +88,7 @@ def _phase_lines(boundaries: dict[str, float | None]) -> list[dict]:
 
 
 def _median_boundaries(metrics: dict[str, np.ndarray]) -> dict[str, float | None]:
-    from coocflow.theorems.paper import first_time_all_correct, phase_boundaries  # lazy: defers JAX, 1-3.6 s
+    from coocflow.verify.paper import first_time_all_correct, phase_boundaries  # lazy: defers JAX, 1-3.6 s
 
     seeds = np.unique(metrics["seed"]) if "seed" in metrics else [None]
     found: dict[str, list[float]] = {}
@@ -299,7 +299,7 @@ def _timeline(bounds: dict[str, float | None], end: float) -> dict:
 
 
 def _verification_html(folder: Path) -> str:
-    from coocflow.theorems.paper.verify import verdict_text  # lazy: defers JAX, 1-3.6 s
+    from coocflow.verify.paper.verify import verdict_text  # lazy: defers JAX, 1-3.6 s
 
     path = RunFolder(folder).verify_file("json")
     if not path.is_file():
@@ -412,7 +412,7 @@ def run_report(folder: Path) -> str:
 
 
 def system_report(folder: Path) -> str:
-    """The page of a system's run folder (coocflow/runs/base.py): header, configuration and
+    """The page of a system's run folder (coocflow/run/base.py): header, configuration and
     provenance, and one figure per observable (a vector observable's entries share one), the
     loss first on a log axis; median and 10-90% band over seeds."""
     run = load_run(folder)
@@ -610,7 +610,7 @@ def _rate_figure(report: dict, rate: dict) -> dict:
 def scaling_report(folder: Path) -> str:
     """The page of a width sweep (`coocflow verify --scaling`): design, premises per width, the
     claims table with each claim's evidence, and every claimed rate as an interactive log-log plot."""
-    from coocflow.theorems.paper.claims import summary_line  # lazy: defers JAX, 1-3.6 s
+    from coocflow.verify.paper.claims import summary_line  # lazy: defers JAX, 1-3.6 s
 
     report = json.loads(ScalingFolder(folder).record_file.read_text())
     widths = [{"width": w["value"], "c0": w.get("c0", report["config"]["init"]["c0"]), "m": w["m"], "m1": w["m1"],

@@ -21,7 +21,7 @@
 
 A run of another system (`system` in config.json and the manifest: deep, markov, your own) holds
 config.json, manifest.json, metrics.parquet, state_init.npz and state_final.npz with the system's
-named arrays, and training.png (coocflow/runs/base.py).
+named arrays, and training.png (coocflow/run/base.py).
 
 Nothing is pickled; each file is standard JSON, Parquet or npz.
 """
@@ -101,7 +101,7 @@ def read_metrics(path: Path) -> dict[str, np.ndarray]:
 
 def read_state(path: Path, system: str | None = None) -> dict[str, np.ndarray]:
     """A state file (`state_init.npz`, `state_final.npz`, `state_t1.npz`): at least the golden
-    keys, or the Gram keys for a Gram-space run; a system's run (`system`, see coocflow.runs.base)
+    keys, or the Gram keys for a Gram-space run; a system's run (`system`, see coocflow.run.base)
     holds the system's own named arrays."""
     if system is not None:
         return _read_npz(path, ())

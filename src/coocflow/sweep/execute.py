@@ -56,9 +56,9 @@ class _SeriesOnly(NamedTuple):
 def summary_rows(run_folder: Path, job_id: str, axes: dict, checks: bool = True) -> dict[str, np.ndarray]:
     """One row per seed: status, phase boundaries (on the observation grid), the located event
     times (`event_columns`), final values and, with `checks`, each check's verdict."""
-    from coocflow.theorems.paper import phase_boundaries  # lazy: defers JAX, 1-3.6 s
-    from coocflow.theorems.paper.checks import run_checks  # lazy: defers JAX, 1-3.6 s
-    from coocflow.theorems.paper.reading import seed_data, seed_series  # lazy: defers JAX, 1-3.6 s
+    from coocflow.verify.paper import phase_boundaries  # lazy: defers JAX, 1-3.6 s
+    from coocflow.verify.paper.checks import run_checks  # lazy: defers JAX, 1-3.6 s
+    from coocflow.verify.paper.reading import seed_data, seed_series  # lazy: defers JAX, 1-3.6 s
 
     run = load_run(run_folder)
     per_seed = {p["seed"]: p for p in run.manifest["per_seed"]}
@@ -85,7 +85,7 @@ def summary_rows(run_folder: Path, job_id: str, axes: dict, checks: bool = True)
 
 
 def system_summary_rows(manifest: dict, job_id: str) -> dict[str, np.ndarray]:
-    """One row per seed of a system's run (coocflow/runs/base.py): status, the time it reached,
+    """One row per seed of a system's run (coocflow/run/base.py): status, the time it reached,
     and the final value of every scalar observable (NaN where a seed has none)."""
     per_seed = manifest["per_seed"]
     names = sorted({key for p in per_seed if p["final"] for key in p["final"] if key != "t"})
@@ -125,7 +125,7 @@ def run_job(root: str, job: dict) -> dict:
 
 
 def run_folder_job(root: str, job: dict) -> dict:
-    """Train one run of a `verify --scaling` sweep (`theorems.scaling.ScalingRun.job`) into its folder,
+    """Train one run of a `verify --scaling` sweep (`verify.scaling.ScalingRun.job`) into its folder,
     resuming or reusing it as `api.ensure_run` decides. Never raises: a failure is returned, with its line."""
     configure_jax()
 

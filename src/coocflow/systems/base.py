@@ -139,8 +139,8 @@ class AbstractSystem(eqx.Module):
     loss_name: ClassVar[str] = "loss"
     """The observable that is the training loss: a seed whose value of it (or of its weights' norm)
     turns non-finite has diverged there."""
-    run_type: ClassVar[str] = "coocflow.runs.base:TrainedRun"
-    """The `coocflow.runs.TrainedRun` class of this System's runs, as 'package.module:ClassName' or
+    run_type: ClassVar[str] = "coocflow.run.base:TrainedRun"
+    """The `coocflow.run.TrainedRun` class of this System's runs, as 'package.module:ClassName' or
     'path/to/file.py:ClassName': what its run folder holds and how its figures are drawn (the generic
     run by default; eq. (1)'s adds its T1 state, test set and Figure 1). Named, not imported: a
     System knows nothing of run folders."""
@@ -154,7 +154,7 @@ class AbstractSystem(eqx.Module):
 
     @classmethod
     def theorem(cls) -> Any:
-        """The theorem the System declares (a `coocflow.theorems.Theorem`), which `coocflow verify`
+        """The theorem the System declares (a `coocflow.verify.Theorem`), which `coocflow verify`
         judges on its runs; None (the default): it declares none (docs/theorems.md)."""
         return None
 

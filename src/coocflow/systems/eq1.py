@@ -52,7 +52,7 @@ def _min_margin(observed):
 
 def _catch_up(observed):
     """-dG(mu_3)/dt - max(dG(mu_1)/dt, dG(mu_2)/dt): >= 0 once the common token's alignment moves
-    at least as fast as either target's (Lemma 4.3; `theorems.paper.boundaries.common_token_catch_up`)."""
+    at least as fast as either target's (Lemma 4.3; `verify.paper.boundaries.common_token_catch_up`)."""
     return -observed["d_G_mu3_dt"] - jnp.maximum(observed["d_G_mu1_dt"], observed["d_G_mu2_dt"])
 
 
@@ -68,7 +68,7 @@ def _loss(observed):
 class Sandwich:
     """Lemma 4.3's sandwich with constant `c`, (1+C) max(dG(mu_1), dG(mu_2)) <= -dG(mu_3) <= (1-C)
     (dG(mu_1) + dG(mu_2)), as one continuous gap: the smaller of the two inequalities' slacks, >= 0
-    exactly where both hold (`theorems.paper.boundaries.sandwich_start`)."""
+    exactly where both hold (`verify.paper.boundaries.sandwich_start`)."""
 
     c: float
 
@@ -83,7 +83,7 @@ EVENTS = {
     "T_prime": FirstHit(_min_margin_i2_i3, 0.0, rising=True, strict=True, needs=("min_margin_I2_I3",)),
     "T_star": FirstHit(_loss, float("nan"), rising=False, needs=("loss",)),
 }
-"""eq. (1)'s event times, as `theorems.paper` reads them off the grid: the first all-correct time
+"""eq. (1)'s event times, as `verify.paper` reads them off the grid: the first all-correct time
 (Thm 3.1), T0.5 (Lemma 4.3, the catch-up time), T' (Cor. E.20: I2 and I3 all correct) and
 T* (Thm F.20: the first loss <= m^-k, k = `verify.loss_exponent`, its level set per run); with
 Lemma 4.3's C declared (`verify.sandwich_c`) also `T0.5_sandwich`, the start of the sandwich's
@@ -197,7 +197,7 @@ class Eq1System(AbstractSystem):
 
     name: ClassVar[str] = "eq1"
     methods: ClassVar[tuple[str, ...]] = TRAIN_METHODS
-    run_type: ClassVar[str] = "coocflow.runs.eq1:Eq1TrainedRun"
+    run_type: ClassVar[str] = "coocflow.run.eq1:Eq1TrainedRun"
 
     @classmethod
     def from_config(cls, config: Config) -> "Eq1System":
@@ -292,6 +292,6 @@ class Eq1System(AbstractSystem):
     @classmethod
     def theorem(cls) -> Any:
         """The paper's theorem, declared with the public API in the verifier's package
-        (`coocflow.theorems.paper.theorem.THEOREM`). Bound by name when asked for, as an entry point
+        (`coocflow.verify.paper.theorem.THEOREM`). Bound by name when asked for, as an entry point
         is: the verifier sits above the Systems' layer, and a System module never imports it."""
-        return importlib.import_module("coocflow.theorems.paper.theorem").THEOREM
+        return importlib.import_module("coocflow.verify.paper.theorem").THEOREM

@@ -20,7 +20,7 @@ from coocflow.systems.eq1 import Eq1System
 from coocflow.systems.markov import MarkovSystem
 
 BUILT_IN: dict[str, type[AbstractSystem]] = {"eq1": Eq1System, "deep": DeepSystem, "markov": MarkovSystem}
-"""The systems coocflow ships: eq. (1) (whose runs are `coocflow.runs.eq1.Eq1TrainedRun`s), deep and markov."""
+"""The systems coocflow ships: eq. (1) (whose runs are `coocflow.run.eq1.Eq1TrainedRun`s), deep and markov."""
 
 
 def _module_from_file(path: Path):
