@@ -512,3 +512,21 @@ def test_verify_finds_eq1s_report_through_its_theorems_hook_not_its_system(pheno
     shown = [item.text for item in declared.printed() if isinstance(item, Line)]
     assert shown[0].startswith(f"verify phen: {THEOREM.name}; 97 claims on 1 run(s)")
     assert shown[-2].startswith("verdicts: ") and declared.findings() == declared.result.findings()
+
+
+def test_the_verify_figure_draws_everything_inside_itself(passing, tmp_path, monkeypatch):
+    """verify.png has a fixed layout (no layout engine): every title, tick label, axis label and legend
+    of its three panels lies inside the figure, so nothing is cut off."""
+    import coocflow.plots.save as save
+    from coocflow.verify.paper.verify import figure
+
+    drawn = []
+    monkeypatch.setattr(save, "save_figure", lambda fig, path, **kwargs: drawn.append(fig))
+    figure(passing, tmp_path / "verify.png")
+    (fig,) = drawn
+    renderer = fig.canvas.get_renderer()
+    inside = fig.bbox
+    for ax in fig.axes:
+        box = ax.get_tightbbox(renderer)
+        assert (box.x0 >= inside.x0 and box.y0 >= inside.y0 and box.x1 <= inside.x1 and box.y1 <= inside.y1), (
+            ax.get_title(), box, inside)
