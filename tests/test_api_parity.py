@@ -25,8 +25,6 @@ OVERRIDES = {
     "deep": {**TINY_DEEP, "train.steps": 40, "observe.points": 12, "seeds": [0]},
     "markov": {**MARKOV_SMOKE, "train.steps": 40, "observe.points": 12, "seeds": [0]},
 }
-NOT_COMPARED = {"manifest.json"}
-"""Holds the wall time and creation time of the folder; its keys are compared instead."""
 
 
 def _files(folder: Path) -> set[str]:

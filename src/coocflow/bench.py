@@ -58,7 +58,7 @@ def _paper(seeds: int = 1, **overrides):
     return config, model, problem
 
 
-def _steps_fn(problem_train, frozen, lr: float, steps: int):
+def _steps_fn(lr: float, steps: int):
     """A bare compiled loop of the same GD step (a fori_loop of full-batch steps, vmapped over seeds),
     without the driver's observations, chunks and checks: the floor the product's loop is compared with."""
     grad_fn = jax.grad(trainable_loss)
@@ -114,7 +114,7 @@ def case_gd(quick: bool) -> dict:
     config, model, problem = _paper()
     ours = product_step_seconds(config, steps // 10, steps, repeat=1 if quick else 2)
     trainable, frozen = partition(model)
-    bare = _timed(lambda: _steps_fn(problem.train, frozen, 0.01, steps)(trainable, frozen, problem.train),
+    bare = _timed(lambda: _steps_fn(0.01, steps)(trainable, frozen, problem.train),
                   repeat=1) / steps
     baseline = _python_loop_baseline(unstack(trainable, 0), unstack(frozen, 0), unstack(problem.train, 0),
                                      0.01, min(steps, 3000))
@@ -133,7 +133,7 @@ def case_ensemble(quick: bool) -> dict:
     ours = product_step_seconds(config, steps // 16, steps) / seeds
     single = product_step_seconds(config.replace({"seeds": [config.seed]}), steps // 16, steps)
     trainable, frozen = partition(model)
-    run = _steps_fn(problem.train, frozen, 0.01, steps)
+    run = _steps_fn(0.01, steps)
     one_call = _timed(lambda: run(trainable, frozen, problem.train), repeat=2) / (steps * seeds)
     groups = len(seed_groups(seeds))
     return {"value": single / ours, "unit": "x one seed's throughput", "baseline": single * 1e6,
@@ -180,7 +180,7 @@ def case_large(quick: bool) -> dict:
                                        "observe.points": 2})
     trainable, frozen = partition(model)
     per_step = product_step_seconds(config, max(2, steps // 4), steps)
-    bare = _timed(lambda: _steps_fn(problem.train, frozen, 0.01, steps)(trainable, frozen, problem.train),
+    bare = _timed(lambda: _steps_fn(0.01, steps)(trainable, frozen, problem.train),
                   repeat=1) / steps
     grad = jax.jit(jax.grad(trainable_loss))
     args = (unstack(trainable, 0), unstack(frozen, 0), unstack(problem.train, 0))

@@ -31,11 +31,7 @@ GramSource = Literal["auto", "weights", "sampled"]
 """The choices of the config's string keys: a field annotated with one of these takes exactly
 its values, checked where the value is read (`_coerce`), with a did-you-mean for a near miss."""
 
-RANDOM_TOKEN_MODES = get_args(RandomTokens)
-INIT_SCHEMES = get_args(InitScheme)
-DISCRETE_METHODS = get_args(DiscreteMethod)
 TRAIN_METHODS = get_args(TrainMethod)
-SOLVERS = get_args(SolverName)
 GRAM_METHODS = ("gd", "flow")
 """Methods the Gram space follows exactly: a gradient step and the flow keep the Grams closed;
 coordinate-wise optimizers (Adam) and momentum do not."""
@@ -307,10 +303,6 @@ RENAMED_KEYS = {
 }
 """Format 1's keys that format 2 moved, to their new names. Wherever a key is given (a TOML file,
 `--set`, a sweep's axes) a format-1 name is read as its new one, so old files keep working."""
-
-
-SETTINGS_PREFIXES = ("settings.", "system.")
-"""Dotted keys of a System's own settings: `settings.KEY`, or `system.KEY` for short."""
 
 
 def current_key(key: str) -> str:

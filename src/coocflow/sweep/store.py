@@ -31,7 +31,6 @@ from coocflow.storage.run_folder import write_parquet
 from coocflow.sweep.spec import SweepSpec
 
 SWEEP_FORMAT_VERSION = 1
-STATES = ("done", "failed", "pending")
 
 
 class SweepStore:
