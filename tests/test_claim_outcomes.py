@@ -70,7 +70,8 @@ def test_an_init_lemma_is_judged_by_its_probability_delta_not_run_by_run():
     """L. D.1 holds with probability 1 - delta = 0.95 per run: 2 failing runs of 72 (the m1 sweep's) are
     what it allows (P(Binomial(72, 0.05) >= 2) = 0.88), 3 of 8 are not (0.006); a dynamics check gets
     no such allowance."""
-    from coocflow.verify.paper.claims import AT_PROBABILITY, PROBABILITY_LEVEL, within_probability
+    from coocflow.verify.declare import PROBABILITY_LEVEL, within_probability
+    from coocflow.verify.paper.claims import AT_PROBABILITY
     from coocflow.verify.paper.premises import DELTA
 
     name = "lemmaD.1_init_concentration"
@@ -85,3 +86,23 @@ def test_an_init_lemma_is_judged_by_its_probability_delta_not_run_by_run():
     assert row(claims_table(many), "D1")["verdict"] == "fail"
     t31 = width({"thm3.1_correct_by_T1": counts(passed=71, failed=1)})
     assert row(claims_table(t31), "T3.1")["verdict"] == "fail"
+
+
+def test_one_rule_forms_a_verdict_from_seed_verdicts_for_the_judge_and_for_summed_counts():
+    """`judge.tally_verdict`, which the judge applies to its seed runs and eq. (1)'s report to counts summed
+    over a width sweep: a run that cannot tell outranks passes, vacuous needs every applying run vacuous,
+    a failure outside the premises yields to one inside, and a lemma's allowance in probability applies
+    to failures inside its premises."""
+    from coocflow.verify.judge import tally_verdict
+    from coocflow.verify.paper.claims import _check_verdict
+
+    assert tally_verdict({"pass": 7, "inconclusive": 1}) == "inconclusive"
+    assert tally_verdict({"pass": 1, "vacuous": 7, "not applicable": 2}) == "pass"
+    assert tally_verdict({"vacuous": 7, "not applicable": 2}) == "vacuous"
+    assert tally_verdict({"not applicable": 3}) == tally_verdict({}) == "not applicable"
+    assert tally_verdict({"fail": 1, "fail outside premises": 5, "pass": 2}) == "fail"
+    assert tally_verdict({"fail outside premises": 5, "inconclusive": 2}) == "fail outside premises"
+    assert tally_verdict({"fail": 2, "pass": 70}, at_probability=0.05) == "pass"
+    assert tally_verdict({"fail": 3, "pass": 5}, at_probability=0.05) == "fail"
+    inconclusive = {**counts(passed=7, unchecked=0, of=8), "inconclusive": 1}
+    assert _check_verdict(inconclusive, E7) == "inconclusive", "the report counts a seed that cannot tell apart"

@@ -37,7 +37,7 @@ def test_run_load_verify_api(tmp_path):
     rates = verification.pass_rates()
     assert rates["thm3.1_all_correct"]["of"] == 2 and (tmp_path / "run" / "verify.json").is_file()
     assert rates["appendix_c_closed_forms"] == {"passed": 1, "failed": 0, "failed_outside_premises": 0, "vacuous": 0,
-                                                 "failed_unstated": 0, "passed_unstated_met": 0,
+                                                 "failed_unstated": 0, "passed_unstated_met": 0, "inconclusive": 0,
                                                  "unchecked": 0, "no_verdict": 0, "of": 1, "evidence": "identity"}
     table = verification.table()
     assert table.column("check").to_pylist() == list(rates) and table.num_rows == len(rates)

@@ -294,7 +294,8 @@ def test_verify_an_ensemble_with_diverged_seeds(tmp_path):
 
     judged = {c.id: c for c in verify_theorem(Eq1System.theorem(), [folder]).claims}
     counts = {"pass": "passed", "fail": "failed", "fail outside premises": "failed_outside_premises",
-              "vacuous": "vacuous", "not applicable": "unchecked", "no verdict": "no_verdict"}
+              "vacuous": "vacuous", "inconclusive": "inconclusive", "not applicable": "unchecked",
+              "no verdict": "no_verdict"}
     for name, rate in per_seed.items():
         assert judged[name].tally == {v: rate[k] for v, k in counts.items() if rate[k]}, name
         unstated = {k: rate[k] for k in ("failed_unstated", "passed_unstated_met")}
@@ -392,7 +393,7 @@ def test_a_gram_run_verifies_without_weights(tmp_path):
     assert verification.appendix_c == []
     assert verification.pass_rates()["appendix_c_closed_forms"] == {"passed": 0, "failed": 0, "failed_outside_premises": 0,
                                                                            "vacuous": 0, "failed_unstated": 0,
-                                                                           "passed_unstated_met": 0,
+                                                                           "passed_unstated_met": 0, "inconclusive": 0,
                                                                            "unchecked": 1, "no_verdict": 0, "of": 1,
                                                                            "evidence": "identity"}
     assert {p.id: p.met for p in verification.premises}["P9"] in (None, False)
@@ -448,8 +449,8 @@ def test_seed_series_splits_the_table_as_the_per_seed_masks_did():
 def test_eq1s_declaration_is_judged_alike_by_the_paper_report_and_by_the_judge_of_every_theorem(phenomena):
     """eq. (1)'s theorem is one public declaration (`Eq1System.theorem()`), judged by the judge of every
     System's theorem (`verify.judge`); the paper's report (`verify_run`) renders those verdicts. Its claims
-    table still combines each claim's verdict from the checks' counts (`claims._check_verdict`, `combine`),
-    so this ties the two: each check's verdict from its counts is the judge's, each premise the judge's
+    table forms each check's verdict from its counts by the judge's own rule (`claims._check_verdict` calls
+    `judge.tally_verdict`, so it also serves counts summed over a width sweep), so this ties the two: each check's verdict from its counts is the judge's, each premise the judge's
     measurement, and each of the 41 statements the judge's verdict (a check that has nothing to measure
     on a seed says so, `Outcome.applies`: "not applicable" in both). The judge judges unstated
     conditions on statements, not on checks."""
@@ -466,7 +467,8 @@ def test_eq1s_declaration_is_judged_alike_by_the_paper_report_and_by_the_judge_o
         paper = "diagnostic" if EVIDENCE[name] == "diagnostic" else _check_verdict(rates[name], name)
         ours = judged[name].verdict
         counts = {"pass": "passed", "fail": "failed", "fail outside premises": "failed_outside_premises",
-                  "vacuous": "vacuous", "not applicable": "unchecked", "no verdict": "no_verdict"}
+                  "vacuous": "vacuous", "inconclusive": "inconclusive", "not applicable": "unchecked",
+                  "no verdict": "no_verdict"}
         assert judged[name].tally == {v: rates[name][k] for v, k in counts.items() if rates[name][k]}, name
         assert ours == paper or (paper == "holds under an unstated condition" and ours == "fail"), (name, ours, paper)
     assert [(p["id"], p["value"], p["met"]) for p in declared.premises] == [

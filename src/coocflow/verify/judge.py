@@ -472,6 +472,37 @@ def seed_verdict(claim: Claim, holds: bool | None, unmet: list[str], values: dic
     return "pass"
 
 
+def allowed_by_probability(failed: int, runs: int, at_probability: float) -> bool:
+    """Whether `failed` failures (premises met) over `runs` seed runs are ones a claim stated with
+    probability 1 - `at_probability` allows: some failed, and `runs` runs that each fail with that
+    probability give as many or more with probability at least `PROBABILITY_LEVEL`."""
+    return (at_probability > 0 and failed > 0
+            and within_probability(failed, runs, at_probability) >= PROBABILITY_LEVEL)
+
+
+def tally_verdict(tally: dict[str, int], at_probability: float = 0.0) -> str:
+    """A non-diagnostic claim's verdict over seed runs from how many gave each seed verdict
+    (`seed_verdict`; `ClaimVerdict.tally`): pass when its failures are ones its probability allows
+    (`allowed_by_probability`), else fail (any failure with its premises met), fail outside premises,
+    inconclusive (a seed run that cannot tell), not applicable (on none), vacuous (vacuous on every seed
+    run it applies to), else pass. The one rule: `judge_on_runs` applies it to its seed runs, and a
+    theorem's own report to counts it summed over several judgings (eq. (1)'s width sweep)."""
+    runs = sum(tally.values())
+    failed = tally.get("fail", 0)
+    applying = runs - tally.get("not applicable", 0)
+    if allowed_by_probability(failed, runs, at_probability):
+        return "pass"
+    if failed:
+        return "fail"
+    if tally.get("fail outside premises", 0):
+        return "fail outside premises"
+    if tally.get("inconclusive", 0):
+        return "inconclusive"
+    if applying == 0:
+        return "not applicable"
+    return "vacuous" if tally.get("vacuous", 0) == applying else "pass"
+
+
 def _tally(claim: Claim, outcomes: list) -> dict[str, int]:
     verdicts = [seed_verdict(claim, holds, unmet, values) for holds, unmet, values, _, _ in outcomes]
     return {verdict: verdicts.count(verdict) for verdict in dict.fromkeys(verdicts)}
@@ -522,23 +553,17 @@ def judge_on_runs(claim: Claim, theorem: Theorem, runs: list[list[SeedRun]], met
                             _values_text(claim, measured), measured, tally=_tally(claim, outcomes), outcomes=found)
     failed = [o for o in outcomes if o[0] is False]
     inside = [o for o in failed if not o[1]]
-    unknown = [o for o in outcomes if o[0] is None and o[2].get("applies", True)]
-    applying = [o for o in outcomes if o[0] is not None or o[2].get("applies", True)]
-    allowed = (isinstance(claim, Check) and claim.at_probability > 0 and bool(inside)
-               and within_probability(len(inside), len(outcomes), claim.at_probability) >= PROBABILITY_LEVEL)
+    tally = _tally(claim, outcomes)
+    verdict = tally_verdict(tally, claim.at_probability if isinstance(claim, Check) else 0.0)
+    allowed = verdict == "pass" and bool(inside)
     if allowed:
-        verdict, where = "pass", [o for o in outcomes if o[0]] or outcomes
-    elif inside:
-        verdict, where = "fail", inside
-    elif failed:
-        verdict, where = "fail outside premises", failed
-    elif unknown:
-        verdict, where = "inconclusive", unknown
-    elif not applying:
-        verdict, where = "not applicable", outcomes
-    else:
-        vacuous = all(seed_verdict(claim, *o[:3]) == "vacuous" for o in applying)  # vacuous on every seed
-        verdict, where = ("vacuous" if vacuous else "pass"), applying
+        where = [o for o in outcomes if o[0]] or outcomes
+    elif verdict in ("fail", "fail outside premises", "not applicable"):
+        where = {"fail": inside, "fail outside premises": failed, "not applicable": outcomes}[verdict]
+    elif verdict == "inconclusive":
+        where = [o for o in outcomes if o[0] is None and o[2].get("applies", True)]
+    else:  # pass or vacuous: the seed runs it applies to
+        where = [o for o in outcomes if o[0] is not None or o[2].get("applies", True)]
     sentence = _claim_sentence(claim, verdict, where, len(outcomes))
     if allowed:
         _, _, values, label, seed = inside[0]
@@ -547,7 +572,7 @@ def judge_on_runs(claim: Claim, theorem: Theorem, runs: list[list[SeedRun]], met
                     f" >= {len(inside)}) = {within_probability(len(inside), len(outcomes), claim.at_probability):.2g} "
                     f">= {PROBABILITY_LEVEL:g}; e.g. {label} seed {seed}: {_numbers_text(claim, values)}")
     return ClaimVerdict(claim.id, claim.statement, kind, claim.evidence, verdict, sentence, measured,
-                        failed_runs=sorted(failed_runs), tally=_tally(claim, outcomes),
+                        failed_runs=sorted(failed_runs), tally=tally,
                         unstated=_unstated_counts(claim, theorem, outcomes, runs_of, met), outcomes=found)
 
 

@@ -19,8 +19,9 @@ from __future__ import annotations
 
 from coocflow.verify.paper.checks import CHECKS, EVIDENCE, EVIDENCE_CLASSES
 from coocflow.verify.paper.premises import UNSTATED
-from coocflow.verify.declare import PROBABILITY_LEVEL, STATEMENT_ORDER, Statement, within_probability
+from coocflow.verify.declare import STATEMENT_ORDER, Statement, within_probability
 from coocflow.verify.declare import Rate as DeclaredRate
+from coocflow.verify.judge import allowed_by_probability, tally_verdict
 from coocflow.verify.rate_judge import BOUND_TOLERANCE, ORDER_TOLERANCE
 
 INIT = ("P1", "P2")
@@ -327,22 +328,20 @@ over N runs judge the lemma by `within_probability`, not one by one."""
 
 
 def allowed_failures(name: str, rate: dict) -> bool:
-    """Whether a check's failures are ones its lemma allows: a check stated with probability 1 - delta
-    (`Check.at_probability`) whose failures over its seeds (or runs) are within delta at
-    `PROBABILITY_LEVEL`."""
-    delta = CHECKS[name].at_probability if name in CHECKS else 0.0
-    return bool(delta) and rate["failed"] > 0 and within_probability(rate["failed"], rate["of"], delta) >= PROBABILITY_LEVEL
+    """Whether a check's failures over its seeds (or runs) are ones its lemma allows
+    (`verify.judge.allowed_by_probability` with the check's `Check.at_probability`)."""
+    return allowed_by_probability(rate["failed"], rate["of"], CHECKS[name].at_probability if name in CHECKS else 0.0)
 
 
 def _check_verdict(rate: dict, name: str = "") -> str:
-    """A check's verdict from its counts over seeds (or runs): the first of `VERDICT_ORDER` present
-    (an `AT_PROBABILITY` check's failures within delta count as passes), and `HOLDS_UNSTATED` when
-    every failure is where an unstated condition is not met and some pass where it is."""
-    if allowed_failures(name, rate):
-        rate = {**rate, "passed": rate["passed"] + rate["failed"], "failed": 0}
-    verdict = combine(["fail"] * rate["failed"] + ["fail outside premises"] * rate["failed_outside_premises"]
-                      + ["pass"] * rate["passed"] + ["vacuous"] * rate.get("vacuous", 0)
-                      + ["not applicable"] * rate["unchecked"])
+    """A check's verdict from its counts over seeds (or runs, summed over a width sweep's judgings): the
+    judge's own rule on those counts (`verify.judge.tally_verdict`), and `HOLDS_UNSTATED` when every
+    failure is where an unstated condition is not met and some pass where it is (on one run the judge
+    weighs unstated conditions in the statements instead, which on counts summed over runs this does)."""
+    tally = {"fail": rate["failed"], "fail outside premises": rate["failed_outside_premises"], "pass": rate["passed"],
+             "vacuous": rate.get("vacuous", 0), "inconclusive": rate.get("inconclusive", 0),
+             "not applicable": rate["unchecked"]}
+    verdict = tally_verdict(tally, CHECKS[name].at_probability if name in CHECKS else 0.0)
     if (verdict == "fail" and rate.get("failed_unstated", 0) == rate["failed"]
             and rate.get("passed_unstated_met", 0) > 0):
         return HOLDS_UNSTATED

@@ -168,14 +168,15 @@ def verification_printed(folder: Path, verification: Verification) -> list[Any]:
                        if verification.appendix_c else "not evaluated: no weights saved (Gram space)")
     printed.append(identities)
     counts = {key: sum(rate.get(key, 0) for rate in rates.values())
-              for key in ("passed", "failed", "failed_outside_premises", "unchecked", "no_verdict")}
+              for key in ("passed", "failed", "failed_outside_premises", "inconclusive", "unchecked", "no_verdict")}
     premise_line = ""
     if verification.premises:
         met = sum(p.met is True for p in verification.premises)
         premise_line = f"premises {met}/{len(verification.premises)} met; "
     printed.append(Line(f"{premise_line}{summary_line(table)}; checks x seeds: {counts['passed']} pass, "
                         f"{counts['failed']} fail, {counts['failed_outside_premises']} fail outside premises, "
-                        f"{counts['unchecked']} not applicable, {counts['no_verdict']} diagnostic (no verdict)",
+                        + (f"{counts['inconclusive']} inconclusive, " if counts["inconclusive"] else "")
+                        + f"{counts['unchecked']} not applicable, {counts['no_verdict']} diagnostic (no verdict)",
                         markup=True))
     return printed
 

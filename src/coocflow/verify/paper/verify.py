@@ -46,16 +46,17 @@ VERDICTS = ("pass", "fail", "fail outside premises", "vacuous", "not applicable"
 
 
 TALLIED = {"pass": "passed", "fail": "failed", "fail outside premises": "failed_outside_premises", "vacuous": "vacuous",
-           "not applicable": "unchecked", "inconclusive": "unchecked", "no verdict": "no_verdict"}
-"""Where each seed verdict of `verify.judge.seed_verdict` is counted in `Verification.pass_rates`
-(a check that applies but cannot tell, and one that does not apply, are both unchecked there)."""
+           "not applicable": "unchecked", "inconclusive": "inconclusive", "no verdict": "no_verdict"}
+"""Where each seed verdict of `verify.judge.seed_verdict` is counted in `Verification.pass_rates`: a
+check that does not apply is unchecked, one that applies but cannot tell inconclusive (which the judge
+ranks above a pass)."""
 
 
 def check_counts(claim: ClaimVerdict) -> dict:
     """A check's verdict counts over seeds (`pass_rates`' row) from the judge's `ClaimVerdict`: its
     `tally` of seed verdicts and its `unstated` counts, with its evidence class."""
     counts = {key: 0 for key in ("passed", "failed", "failed_outside_premises", "vacuous", "failed_unstated",
-                                 "passed_unstated_met", "unchecked", "no_verdict")}
+                                 "passed_unstated_met", "inconclusive", "unchecked", "no_verdict")}
     for word, n in claim.tally.items():
         counts[TALLIED[word]] += n
     counts.update({key: claim.unstated.get(key, 0) for key in ("failed_unstated", "passed_unstated_met")})
@@ -169,7 +170,7 @@ def width_summary(v: Verification, m: int | None = None, m1: int | None = None) 
 
 
 COUNTED = ("passed", "failed", "failed_outside_premises", "vacuous", "failed_unstated", "passed_unstated_met",
-           "unchecked", "no_verdict", "of")
+           "inconclusive", "unchecked", "no_verdict", "of")
 """The verdict counts of `Verification.pass_rates` that add up over runs."""
 
 
@@ -204,7 +205,7 @@ def verdict_text(rate: dict) -> str:
     """A check's verdict over its seeds, in words: the single verdict for one seed, else counts."""
     counts = {"pass": rate["passed"], "FAIL": rate["failed"],
               "fail outside premises": rate.get("failed_outside_premises", 0), "vacuous": rate.get("vacuous", 0),
-              "not applicable": rate["unchecked"],
+              "inconclusive": rate.get("inconclusive", 0), "not applicable": rate["unchecked"],
               NO_VERDICT: rate.get("no_verdict", 0)}
     if rate["of"] == 1:
         return next(word for word, n in counts.items() if n)
