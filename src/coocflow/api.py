@@ -173,7 +173,7 @@ def run_and_write(config: Config, out: Path, force: bool = False,
 def _train_and_write(config: Config, out: Path, progress: Callable[[float], None] | None,
                      figures: bool | Sequence[str]) -> tuple[Path, "TrainedRun"]:
     """Train into the begun folder `out` (checkpointing it) and write the run there
-    (`runs.train_and_write`: an interrupt from the end of training to the folder's rename waits)."""
+    (`run.train_and_write`: an interrupt from the end of training to the folder's rename waits)."""
     from coocflow.run import train_and_write  # lazy: defers JAX, 1-3.6 s
 
     return out, train_and_write(config, out, progress, figures)

@@ -92,7 +92,7 @@ def _python_loop_baseline(trainable, frozen, data, lr: float, steps: int) -> flo
 
 
 def product_step_seconds(config, short: int, long: int, repeat: int = 2) -> float:
-    """Wall seconds a step of the training loop `coocflow run` trains with (`runs.train`: the seeds
+    """Wall seconds a step of the training loop `coocflow run` trains with (`run.train`: the seeds
     built, the chunked driver with its observations, divergence watch and seed groups), per step of
     the ensemble: warm trainings of `long` and `short` steps (each the best of `repeat` calls after a
     first that compiles) and their difference over `long - short`, so that what does not grow with

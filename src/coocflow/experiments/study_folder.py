@@ -111,7 +111,7 @@ def _read_npz(path: Path, what: str) -> tuple[dict, dict[str, np.ndarray]]:
 
 def read_variant(out: Path, variant: str, digests: Sequence[str]) -> EnsembleTraining:
     """The finished variant `write_variant` kept, refused when written for another config (its hash
-    not among `digests`, `runs.config_hashes`)."""
+    not among `digests`, `run.config_hashes`)."""
     path = StudyFolder(out).variant_file(variant)
     meta, arrays = _read_npz(path, "finished variant")
     if meta.get("config_hash") not in digests:

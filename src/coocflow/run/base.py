@@ -1,5 +1,5 @@
 """A trained run of any System and what its folder holds: `TrainedRun`, the abstract pattern's base with
-the generic implementation, which eq. (1) refines (`runs.eq1.Eq1TrainedRun`) and a user's System may too.
+the generic implementation, which eq. (1) refines (`run.eq1.Eq1TrainedRun`) and a user's System may too.
 
 The folder is the run folder format (storage/run_folder.py):
 
@@ -117,7 +117,7 @@ class TrainedRun:
     def train(cls, config: Config, progress: Callable[[float], None] | None = None,
               checkpoint_folder: Path | None = None) -> "TrainedRun":
         """Train `config.system` as `config.train` says; with `checkpoint_folder` (a folder begun by
-        `runs.begin_run_folder`) it checkpoints there and continues from a checkpoint it finds,
+        `run.begin_run_folder`) it checkpoints there and continues from a checkpoint it finds,
         bit for bit the uninterrupted run."""
         system = system_of(config)
         return cls(config, system, integrate(system, config, checkpoint_in(checkpoint_folder, config), progress))

@@ -9,7 +9,7 @@ per seed (`on_seed`, reading a seed's view: its `states["init"]`, `scales` and `
 the worst seed.
 "Much greater than 1" is made concrete as >= `MUCH_GREATER`. Init scales follow the manifest's
 scheme: theory s0 = c0/sqrt(Lm), s1 = c1/sqrt(m1); Kaiming uniform has the same variances at
-c0 = c0_cfg sqrt(Lm/(3d)), c1 = c1_cfg sqrt(m1/(3m)) (runs.eq1.INIT_NOTES).
+c0 = c0_cfg sqrt(Lm/(3d)), c1 = c1_cfg sqrt(m1/(3m)) (run.eq1.INIT_NOTES).
 """
 
 from __future__ import annotations
