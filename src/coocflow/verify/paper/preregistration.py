@@ -15,7 +15,7 @@ import json
 import sys
 from importlib import resources
 
-from coocflow.verify import exponents, rate_judge
+from coocflow.verify import declare, exponents, rate_judge
 from coocflow.verify.paper import (
     check_registry,
     checks,
@@ -60,7 +60,8 @@ def thresholds() -> dict[str, float]:
         "premises.GD_STEP_LIMIT": premises.GD_STEP_LIMIT,
         "premises.E7_NEURON_FACTOR": premises.E7_NEURON_FACTOR,
         "scaling.AXIS_INVARIANCE": scaling.AXIS_INVARIANCE,
-        "claims.PROBABILITY_LEVEL": claims.PROBABILITY_LEVEL,
+        # Recorded under claims., which re-exported it; the level is the declaration API's (judge.tally_verdict).
+        "claims.PROBABILITY_LEVEL": declare.PROBABILITY_LEVEL,
         "claims.AT_PROBABILITY": sorted(claims.AT_PROBABILITY),
     }
 
