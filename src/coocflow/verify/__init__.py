@@ -14,7 +14,6 @@ import sys
 import types
 from typing import Any
 
-
 from coocflow.verify.declare import (
     EVIDENCE_CLASSES,
     PREMISE_KINDS,
