@@ -5,6 +5,7 @@ to be replaced by the commit's hash once it is made. A maintainer's tool: run it
 in the commit that changes a rule, then add that change's entry (what, why, verdicts before and after)
 by hand. `python tests/reference/preregister.py`."""
 
+import argparse
 import json
 import re
 import subprocess
@@ -14,7 +15,7 @@ from pathlib import Path
 from coocflow.verify.paper.preregistration import RECORD, registered, registration
 
 ROOT = Path(__file__).resolve().parents[2]
-PATH = ROOT / "src" / "coocflow" / "phases" / RECORD
+PATH = ROOT / "src" / "coocflow" / "verify" / "paper" / RECORD
 
 
 def introduced(pattern: str, path: str) -> str:
@@ -63,4 +64,5 @@ def main() -> None:
 
 
 if __name__ == "__main__":
+    argparse.ArgumentParser(description=__doc__.split("\n\n")[0]).parse_args()
     main()
