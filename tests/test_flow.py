@@ -1,6 +1,8 @@
 """The ODE flow: agreement with gradient descent as lr -> 0, with tighter tolerances, exact
 identities along the computed trajectory, early stops, and no recompilation."""
 
+import os
+
 import diffrax
 import jax
 import jax.numpy as jnp
@@ -125,6 +127,19 @@ def test_flow_ensemble_matches_single_seed():
     both = train(flow_config(seeds=[2, 5]))
     alone = train(flow_config(seed=5))
     np.testing.assert_allclose(both.trajectory.series["loss"][1], alone.series["loss"], rtol=1e-9)
+
+
+def test_a_flow_seed_is_the_same_alone_and_in_an_ensemble():
+    """The flow runs a group's seeds one after another, each unbatched (`map_seeds(batched=False)`),
+    so what a seed computes does not depend on the ensemble it runs in: equal bit for bit, on one
+    machine. One seed more than the cores puts two seeds in one group."""
+    seeds = list(range((os.cpu_count() or 1) + 1))
+    ensemble = train(flow_config(seeds=seeds)).trajectory
+    for k, seed in enumerate(seeds):
+        alone = train(flow_config(seed=seed))
+        assert set(alone.series) - set(ensemble.series) == {"t", "step"}
+        for name, values in ensemble.series.items():
+            assert np.array_equal(values[k], alone.series[name], equal_nan=True), (seed, name)
 
 
 def test_flow_uses_jax_float64():

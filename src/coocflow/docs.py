@@ -17,7 +17,7 @@ HELP = {
     "name": "run name, used in titles and default folder names",
     "system": "what trains: `eq1` (eq. (1)), `deep`, `markov`, or your own as `file.py:Class` / `module:Class` (docs/systems.md)",
     "seed": "seed of data and initialization (a single run)",
-    "seeds": "an ensemble: these seeds run as one vmapped call; empty means just `seed`",
+    "seeds": "an ensemble: these seeds run as one compiled call per CPU core; empty means just `seed`",
     "dtype": "float64 or float32",
     "data.n": "training samples, a multiple of 6: groups n/2, n/6, n/6, n/6 (Assumption 2.3 (i))",
     "data.L": "tokens per sample, >= 3",

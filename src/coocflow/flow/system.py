@@ -227,7 +227,7 @@ def _flow_chunk(system: AbstractSystem, solver: Solver, events: tuple[FirstHit, 
         stats = {key: solution.stats[key] for key in ("num_steps", "num_accepted_steps", "num_rejected_steps")}
         return jax.tree.map(lambda a: a[0], last), observed, {**stats, "result": solution.result._value}, snap, found
 
-    return map_seeds(one_seed, moving, snap, found, initial, fixed, train, test)
+    return map_seeds(one_seed, moving, snap, found, initial, fixed, train, test, batched=False)
 
 
 def _drive(advance: Callable, carry: Any, plan: np.ndarray, pad: int | None, system: AbstractSystem,

@@ -1,8 +1,8 @@
 """What every integrator returns, and the chunked driver they share.
 
 All integrators work on a seed ensemble: every leaf of the model and the problem has a leading
-seed axis (a single run is an ensemble of one), the compiled step function is vmapped over it,
-and the series come back with shape (seeds, observed times). The host calls the compiled chunk
+seed axis (a single run is an ensemble of one), the compiled chunk maps the step function over it
+(`map_seeds`: vmapped for the discrete methods, one seed after another for the flow), and the series come back with shape (seeds, observed times). The host calls the compiled chunk
 function a few times so a progress bar can move, checks each chunk for non-finite values, and
 keeps, per seed, the observations before its first bad one and its last finite weights.
 """
@@ -27,7 +27,8 @@ than cores, which the cores' threads take in turn. Measured on the 2-core CPU wi
 against one group per core (128 seeds each), alternated: the 16 x 256 T1 table (the flow, Dopri8)
 58.3, 70.8, 61.4, 59.9 s against 51.8, 61.6, 55.5, 54.3, 56.3 s (13% less CPU time); `run paper
 --seeds 256` for 1000 GD steps 86.0, 77.8 s against 70.1, 64.3 s. A vmapped adaptive solve steps
-as long as its slowest seed, and smaller batches stay in cache."""
+as long as its slowest seed, and smaller batches stay in cache. (The flow's figures date from before
+it ran a group's seeds one after another, `map_seeds(batched=False)`.)"""
 
 
 def seed_groups(n_seeds: int, min_size: int = 1, max_size: int = SEED_GROUP_MAX) -> list[slice]:
@@ -77,16 +78,25 @@ def over_seed_groups(fn: Callable[[slice], Any], n_seeds: int, min_size: int = 1
     return jax.tree.map(lambda *leaves: jnp.concatenate(leaves, axis=0), *parts)
 
 
-def map_seeds(fn: Callable, *args: Any) -> Any:
-    """`jax.vmap(fn)(*args)` over the leading seed axis of every leaf; a single seed is one
-    unbatched call instead, with the axis put back, because tracing a vmapped Diffrax solve
-    costs twice an unbatched one (measured on the paper's flow chunk: 4.1 s against 1.9 s),
-    and the driver's seed groups are often of one seed."""
+def map_seeds(fn: Callable, *args: Any, batched: bool = True) -> Any:
+    """`fn` on every seed of `args` (the leading axis of every leaf), the results stacked along it:
+    `jax.vmap(fn)` where `batched`, else one seed after another in one compiled loop (`jax.lax.map`),
+    each seed's computation unbatched. A single seed is one unbatched call either way, with the axis
+    put back, because tracing a vmapped Diffrax solve costs twice an unbatched one (measured on the
+    paper's flow chunk: 4.1 s against 1.9 s), and the driver's seed groups are often of one seed.
+
+    The flow takes `batched=False`: a vmapped adaptive solve turns every branch of its step and
+    of its saving loop into a select over the whole batch, including the buffer of saved states,
+    which it rewrites at each saved time. Measured on 2 cores (warm, training seconds): `run theory`
+    with 8 seeds (neurons resolved, 200 saved states) 5.68 s vmapped against 1.72 s one after
+    another; the T1 table's 64 seeds at one width (no neurons, d = 16) 0.40 s against 0.27 s."""
     leaves = jax.tree.leaves(args)
     if leaves and all(leaf.shape[:1] == (1,) for leaf in leaves):
         out = fn(*jax.tree.map(lambda leaf: leaf[0], args))
         return jax.tree.map(lambda leaf: jnp.expand_dims(leaf, 0), out)
-    return jax.vmap(fn)(*args)
+    if batched:
+        return jax.vmap(fn)(*args)
+    return jax.lax.map(lambda seed_args: fn(*seed_args), args)
 
 
 def take_seeds(tree: Any, group: slice) -> Any:
