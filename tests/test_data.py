@@ -90,9 +90,10 @@ def test_unseen_test_tokens_need_a_token_the_training_set_lacks():
     ("theory", {"model.space": "gram", "model.m": 1 << 20, "init.gram_from": "sampled", "data.random_tokens": "uniform"}),
 ])
 def test_an_ensemble_is_its_seeds_built_one_by_one(target, overrides):
-    """`run.eq1.build_ensemble` derives the seeds' keys in one vmapped call and builds their sets on
-    the host: every leaf must equal, bit for bit, what building each seed alone and stacking gives
-    (the same integer key arithmetic, the same NumPy draws, the same sampler per key)."""
+    """`run.eq1.build_ensemble` derives the seeds' keys in one vmapped call, draws their states in one
+    thread per core and builds their sets on the host: every leaf must equal, bit for bit, what building
+    each seed alone and stacking gives (the same integer key arithmetic, the same NumPy draws, the same
+    sampler per key)."""
     import jax
 
     from coocflow.api import resolve_config

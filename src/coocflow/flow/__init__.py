@@ -12,6 +12,7 @@ from coocflow.flow.system import (
     integrate_flow,
     stack_seeds,
 )
+from coocflow.flow.trajectory import in_threads
 
-__all__ = ["EnsembleTraining", "event_record", "integrate", "integrate_discrete", "integrate_flow",
+__all__ = ["EnsembleTraining", "event_record", "in_threads", "integrate", "integrate_discrete", "integrate_flow",
            "observation_steps", "observation_times", "stack_seeds", "vector_field"]

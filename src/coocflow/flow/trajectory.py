@@ -12,7 +12,7 @@ from __future__ import annotations
 import os
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
-from typing import Any, Callable, NamedTuple, Protocol
+from typing import Any, Callable, NamedTuple, Protocol, Sequence
 
 import jax
 import jax.numpy as jnp
@@ -71,11 +71,26 @@ def over_seed_groups(fn: Callable[[slice], Any], n_seeds: int, min_size: int = 1
         parts = [fn(group) for group in groups]
         _COMPILED.add(seen)
     else:
-        if not _POOL:
-            _POOL.append(ThreadPoolExecutor(max_workers=os.cpu_count() or 1, thread_name_prefix="coocflow-seeds"))
-        futures = [_POOL[0].submit(fn, group) for group in groups]
+        futures = [_pool().submit(fn, group) for group in groups]
         parts = [future.result() for future in futures]
     return jax.tree.map(lambda *leaves: jnp.concatenate(leaves, axis=0), *parts)
+
+
+def _pool() -> ThreadPoolExecutor:
+    """One thread per core, shared by every caller in the process."""
+    if not _POOL:
+        _POOL.append(ThreadPoolExecutor(max_workers=os.cpu_count() or 1, thread_name_prefix="coocflow-seeds"))
+    return _POOL[0]
+
+
+def in_threads(fn: Callable[[Any], Any], items: Sequence[Any]) -> list:
+    """`[fn(item) for item in items]`, the items shared among one thread per core: for work that
+    spends its time inside JAX's compiled operations, which release the GIL (the first item runs
+    here first, so each operation is compiled once, not by two threads at the same time)."""
+    if len(items) <= 1:
+        return [fn(item) for item in items]
+    first = fn(items[0])
+    return [first, *_pool().map(fn, items[1:])]
 
 
 def map_seeds(fn: Callable, *args: Any, batched: bool = True) -> Any:

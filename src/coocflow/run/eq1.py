@@ -19,7 +19,8 @@ import numpy as np
 
 from coocflow.config import Config
 from coocflow.data import Dataset
-from coocflow.flow import EnsembleTraining, event_record, integrate, observation_steps, observation_times, stack_seeds
+from coocflow.flow import (EnsembleTraining, event_record, in_threads, integrate, observation_steps, observation_times,
+                           stack_seeds)
 from coocflow.model import Transformer
 from coocflow.model.state import State
 from coocflow.observables import Problem
@@ -47,7 +48,9 @@ def build_ensemble(config: Config) -> tuple[Transformer, Problem]:
     if len(seeds) == 1:  # its key directly: a vmapped derivation would compile a program for one seed
         models = [build_model(config, seeds[0])]
     else:
-        models = [initial_state(config, key) for key in seed_keys(seeds)]
+        # One thread per core: a seed's draw is a few large operations that release the GIL (at m = 75281
+        # with the neurons, 20 M Gaussians and their Grams: 8 seeds 12.3 -> 8.8 s on 2 cores, the same bits).
+        models = in_threads(functools.partial(initial_state, config), list(seed_keys(seeds)))
     return stack(models), stack([build_problem(config, s, host=True) for s in seeds])
 
 
