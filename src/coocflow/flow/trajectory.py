@@ -2,9 +2,10 @@
 
 All integrators work on a seed ensemble: every leaf of the model and the problem has a leading
 seed axis (a single run is an ensemble of one), the compiled chunk maps the step function over it
-(`map_seeds`: vmapped for the discrete methods, one seed after another for the flow), and the series come back with shape (seeds, observed times). The host calls the compiled chunk
-function a few times so a progress bar can move, checks each chunk for non-finite values, and
-keeps, per seed, the observations before its first bad one and its last finite weights.
+(`map_seeds`: vmapped for the discrete methods, one seed after another for the flow), and the
+series come back with shape (seeds, observed times). The host calls the compiled chunk function a
+few times so a progress bar can move, checks each chunk for non-finite values, and keeps, per
+seed, the observations before its first bad one and its last finite weights.
 """
 
 from __future__ import annotations
