@@ -41,6 +41,7 @@ from coocflow.flow.trajectory import (
     Snapshots,
     divergence_record,
     drive,
+    group_slicer,
     map_seeds,
     over_seed_groups,
     record_snapshot,
@@ -328,15 +329,15 @@ def integrate_discrete(system: AbstractSystem, optimizer: Optimizer, steps: np.n
     intervals = np.diff(np.asarray(steps, dtype=np.int64), prepend=0)
     slots = slot_table(len(intervals), run.snapshot_obs)
     total = max(1, int(intervals.sum()))
+    unchanged = group_slicer((keys, run.initial, fixed, run.train, run.test))
 
     def advance(carry, block, index):
         moving, opt_state, step, snap = carry
         marks = jnp.asarray(block), jnp.asarray(index), jnp.asarray(slots[index])
 
         def group(members):
-            return _discrete_chunk(compiled, optimizer, recorded, *take_seeds((moving, opt_state, step, snap, keys, run.initial,
-                                                                   fixed, run.train, run.test), members),
-                                   *marks, batch_size)
+            return _discrete_chunk(compiled, optimizer, recorded, *take_seeds((moving, opt_state, step, snap), members),
+                                   *unchanged(members), *marks, batch_size)
 
         moving, opt_state, step, snap, observed = over_seed_groups(group, len(seeds))
         return (moving, opt_state, step, snap), observed, {}
@@ -375,6 +376,7 @@ def integrate_flow(system: AbstractSystem, solver: Solver, times: np.ndarray, se
     shapes, closing = traced_shapes(events), closing_events(events)
     levels = jnp.asarray([e.level for e in events.values()], dtype)
     ends = jnp.asarray([e.window_end for e in events.values()], dtype)
+    unchanged = group_slicer((run.initial, fixed, run.train, run.test))
 
     def advance(carry, block, index):
         moving, t0, snap, found = carry
@@ -382,8 +384,8 @@ def integrate_flow(system: AbstractSystem, solver: Solver, times: np.ndarray, se
                  levels, ends)
 
         def group(members):
-            return _flow_chunk(compiled, solver, shapes, closing, recorded, *take_seeds((moving, snap, found, run.initial, fixed,
-                                                                      run.train, run.test), members), *marks)
+            return _flow_chunk(compiled, solver, shapes, closing, recorded, *take_seeds((moving, snap, found), members),
+                               *unchanged(members), *marks)
 
         moving, observed, stats, snap, found = over_seed_groups(group, len(seeds))
         return (moving, np.float64(block[-1]), snap, found), observed, stats

@@ -122,6 +122,20 @@ def take_seeds(tree: Any, group: slice) -> Any:
     return jax.tree.map(lambda leaf: leaf[group], tree)
 
 
+def group_slicer(tree: Any) -> Callable[[slice], Any]:
+    """`take_seeds(tree, group)`, taken once per group: for what every chunk passes unchanged (the initial
+    parameters, the fixed ones, the data), which slicing at each chunk would copy again."""
+    taken: dict[tuple[int, int], Any] = {}
+
+    def of(group: slice) -> Any:
+        key = (group.start, group.stop)
+        if key not in taken:
+            taken[key] = take_seeds(tree, group)
+        return taken[key]
+
+    return of
+
+
 def first_bad(observed: dict[str, np.ndarray], watched: tuple[str, ...]) -> tuple[np.ndarray, list[str | None]]:
     """Per seed, the index of the first observation with a non-finite watched quantity (or -1),
     and the first watched quantity that is non-finite there (`watched`: (seeds, times) series,
