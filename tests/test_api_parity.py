@@ -49,6 +49,18 @@ def test_the_api_and_the_command_write_the_same_folder(name, tmp_path):
     assert coocflow.load(cli).manifest.keys() == loaded.manifest.keys()
 
 
+def test_a_study_asked_for_no_figures_is_refused_as_the_command_refuses_it(tmp_path):
+    """A study draws its own figures: `coocflow.run("deep", figures=False)` used to draw them anyway,
+    where `coocflow run deep --no-figures` refuses; both now say so in one line, before training."""
+    from coocflow.errors import ConfigError
+
+    with pytest.raises(ConfigError, match="figures=False: deep is a study, which writes its own figures"):
+        coocflow.run("deep", overrides=OVERRIDES["deep"], out=tmp_path / "api", figures=False)
+    assert not (tmp_path / "api").exists()
+    done = CliRunner().invoke(app, ["run", "deep", "--no-figures", "--out", str(tmp_path / "cli")])
+    assert done.exit_code != 0 and "a study writes its own figures" in str(done.exception) + done.output
+
+
 def test_the_package_shows_its_api_and_an_unknown_command_gets_a_suggestion():
     """Two small things: dir(coocflow) lists the API, not Any, Path or Mapping; a mistyped
     command is answered with the nearest one."""

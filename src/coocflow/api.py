@@ -234,8 +234,12 @@ def run_study(config: Config, out: Path, force: bool = False, progress: Callable
 
 def execute(config: Config, out: Path, force: bool = False, figures: bool | Sequence[str] = True) -> Path:
     """Train `config` and write its folder: the study it names (`study_of`) or a run of eq. (1)
-    (`run_and_write`); what `coocflow run` and `coocflow.run` both do."""
+    (`run_and_write`); what `coocflow run` and `coocflow.run` both do. A study draws its own figures,
+    so `figures` other than the default is refused there, as `coocflow run NAME --no-figures` is."""
     if study_of(config) is not None:
+        if figures is not True:
+            raise ConfigError(f"figures={figures!r}: {config.name} is a study, which writes its own figures; "
+                              "leave figures at its default")
         return run_study(config, out, force=force)[0]
     return run_and_write(config, out, force=force, figures=figures)[0]
 

@@ -21,7 +21,7 @@ from pathlib import Path
 import numpy as np
 import pyarrow.parquet as pq
 
-from coocflow.api import execute, resolve_config
+from coocflow.api import execute, resolve_config, study_of
 
 HERE = Path(__file__).resolve().parent
 FLOAT64_EPS = float(np.finfo(np.float64).eps)
@@ -80,7 +80,8 @@ def column_spreads(a_tables: dict, b_tables: dict) -> dict[str, float]:
 
 def reference_tables(experiment: str, overrides: dict, out: Path) -> dict:
     """Every metrics table the run writes (a study's include its variants), by path in its folder."""
-    folder = execute(resolve_config(experiment, overrides), out, force=True, figures=False)
+    config = resolve_config(experiment, overrides)
+    folder = execute(config, out, force=True, **({} if study_of(config) else {"figures": False}))
     return {str(path.relative_to(folder)): pq.read_table(path) for path in sorted(folder.rglob("metrics.parquet"))}
 
 
