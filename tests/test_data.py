@@ -108,3 +108,43 @@ def test_an_ensemble_is_its_seeds_built_one_by_one(target, overrides):
     assert jax.tree.structure(alone) == jax.tree.structure(together)
     for a, b in zip(jax.tree.leaves(alone), jax.tree.leaves(together)):
         assert a.dtype == b.dtype and np.array_equal(np.asarray(a), np.asarray(b))
+
+
+def test_a_data_set_is_drawn_once_per_process_and_handed_out_read_only(monkeypatch):
+    """A sweep's jobs differ in width, not in data: the second job of the same seeds takes their sets
+    from the process's store (`cooccurrence._remembered`) with the very bits of a fresh draw, and
+    nobody can write into what the next caller is handed. The store forgets the oldest sets past
+    `DRAWN_KEPT_BYTES`, and a seen/unseen test set is keyed by the training set it draws from."""
+    from coocflow.data import cooccurrence
+
+    cfg = DataConfig(n=36, L=5, d=400, random_tokens="distinct", n_test=50, test_tokens="unseen")
+    draws = []
+    for name in ("_draw_train", "_draw_test"):
+        original = getattr(cooccurrence, name)
+        monkeypatch.setattr(cooccurrence, name, lambda *args, _f=original, _n=name: draws.append(_n) or _f(*args))
+    monkeypatch.setattr(cooccurrence, "_DRAWN", type(cooccurrence._DRAWN)())
+    monkeypatch.setattr(cooccurrence, "_DRAWN_BYTES", [0])
+
+    def sets(seed):
+        train = make_train_set(cfg, seed, host=True)
+        return train, make_test_set(cfg, seed, train, host=True)
+
+    first = [sets(s) for s in range(3)]
+    again = [sets(s) for s in range(3)]
+    assert draws == ["_draw_train", "_draw_test"] * 3
+    for (train_a, test_a), (train_b, test_b) in zip(first, again):
+        for a, b in ((train_a, train_b), (test_a, test_b)):
+            for field in ("tokens", "labels", "groups"):
+                np.testing.assert_array_equal(getattr(a, field), getattr(b, field))
+    fresh_train = cooccurrence._draw_train(cfg, 1)
+    np.testing.assert_array_equal(again[1][0].tokens, fresh_train[0])
+    with pytest.raises(ValueError, match="read-only"):
+        again[0][0].tokens[0, 0] = 0
+    other_train = make_train_set(cfg, 7)
+    unseen_of_other = make_test_set(cfg, 0, other_train, host=True)
+    assert draws[-2:] == ["_draw_train", "_draw_test"], "a test set drawn from another pool is drawn again"
+    assert not np.array_equal(unseen_of_other.tokens, again[0][1].tokens)
+    monkeypatch.setattr(cooccurrence, "DRAWN_KEPT_BYTES", 1)
+    make_train_set(cfg, 11)
+    assert list(cooccurrence._DRAWN) == [("train", 36, 5, 400, "distinct", 11)]
+    assert cooccurrence._DRAWN_BYTES[0] == sum(t.nbytes + g.nbytes for t, g in cooccurrence._DRAWN.values())
