@@ -205,3 +205,33 @@ def test_observe_locate_names_only_the_systems_events():
     with pytest.raises(ConfigError, match=r'expected a list of names, e.g. observe.locate = \["all_correct"\]'):
         resolve_config("theory", ["observe.locate=all_correct"])
     assert "locate" not in resolve_config("theory", []).to_dict()["observe"], "unset, a run's record is as before"
+
+
+def test_fewer_locating_steps_reuse_the_program_and_keep_the_located_times(two_grids):
+    """`observe.locate_steps` is a traced input of the locating program: 2 steps instead of 16
+    compile nothing new, locate every event the 16-step run located, inside the same bracket, and
+    move it by less than `LOCATED_TO` (the bound the grid is held to) but not by nothing, so the
+    setting is really read."""
+    from coocflow.errors import ConfigError
+    from coocflow.flow import discrete
+
+    coarse, _ = two_grids
+    traced = discrete.TRACE_COUNTS["locate"]
+    overrides = [f"{k}={v}" for k, v in {**SMALL_THEORY, "observe.points": 100, "observe.chunks": 2,
+                                         "observe.locate_steps": 2}.items()]
+    few = train(resolve_config("theory", overrides)).trajectory
+    assert discrete.TRACE_COUNTS["locate"] == traced
+    moved = 0
+    for name in coarse.events:
+        assert np.array_equal(few.events_located[name], coarse.events_located[name]), name
+        located = coarse.events_located[name]
+        change = np.abs(few.events[name] - coarse.events[name])[located] / coarse.events[name][located]
+        assert np.all(change < LOCATED_TO), (name, change.max())
+        index = np.searchsorted(few.t, coarse.events[name][located])
+        assert np.all((few.t[index - 1] < few.events[name][located]) & (few.events[name][located] <= few.t[index])), name
+        moved += int(np.sum(change > 0))
+    assert moved > 0, "two steps give other roots than sixteen: the setting is read"
+    with pytest.raises(ConfigError, match=r"observe.locate_steps: the fewest steps of an event's locating solve, 1 to 256 "
+                                          r"\(got 0\); 16 is the default"):
+        resolve_config("theory", ["observe.locate_steps=0"])
+    assert "locate_steps" not in resolve_config("theory", []).to_dict()["observe"], "at its default, a run's record is as before"

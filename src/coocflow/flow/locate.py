@@ -29,7 +29,8 @@ ROOT_RTOL = 1e-13
 far below any solver rtol, so the located time is as good as the solution it is read from."""
 
 LOCATE_STEPS = 16
-"""The solve that locates an event takes at least this many steps between its two observations:
+"""The solve that locates an event takes at least this many steps between its two observations
+(the default of `observe.locate_steps`, a traced input of the program, so another value compiles nothing):
 a root found on a step's interpolation is only as good as the interpolant inside the step, which
 for the flow's late, long steps is far worse than the step's own error (T* at m = 2^15 moved
 1.5e-6 relative between 100 and 199 observations where the loss itself agreed to 1.2e-8)."""
@@ -81,11 +82,12 @@ def _event_gaps(system, observe: Callable, events: tuple[FirstHit, ...], signs: 
 
 @eqx.filter_jit
 def _locate_program(system, solver, observe: Callable, events: tuple[FirstHit, ...], before, t_lo, t_hi, which,
-                    active, levels, fixed, initial, train, test):
-    """For every (seed, event) pair (leading axis of every argument but `levels`): the flow from
+                    active, levels, steps, fixed, initial, train, test):
+    """For every (seed, event) pair (leading axis of every argument but `levels` and `steps`): the flow from
     `t_lo` (parameters `before`) towards `t_hi`, stopped where event `which`'s gap crosses zero
     (its root bracketed by `IntervalBisection` on the solver's interpolation). A pair that is not `active` only pads
-    the program's shape: it takes one step, not `LOCATE_STEPS`, and its result is ignored."""
+    the program's shape: it takes one step, not `steps` (at least: each step is at most 1/`steps` of the
+    pair's interval), and its result is ignored."""
     TRACE_COUNTS["locate"] += 1
     signs = tuple(1.0 if e.rising else -1.0 for e in events)
     needs = None if any(not e.needs for e in events) else frozenset(n for e in events for n in e.needs)
@@ -100,7 +102,7 @@ def _locate_program(system, solver, observe: Callable, events: tuple[FirstHit, .
         solution = diffrax.diffeqsolve(
             diffrax.ODETerm(lambda t, y, args: velocity_of(system, objective, y, fixed, train)), solver.diffrax_solver(),
             t0, t1, None, y0, saveat=diffrax.SaveAt(t1=True),
-            stepsize_controller=solver.controller(system.error_norm, jnp.where(active, (t1 - t0) / LOCATE_STEPS, t1 - t0)),
+            stepsize_controller=solver.controller(system.error_norm, jnp.where(active, (t1 - t0) / steps, t1 - t0)),
             max_steps=LOCATE_MAX_STEPS, throw=False, event=diffrax.Event(gap, root_finder=root, direction=True))
         return solution.ts[-1], solution.event_mask
 
@@ -111,7 +113,7 @@ def _locate_program(system, solver, observe: Callable, events: tuple[FirstHit, .
 
 def locate(system, solver, observe: Callable, events: dict[str, FirstHit], levels: np.ndarray, carry: EventCarry,
            times: np.ndarray, series: dict[str, np.ndarray], fixed, initial, train, test,
-           only: tuple[str, ...] | None = None) -> Located:
+           only: tuple[str, ...] | None = None, steps: int = LOCATE_STEPS) -> Located:
     """Every event's time per seed: located between the observations that bracket its first hit
     when the driver kept the parameters before it (`carry`), else the grid time (an event at the
     first observation, or one that held before a resume from a checkpoint without events).
@@ -120,7 +122,7 @@ def locate(system, solver, observe: Callable, events: dict[str, FirstHit], level
     `observe(system, names, params, fixed, initial, train, test)` gives the observables `names`
     (all when None) of one seed's parameters. `only` names the events to locate (None: all); the
     others keep their grid times (the program keeps its shape: their pairs take one step and are
-    ignored)."""
+    ignored). `steps`: the fewest steps of a locating solve (`observe.locate_steps`)."""
     names = tuple(events)
     before_obs, hit_obs = np.asarray(carry.before_obs), np.asarray(carry.hit_obs)
     n_seeds = len(hit_obs)
@@ -163,10 +165,11 @@ def locate(system, solver, observe: Callable, events: dict[str, FirstHit], level
     per_pair = jax.tree.map(lambda leaf: np.asarray(leaf)[seed_of], (fixed, initial, train, test))
     start = jax.tree.map(lambda leaf: np.asarray(leaf)[seed_of, event_of], carry.before)
     shapes, levels = traced_shapes(events), jnp.asarray(levels, dtype=jnp.asarray(lo).dtype)
+    fewest = np.asarray(steps, dtype=np.asarray(lo).dtype)
 
     def group(members: slice):
         mine = take_seeds((start, lo, hi, event_of, active, *per_pair), members)
-        return _locate_program(system, solver, observe, shapes, *mine[:5], levels, *mine[5:])
+        return _locate_program(system, solver, observe, shapes, *mine[:5], levels, fewest, *mine[5:])
 
     found, fired = over_seed_groups(group, padded, LOCATE_MIN_GROUP, max_size=0)
     found, fired, lo, hi = (np.asarray(a)[: bracket.size].reshape(bracket.shape) for a in (found, fired, lo, hi))

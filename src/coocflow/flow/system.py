@@ -23,7 +23,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from coocflow import interrupts
-from coocflow.config import Config
+from coocflow.config import Config, ObserveConfig
 from coocflow.flow.events import (
     closing_events,
     event_carry,
@@ -354,7 +354,8 @@ def integrate_flow(system: AbstractSystem, solver: Solver, times: np.ndarray, se
                    chunks: int = 25, checkpoint: Checkpoint | None = None,
                    progress: Callable[[float], None] | None = None, snapshot_obs: np.ndarray = (),
                    ensemble: tuple[Any, Any, Any] | None = None, stop_at: str = "",
-                   locate_only: tuple[str, ...] = (), only: tuple[str, ...] = ()) -> EnsembleTraining:
+                   locate_only: tuple[str, ...] = (), only: tuple[str, ...] = (),
+                   locate_steps: int = ObserveConfig.locate_steps) -> EnsembleTraining:
     """Follow the flow d(params)/dt = `system.velocity` for every seed with `solver`, observing at
     `times` (starting at 0). A seed stops where its solver gives up (status `stopped`, with
     Diffrax's reason) or a watched value turns non-finite (`diverged`); solver statistics per seed
@@ -362,8 +363,9 @@ def integrate_flow(system: AbstractSystem, solver: Solver, times: np.ndarray, se
     parameters and the time at a chunk boundary) resumes exactly. Snapshots are the solver's
     solution at the observed times, as observed. `ensemble` as for `integrate_discrete`; `stop_at`
     (`reached` or a first-hit event's name) ends the run after the chunk in which every seed got there;
-    `locate_only` names the events located between observations (empty: all; `observe.locate`); `only`
-    the observables it records (`recorded_observables`; empty: all)."""
+    `locate_only` names the events located between observations (empty: all; `observe.locate`), `locate_steps`
+    the fewest steps of each locating solve (`observe.locate_steps`); `only` the observables it records
+    (`recorded_observables`; empty: all)."""
     run = _ensemble(system, seeds, ensemble, snapshot_obs)
     compiled = system.traced()
     recorded = recorded_observables(system, only)
@@ -406,7 +408,7 @@ def integrate_flow(system: AbstractSystem, solver: Solver, times: np.ndarray, se
         from coocflow.flow.locate import locate  # lazy: imports Diffrax, which discrete training never needs
 
         located = locate(compiled, solver, _observed_only, events, np.asarray(levels), driven.carry[3], times,
-                         driven.series, fixed, run.initial, run.train, run.test, locate_only or None)
+                         driven.series, fixed, run.initial, run.train, run.test, locate_only or None, locate_steps)
         result.events = {name: located.times[:, k] for k, name in enumerate(events)}
         result.events_located = {name: located.located[:, k] for k, name in enumerate(events)}
         result.event_settings = {name: event_settings(e) for name, e in events.items()}
@@ -443,7 +445,7 @@ def integrate(system: AbstractSystem, config: Config, checkpoint: Checkpoint | N
     if config.is_flow:
         return integrate_flow(system, Solver.of(config.solver, dtype), grid, config.seed_list, config.observe.chunks,
                               checkpoint, progress, snapshot_obs, ensemble, config.train.stop_at, config.observe.locate,
-                              config.observe.only)
+                              config.observe.only, config.observe.locate_steps)
     train = config.train
     batch_size = 0 if train.method == "gd" or train.batch_size in (0, config.data.n) else train.batch_size
     return integrate_discrete(system, Optimizer.of(train.method, config.optimizer, dtype), grid, config.optimizer.lr, config.seed_list,

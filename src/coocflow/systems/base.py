@@ -38,11 +38,12 @@ a seed (the driver's watched quantities); dropped from the series that come back
 
 PROGRAM_INPUTS = ("name", "seed", "seeds", "train.t_end", "optimizer.lr", "optimizer.momentum", "optimizer.b1",
                   "optimizer.b2", "optimizer.eps", "optimizer.weight_decay", "solver.rtol", "solver.atol",
-                  "observe.start", "observe.checkpoint_every_s")
+                  "observe.start", "observe.checkpoint_every_s", "observe.locate_steps")
 """Config keys whose values the compiled loops take as inputs, never as shapes or static settings:
 the seeds' values (not their number), the learning rate and the optimizer's other hyperparameters,
 the solver's tolerances, the flow's end and its first observed time (the observation grid's
-values), how often to checkpoint. Runs that differ only in these share one compiled program.
+values), how often to checkpoint, the fewest steps of a locating solve. Runs that differ only in these share
+one compiled program.
 Snapshots are not among them: their number shapes the carry and the grid."""
 
 
