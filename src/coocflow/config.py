@@ -137,7 +137,8 @@ class SolverConfig:
 
 
 LOCATE_STEPS_MAX = 256
-"""The most `observe.locate_steps` may ask: a locating solve gives up after 1024 steps (`flow.locate`)."""
+"""The most `observe.locate_steps` may ask: a locating solve gives up after 1024 steps
+(`flow.locate.LOCATE_MAX_STEPS`), and keeps the event's grid time."""
 
 
 @dataclass(frozen=True)

@@ -18,6 +18,7 @@ import jax.numpy as jnp
 import numpy as np
 import optimistix
 
+from coocflow.config import ObserveConfig
 from coocflow.flow.discrete import TRACE_COUNTS
 from coocflow.flow.events import EventCarry, traced_shapes
 from coocflow.flow.ode import velocity_of
@@ -28,7 +29,7 @@ ROOT_RTOL = 1e-13
 """Relative width of the bracket at which the bisection for an event's time on the solver's interpolation stops:
 far below any solver rtol, so the located time is as good as the solution it is read from."""
 
-LOCATE_STEPS = 16
+LOCATE_STEPS = ObserveConfig.locate_steps
 """The solve that locates an event takes at least this many steps between its two observations
 (the default of `observe.locate_steps`, a traced input of the program, so another value compiles nothing):
 a root found on a step's interpolation is only as good as the interpolant inside the step, which
