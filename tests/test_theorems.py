@@ -277,6 +277,32 @@ def test_a_system_declared_in_a_test_runs_through_every_command_with_its_theorem
     assert "exponential decay" in page and "|x|^2 is a quarter of its start" in page, "the report shows the verdicts"
 
 
+def test_a_system_that_starts_non_finite_says_so_and_nothing_judges_an_empty_run(tmp_path):
+    """Every seed non-finite at t = 0 (by GD and by the flow): the run stops at once with one line saying
+    nothing was observed (the flow is not left to reject steps until max_steps), its figure says so,
+    `verify` refuses in one line (a verdict would be vacuous) and `report` writes its page."""
+    from conftest import coocflow_here
+
+    source = tmp_path / "decay.py"
+    source.write_text(DECAY.replace("return 1.0 + jax.random.uniform(key, (self.size,))",
+                                    "return jnp.full((self.size,), jnp.inf)"))
+    toml = tmp_path / "decay.toml"
+    toml.write_text(DECAY_TOML.format(source=source))
+    for method, sets in (("flow", []), ("gd", ["train.method=gd", "train.t_end=0", "train.steps=50"])):
+        out = tmp_path / method
+        done = coocflow_here("run", toml, *[arg for key in sets for arg in ("--set", key)], "--out", out)
+        assert done.returncode == 2, done.stdout + done.stderr
+        assert "2 of 2 seeds diverged (seed 0: loss is non-finite at t=0, the first observation, so nothing was " \
+               "observed)" in " ".join(done.stderr.split()), done.stderr
+        manifest = json.loads((out / "manifest.json").read_text())
+        assert [seed["status"] for seed in manifest["per_seed"]] == ["diverged", "diverged"]
+        assert (out / "training.png").is_file()
+        judged = coocflow_here("verify", out)
+        assert judged.returncode == 2 and "no seed was observed even once" in judged.stderr, judged.stderr
+        assert "Traceback" not in judged.stderr
+        assert coocflow_here("report", out).returncode == 0
+
+
 def test_a_theorem_declares_its_own_sweep_and_verify_scaling_takes_it(at_root, tmp_path):
     """A theorem's `scaling` hook (`verify.scaling.ScalingDesign`), as eq. (1)'s width sweep uses it, for
     another System: Saxe's network swept along its own axis name `strength`, where every run moves

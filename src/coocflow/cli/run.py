@@ -230,6 +230,11 @@ def _train_and_write(target: Optional[str], set_: list[str], seed: Optional[int]
         why = div.get("reason") or f"{div['quantity']} became non-finite"
         fix = "" if div.get("reason") else "; lower optimizer.lr" + (
             " or use dtype=float64 (float32 overflows past 3.4e38)" if config.dtype == "float32" else "")
+        if div.get("last_finite_t") is None and not div.get("reason"):  # at the first observation: the start itself
+            raise CoocflowError(
+                f"{len(failed)} of {len(result.seeds)} seeds {status} (seed {seed}: {div['quantity']} is non-finite at "
+                f"t={div['t']:g}, the first observation, so nothing was observed); the initial parameters are not "
+                f"finite: check the initialization (the folder {folder} keeps them)")
         raise CoocflowError(
             f"{len(failed)} of {len(result.seeds)} seeds {status} (seed {seed}: {why} at t={div['t']:g}, "
             f"last finite observation t={div['last_finite_t']}); observations before it are kept in {folder}{fix}")

@@ -12,10 +12,15 @@ BAND = (0.1, 0.9)
 
 def median_band(values: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """(10% quantile, median, 90% quantile) over seeds (axis 0), ignoring NaN: a diverged seed
-    is NaN after its divergence and drops out; a time no seed reached gives NaN, silently."""
+    is NaN after its divergence and drops out; a time no seed reached gives NaN, silently, and so does
+    every time of an ensemble with no seed observed at all (every seed diverged at t = 0)."""
+    values = np.asarray(values, dtype=float)
+    if values.shape[0] == 0:
+        nothing = np.full(values.shape[1:], np.nan)
+        return nothing, nothing, nothing
     with np.errstate(all="ignore"), warnings.catch_warnings():
         warnings.simplefilter("ignore", RuntimeWarning)
-        low, mid, high = np.nanquantile(np.asarray(values, dtype=float), [BAND[0], 0.5, BAND[1]], axis=0)
+        low, mid, high = np.nanquantile(values, [BAND[0], 0.5, BAND[1]], axis=0)
     return low, mid, high
 
 

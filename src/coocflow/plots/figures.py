@@ -103,7 +103,7 @@ def band(values: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     vectorised `np.quantile` when no value is NaN (the same numbers; `np.nanquantile` loops over
     the columns in Python, ~8 ms a curve), and by `median_band` itself otherwise."""
     values = np.asarray(values, dtype=float)
-    if np.isnan(values).any():
+    if np.isnan(values).any() or values.shape[0] == 0:
         return median_band(values)
     low, mid, high = np.quantile(values, [BAND[0], 0.5, BAND[1]], axis=0)
     return low, mid, high

@@ -35,6 +35,10 @@ def training_figure(t: np.ndarray, series: dict[str, np.ndarray], loss_name: str
     fig, axes = plt.subplots(rows, columns, figsize=(4.6 * columns, 3.4 * rows), constrained_layout=True, squeeze=False)
     shown = t > 0
     for ax, name in zip(axes.ravel(), names):
+        if not shown.any():  # every seed diverged at t = 0 (the table has no row), or only t = 0 was observed
+            ax.text(0.5, 0.5, "nothing observed after t = 0", ha="center", va="center", transform=ax.transAxes)
+            ax.set(title=name, xticks=[], yticks=[])
+            continue
         for index, member in enumerate(groups[name]):
             band_curve(ax, t[shown], series[member][:, shown], member, f"C{index % 10}")
         values = np.concatenate([series[member][:, shown].ravel() for member in groups[name]])

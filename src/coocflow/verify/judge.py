@@ -164,6 +164,11 @@ def seed_runs(folder: Path, theorem: Theorem, verify: dict | None = None) -> lis
                 raise ConfigError(f"theorem {theorem.name!r}: its reads failed on seed {seed} "
                                   f"({type(err).__name__}: {err}); fix the function") from None
         runs.append(run_of_seed)
+    if not runs:  # every seed diverged at t = 0: a verdict would be vacuous
+        divergence = manifest.get("divergence") or {}
+        why = f" ({divergence['quantity']} not finite)" if divergence.get("quantity") else ""
+        raise RunFolderError(f"{folder}: no seed was observed even once{why}, so there is nothing to judge; "
+                             "start from finite parameters (`coocflow show` says where each seed stopped)")
     return runs
 
 
