@@ -114,6 +114,23 @@ def test_declarations_are_checked_when_declared():
                 quantities={"q": Computed(lambda run: 1.0)})
     with pytest.raises(ConfigError, match=r"claim C: a bound needs an upper or a lower constant"):
         Theorem(name="x", claims=(Bound(id="C", statement="", quantity="q"),), quantities={"q": Computed(lambda r: 1.0)})
+    with pytest.raises(ConfigError, match=r"claim R is a rate along model.mm, which is not a config key; did you mean "
+                                          r"model.m\?$"):
+        Theorem(name="x", claims=(Rate(id="R", statement="", quantity="q", axis="model.mm", exponent=1),),
+                quantities={"q": Computed(lambda run: 1.0)})
+    with pytest.raises(ConfigError, match=r"claim R: its design's values .* must be positive and finite \(got -1.0\)"):
+        Theorem(name="x", claims=(Rate(id="R", statement="", quantity="q", axis="settings.k", exponent=1,
+                                       design=(-1.0, 1.0, 2.0)),), quantities={"q": Computed(lambda run: 1.0)})
+
+    @dataclasses.dataclass(frozen=True)
+    class Own:
+        scale: float = 1.0
+
+    along = Theorem(name="x", claims=(Rate(id="R", statement="", quantity="q", axis="settings.scael", exponent=1),),
+                    quantities={"q": Computed(lambda run: 1.0)})
+    assert along.setting_problems(Own) == ["claim R is a rate along settings.scael, which the System does not declare "
+                                           "as a setting; did you mean settings.scale?"]
+    assert along.setting_problems(None)[0].endswith("(its settings: none)")
 
 
 DECAY = '''
@@ -301,6 +318,24 @@ def test_a_system_that_starts_non_finite_says_so_and_nothing_judges_an_empty_run
         assert judged.returncode == 2 and "no seed was observed even once" in judged.stderr, judged.stderr
         assert "Traceback" not in judged.stderr
         assert coocflow_here("report", out).returncode == 0
+
+
+def test_verify_scaling_refuses_values_and_settings_it_cannot_sweep_before_any_folder(tmp_path):
+    """A rate along the key is fit on the values' logarithms, so a value <= 0 is refused; a setting the
+    System does not declare is refused: both in one line, before a run folder exists."""
+    from conftest import coocflow_here
+
+    source = tmp_path / "decay.py"
+    source.write_text(DECAY)
+    toml = tmp_path / "decay.toml"
+    toml.write_text(DECAY_TOML.format(source=source))
+    for args, message in ((["settings.k", "--values", "-1,1,2"], "--values: -1 is not a positive number, and the rate "
+                                                                  "D4 along settings.k is fit on the values' logarithms"),
+                          (["system.kk", "--values", "1,2"], "unknown setting 'settings.kk'")):
+        out = tmp_path / "scaling"
+        done = coocflow_here("verify", toml, "--scaling", *args, "--out", out)
+        assert done.returncode == 2 and message in " ".join(done.stderr.split()), done.stderr
+        assert not out.exists()
 
 
 def test_a_theorem_declares_its_own_sweep_and_verify_scaling_takes_it(at_root, tmp_path):

@@ -11,6 +11,8 @@ computes: every callable receives the System (built from the run's config) or on
 
 from __future__ import annotations
 
+import dataclasses
+import difflib
 import math
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -18,7 +20,7 @@ from typing import Any, Callable, Mapping, Union
 
 import numpy as np
 
-from coocflow.config import Config
+from coocflow.config import Config, current_key, is_known_key, suggest_key
 from coocflow.errors import ConfigError
 from coocflow.verify.rate_judge import KINDS, ORDER_TOLERANCE, RateTest
 
@@ -85,8 +87,9 @@ def number(value: Number, system: Any) -> float:
 
 @dataclass(frozen=True)
 class Crossing:
-    """The first time `observable` reaches `level` from below (`rising`) or from above: located
-    linearly between the two observations that bracket it (None when it never does)."""
+    """The first time `observable` reaches `level` from below (`rising`) or from above: located between
+    the two observations that bracket it, on the cubic through the four around them (a straight line
+    where fewer than four are finite; `judge._crossing`), None when it never does."""
 
     observable: str
     level: Number
@@ -378,6 +381,20 @@ STATEMENT_ORDER = ("fail", "fail outside premises", "holds under an unstated con
 `vacuous` evidence counts neither way, so a statement is vacuous only when nothing else decides it."""
 
 
+def _rate_problems(claim: "Rate"):
+    """A rate's keys and design, checked where it is declared: every key it names is one a sweep can set,
+    and its design's values are positive and finite (the rate is fit on log axis values)."""
+    for key in claim.exponents():
+        if not is_known_key(current_key(key)):
+            close = suggest_key(key)
+            yield (f"claim {claim.id} is a rate along {key}, which is not a config key"
+                   + (f"; did you mean {close}?" if close else "; see `coocflow keys` (a System's own: settings.KEY)"))
+    bad = [value for value in claim.design if not (isinstance(value, (int, float)) and math.isfinite(value) and value > 0)]
+    if bad:
+        yield (f"claim {claim.id}: its design's values are where the rate is fit in log scale, so each must be positive "
+               f"and finite (got {bad[0]!r})")
+
+
 @dataclass(frozen=True)
 class Theorem:
     """A theorem about a System: named events and quantities, premises and claims."""
@@ -430,6 +447,8 @@ class Theorem:
                     yield f"claim {claim.id} needs premise {premise!r}, which the theorem does not declare"
             if isinstance(claim, Rate) and claim.kind not in KINDS:
                 yield f"claim {claim.id}: kind {claim.kind!r} is not one of {', '.join(KINDS)}"
+            if isinstance(claim, Rate):
+                yield from _rate_problems(claim)
             if isinstance(claim, Ordering) and len(claim.quantities) < 2:
                 yield f"claim {claim.id}: an ordering needs at least two quantities"
             if isinstance(claim, Bound) and claim.upper is None and claim.lower is None:
@@ -448,6 +467,23 @@ class Theorem:
                      else quantity.at if isinstance(quantity, ValueAt) and quantity.at not in ("start", "end") else None)
             if event is not None and event not in self.events:
                 yield f"quantity {name} reads event {event!r}, which the theorem does not declare"
+
+    def setting_problems(self, settings: Any) -> list[str]:
+        """The rates along a System setting (`settings.X`) that the System's `Settings` (a dataclass, or None)
+        does not declare, one sentence each: known only once the System is, so `coocflow verify` asks before
+        it trains (`verify.folders.declared_theorem`)."""
+        names = [f.name for f in dataclasses.fields(settings)] if settings is not None else []
+        problems = []
+        for claim in self.claims:
+            for key in claim.exponents() if isinstance(claim, Rate) else ():
+                key = current_key(key)
+                name = key[len("settings."):] if key.startswith("settings.") else None
+                if name is not None and name not in names:
+                    close = difflib.get_close_matches(name, names, n=1, cutoff=0.6)
+                    problems.append(f"claim {claim.id} is a rate along {key}, which the System does not declare as a "
+                                    "setting" + (f"; did you mean settings.{close[0]}?" if close else
+                                                 f" (its settings: {', '.join(names) or 'none'})"))
+        return problems
 
     def _premise_problems(self):
         ids = [premise.id for premise in self.premises]

@@ -6,20 +6,25 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from coocflow.errors import CoocflowError
+from coocflow.errors import CoocflowError, ConfigError
 from coocflow.storage.folders import RunFolder
+from coocflow.systems.registry import system_class
 from coocflow.verify.declare import Theorem
 from coocflow.verify.judge import judge_readings, theorem_of, verify_theorem, write_theorem_verdict
 from coocflow.verify.render import DeclaredReport, Report
 
 
 def declared_theorem(system_spec: str, target: str) -> Theorem:
-    """`theorem_of`, or one line naming the System and how to declare one (exit 2, no traceback)."""
+    """`theorem_of`, or one line naming the System and how to declare one (exit 2, no traceback); one
+    line too for a rate along a setting the System does not declare (`Theorem.setting_problems`)."""
     theorem = theorem_of(system_spec)
     if theorem is None:
         raise CoocflowError(f"verify {target}: system {system_spec} declares no theorem; declare one with "
                             "coocflow.verify.Theorem and return it from the System's theorem() (docs/theorems.md); "
                             "run, resume, sweep, compare, report and run --check-reproduce serve every System")
+    problems = theorem.setting_problems(system_class(system_spec).Settings)
+    if problems:
+        raise ConfigError(f"theorem {theorem.name!r}: {problems[0]} (fix the declaration)")
     return theorem
 
 

@@ -11,6 +11,7 @@ from their folders into a `render.Report`. A design never trains.
 from __future__ import annotations
 
 import abc
+import math
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable
@@ -127,6 +128,13 @@ class KeySweep(ScalingDesign):
                                     "e.g. 1,2,4,8") from None
         if len(points) < 2 or len(set(points)) < len(points):
             raise CoocflowError(f"--values {request.values!r}: need at least two distinct values of {key}")
+        rates = [claim.id for claim in theorem.claims if isinstance(claim, Rate) and key in claim.exponents()]
+        unfit = [value for value in points if not (math.isfinite(value) and value > 0)]
+        if rates and unfit:
+            raise CoocflowError(f"--values: {unfit[0]:g} is not a positive number, and the rate {rates[0]} along {key} is "
+                                "fit on the values' logarithms; give positive values")
+        for value in points:  # each run's config checked at the door (the System's own settings too), before any folder
+            request.resolve([f"{key}={value!r}"], request.seeds)
         return ScalingPlan(request.resolve([], request.seeds), key, points, f"sweep of {key}")
 
     def runs(self, plan: ScalingPlan, out: Path) -> list[ScalingRun]:
