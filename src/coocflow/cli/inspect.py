@@ -108,10 +108,10 @@ def keys(
 
         rows = settings_reference(system)
         if not rows:
-            console.print(f"the {system} system declares no settings of its own ([settings]); its keys are "
+            console.print(f"the {system} system declares no settings of its own (\\[settings]); its keys are "
                           "the built-in ones (`coocflow keys`)")
             return
-        table = Table("key", "type", "default", "meaning", title=f"{system}: its own settings ([settings], "
+        table = Table("key", "type", "default", "meaning", title=f"{system}: its own settings (\\[settings], "
                                                                  "--set system.KEY=V)")
         for key, kind, default, meaning in rows:
             table.add_row(key, kind, repr(default), meaning)

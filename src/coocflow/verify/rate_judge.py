@@ -199,7 +199,7 @@ def judge_rate(test: RateTest, widths: Sequence[float], values: Sequence[Sequenc
     elif loose:
         notes.append(f"loose: the bound is undercut by more than {LOOSE_BY}")
     if fit.few_widths:
-        notes.append(f"only {fit.n_widths} widths")
+        notes.append(f"only {fit.n_widths} values of the axis")
     return RateJudgement(verdict, test, fit, local, band, slack, loose, tuple(notes))
 
 
