@@ -338,6 +338,22 @@ def test_verify_scaling_refuses_values_and_settings_it_cannot_sweep_before_any_f
         assert not out.exists()
 
 
+def test_a_theorem_reading_an_observable_the_system_lacks_is_refused_before_training(tmp_path):
+    from conftest import coocflow_here
+
+    source = tmp_path / "decay.py"
+    source.write_text(DECAY.replace('Crossing("ratio"', 'Crossing("ratoi"'))
+    toml = tmp_path / "decay.toml"
+    toml.write_text(DECAY_TOML.format(source=source))
+    for args in ([], ["--scaling", "settings.k"]):
+        out = tmp_path / "out"
+        done = coocflow_here("verify", toml, *args, "--out", out)
+        assert done.returncode == 2, done.stderr
+        assert ("event quarter reads observable 'ratoi', which the runs of" in done.stderr
+                and "did you mean 'ratio'?" in done.stderr), done.stderr
+        assert not out.exists()
+
+
 def test_a_theorem_declares_its_own_sweep_and_verify_scaling_takes_it(at_root, tmp_path):
     """A theorem's `scaling` hook (`verify.scaling.ScalingDesign`), as eq. (1)'s width sweep uses it, for
     another System: Saxe's network swept along its own axis name `strength`, where every run moves

@@ -69,7 +69,7 @@ def verify(
                                                 ("--accept-changed-code", accept_changed_code)))
     from coocflow.storage.folders import RunFolder, SweepFolder  # lazy: defers pyarrow, 0.3 s
     from coocflow.verify.judge import sweep_runs  # lazy: defers JAX, 1-3.6 s
-    from coocflow.verify.folders import verify_folders  # lazy: defers JAX, 1-3.6 s
+    from coocflow.verify.folders import check_reads, verify_folders  # lazy: defers JAX, 1-3.6 s
 
     folder = Path(target)
     if folder.is_dir() and SweepFolder(folder).spec_file.is_file():
@@ -89,16 +89,17 @@ def verify(
     else:
         from coocflow.api import resolve_config  # lazy: defers pyarrow, 0.3 s
 
-        _refuse_without_theorem(resolve_config(target, set_, seed, seeds).system, target)
+        config = resolve_config(target, set_, seed, seeds)
+        check_reads(_refuse_without_theorem(config.system, target), config)
         folder = _train_and_write(target, set_, seed, seeds, out, force, yes=yes)
     _show(verify_folders([folder], target=str(folder)), full, strict)
 
 
-def _refuse_without_theorem(system: str, target: str) -> None:
-    """One line and exit 2, before any training, for a System that declares no theorem."""
+def _refuse_without_theorem(system: str, target: str):
+    """The theorem `system` declares; one line and exit 2, before any training, for a System that declares none."""
     from coocflow.verify.folders import declared_theorem  # lazy: defers JAX, 1-3.6 s
 
-    declared_theorem(system, target)
+    return declared_theorem(system, target)
 
 
 def _show(report, full: bool, strict: bool) -> None:
@@ -135,7 +136,7 @@ def _verify_scaling(target, set_, seed, seeds, out, force, axis, values, strict,
     from coocflow.report import write_report  # lazy: defers pyarrow, 0.3 s
     from coocflow.storage.folders import RunFolder  # lazy: defers pyarrow, 0.3 s
     from coocflow.verify.scaling import ScalingRequest, design_for  # lazy: defers JAX, 1-3.6 s
-    from coocflow.verify.folders import declared_theorem  # lazy: defers JAX, 1-3.6 s
+    from coocflow.verify.folders import check_reads, declared_theorem  # lazy: defers JAX, 1-3.6 s
 
     declared = resolve_config(target, set_, seed, None if seeds is None else seeds)
     if ray:
@@ -145,6 +146,7 @@ def _verify_scaling(target, set_, seed, seeds, out, force, axis, values, strict,
     elif workers is not None:
         raise CoocflowError("--workers: sets Ray's CPUs for --ray local; add --ray local or drop --workers")
     theorem = declared_theorem(declared.system, target)
+    check_reads(theorem, declared)
     design = design_for(theorem, axis)
     request = ScalingRequest(str(target), axis, values, seeds,
                              lambda overrides, n: resolve_config(target, [*overrides, *set_], seed, n),

@@ -4,11 +4,14 @@ its run folders (`judge`), its files written, and what the command shows returne
 
 from __future__ import annotations
 
+import difflib
+import math
 from pathlib import Path
+from typing import Any
 
 from coocflow.errors import CoocflowError, ConfigError
 from coocflow.storage.folders import RunFolder
-from coocflow.systems.registry import system_class
+from coocflow.systems.registry import system_class, system_of
 from coocflow.verify.declare import Theorem
 from coocflow.verify.judge import judge_readings, theorem_of, verify_theorem, write_theorem_verdict
 from coocflow.verify.render import DeclaredReport, Report
@@ -26,6 +29,31 @@ def declared_theorem(system_spec: str, target: str) -> Theorem:
     if problems:
         raise ConfigError(f"theorem {theorem.name!r}: {problems[0]} (fix the declaration)")
     return theorem
+
+
+def check_reads(theorem: Theorem, config: Any) -> None:
+    """Before training: every observable the theorem reads by name (`Theorem.observables`) is one the
+    System's runs of `config` record, read off the shapes of its `observe` (nothing is computed; a vector
+    observable `w` is recorded as `w_1`, `w_2`, ...), else one line naming it; so a typo does not cost
+    a training, or a sweep's. A lean run (`observe.only`) is left to its own refusal."""
+    reads = theorem.observables()
+    if not reads or config.observe.only:
+        return
+    import jax  # lazy: the shapes of what the System observes
+
+    system = system_of(config)
+    params = jax.eval_shape(system.init, jax.random.PRNGKey(0))
+    train, test = system.data(0)
+    shapes = jax.eval_shape(lambda p: system.observe(p, p, train, test), params)
+    recorded = set(shapes) | {f"{name}_{k}" for name, shape in shapes.items() if getattr(shape, "shape", ())
+                              for k in range(1, math.prod(shape.shape) + 1)}
+    for observable, reader in reads.items():
+        if observable not in recorded:
+            close = difflib.get_close_matches(observable, sorted(recorded), n=1, cutoff=0.6)
+            raise ConfigError(f"theorem {theorem.name!r}: {reader} reads observable {observable!r}, which the runs of "
+                              f"{config.system} do not record" + (f"; did you mean {close[0]!r}?" if close else
+                                                                  f" (they record: {', '.join(sorted(shapes))})")
+                              + " (fix the declaration)")
 
 
 def verify_folders(folders: list[Path], axis: str | None = None, values: list[float] | None = None,
