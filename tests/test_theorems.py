@@ -320,6 +320,25 @@ def test_a_system_that_starts_non_finite_says_so_and_nothing_judges_an_empty_run
         assert coocflow_here("report", out).returncode == 0
 
 
+def test_verify_says_which_seeds_diverged_before_its_verdicts(tmp_path):
+    """GD at lr k > 2 on 1/2 k |x|^2 doubles |x| each step until it overflows: verify judges the seeds on
+    what they observed before, and says so first."""
+    from conftest import coocflow_here
+
+    source = tmp_path / "decay.py"
+    source.write_text(DECAY)
+    toml = tmp_path / "decay.toml"
+    toml.write_text(DECAY_TOML.format(source=source))
+    out = tmp_path / "wild"
+    sets = ["train.method=gd", "train.t_end=0", "train.steps=3000", "optimizer.lr=3.0"]
+    assert coocflow_here("run", toml, *[arg for key in sets for arg in ("--set", key)], "--out", out,
+                         "--no-figures").returncode == 2
+    judged = coocflow_here("verify", out)
+    assert judged.returncode == 0, judged.stderr
+    assert f"{out}: 2 of 2 seeds diverged (seed 0: loss non-finite at t=" in " ".join(judged.stdout.split())
+    assert "their claims are judged on what they observed before" in " ".join(judged.stdout.split())
+
+
 def test_verify_scaling_refuses_values_and_settings_it_cannot_sweep_before_any_folder(tmp_path):
     """A rate along the key is fit on the values' logarithms, so a value <= 0 is refused; a setting the
     System does not declare is refused: both in one line, before a run folder exists."""

@@ -70,4 +70,23 @@ def verify_folders(folders: list[Path], axis: str | None = None, values: list[fl
         return theorem.report(folders[0], *judge_readings(theorem, folders, target=target))
     verdict = verify_theorem(theorem, folders, axis, values, target)
     written = write_theorem_verdict(verdict, out if out is not None else folders[0])
-    return DeclaredReport(verdict, tuple(written), target, len(folders), values)
+    return DeclaredReport(verdict, tuple(written), target, len(folders), values, stopped_seeds(folders))
+
+
+def stopped_seeds(folders: list[Path]) -> tuple[str, ...]:
+    """For each run folder some of whose seeds did not complete, one sentence: how many, the first one's
+    reason (from its manifest), and that its claims are judged on what it observed before."""
+    sentences = []
+    for folder in folders:
+        manifest = RunFolder(folder).manifest()
+        seeds = manifest.get("seeds") or []
+        stopped = [entry for entry in manifest.get("per_seed") or [] if entry.get("status", "completed") != "completed"]
+        if not stopped:
+            continue
+        first = stopped[0]
+        divergence = first.get("divergence") or {}
+        why = (divergence.get("reason") or (f"{divergence['quantity']} non-finite at t={divergence['t']:g}"
+                                             if divergence.get("quantity") else first["status"]))
+        sentences.append(f"{folder}: {len(stopped)} of {len(seeds) or len(stopped)} seeds {first['status']} (seed "
+                         f"{first.get('seed')}: {why}); their claims are judged on what they observed before")
+    return tuple(sentences)

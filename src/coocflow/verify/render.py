@@ -83,6 +83,9 @@ class DeclaredReport(Report):
     runs: int
     values: list[float] | None = None
     """The values of the axis the runs were judged along (`verdict.axis`), in the runs' order."""
+    stopped: tuple[str, ...] = ()
+    """One sentence per run some of whose seeds did not complete (diverged or stopped): said before the
+    verdicts, which judge those seeds on what they observed before."""
 
     @property
     def result(self) -> TheoremVerdict:
@@ -97,6 +100,7 @@ class DeclaredReport(Report):
             unmet = [p["id"] for p in verdict.premises if p["met"] is False]
             lines.append(Line(f"premises: {len(verdict.premises) - len(unmet)} of {len(verdict.premises)} met on every "
                               "run" + (f"; not met: {', '.join(unmet)}" if unmet else "")))
+        lines += [Line(sentence, "yellow", indent=4) for sentence in self.stopped]
         shown = set()
         for claim in verdict.claims:
             label = SHORT_VERDICTS.get(claim.verdict, "-" if claim.verdict == "diagnostic" else claim.verdict)
