@@ -275,6 +275,9 @@ def test_a_system_declared_in_a_test_runs_through_every_command_with_its_theorem
     assert {c["id"]: c["verdict"] for c in record["claims"]} == {"D1": "pass", "D2": "pass", "D3": "pass",
                                                                  "D4": "pass"}, printed
     assert "power:" in printed and (scaling / "verify.png").is_file()
+    again = cli("verify", str(scaling))  # the folder `verify --scaling` wrote, judged again over the same runs
+    assert "4 run(s) along settings.k = 0.5, 1, 2, 4" in again and "verdicts: 4 pass" in again, again
+    assert json.loads((scaling / "verify.json").read_text())["runs"] == record["runs"]
     source.write_text(source.read_text() + "\n# another edit\n")
     refused = CliRunner().invoke(app, ["verify", str(toml), "--scaling", "settings.k", "--out", str(scaling)])
     assert refused.exit_code != 0 and "changed since this run was recorded" in str(refused.exception)

@@ -67,7 +67,13 @@ def verify(
         return
     _refuse_unused("verify without --scaling", (("--values", values), ("--ray", ray), ("--workers", workers),
                                                 ("--accept-changed-code", accept_changed_code)))
-    from coocflow.storage.folders import RunFolder, SweepFolder  # lazy: defers pyarrow, 0.3 s
+    from coocflow.storage.folders import (  # lazy: defers pyarrow, 0.3 s
+        RunFolder,
+        SweepFolder,
+        TheoremSweepFolder,
+        kind_of,
+        read_json_object,
+    )
     from coocflow.verify.judge import sweep_runs  # lazy: defers JAX, 1-3.6 s
     from coocflow.verify.folders import check_reads, verify_folders  # lazy: defers JAX, 1-3.6 s
 
@@ -80,6 +86,17 @@ def verify(
         if runs.axis is None and runs.varying:
             say(f"the jobs differ in {', '.join(runs.varying)}: rates need one numeric key to be judged along")
         _show(verify_folders(runs.folders, runs.axis, runs.values, str(folder), folder), full, strict)
+        return
+    if folder.is_dir() and kind_of(folder) is TheoremSweepFolder:  # `verify --scaling KEY`'s folder: judged again
+        _refuse_unused(f"{folder}, an existing sweep", (("--set", set_), ("--seed", seed), ("--seeds", seeds),
+                                                       ("--out", out), ("--force", force)))
+        record = read_json_object(folder / TheoremSweepFolder.RECORD)
+        folders = [folder / TheoremSweepFolder.RUNS / Path(run["folder"]).name for run in record.get("runs", [])]
+        if not folders:
+            raise CoocflowError(f"verify {folder}: its verify.json names no run; run the `verify --scaling` that made it again")
+        _refuse_without_theorem(RunFolder.open(folders[0]).system(), str(folder))
+        _show(verify_folders(folders, record.get("axis"), [float(run["value"]) for run in record["runs"]], str(folder),
+                             folder), full, strict)
         return
     if folder.is_dir():
         _refuse_unused(f"{folder}, an existing run (to change it, `coocflow run {folder} --set ...` "
