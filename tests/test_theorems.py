@@ -358,6 +358,8 @@ def test_verify_scaling_refuses_values_and_settings_it_cannot_sweep_before_any_f
         done = coocflow_here("verify", toml, "--scaling", *args, "--out", out)
         assert done.returncode == 2 and message in " ".join(done.stderr.split()), done.stderr
         assert not out.exists()
+    bare = coocflow_here("run", toml, "--set", "k=2", "--out", tmp_path / "bare")
+    assert bare.returncode == 2 and "unknown config key 'k': did you mean 'settings.k' (or system.k)" in bare.stderr
 
 
 def test_a_theorem_reading_an_observable_the_system_lacks_is_refused_before_training(tmp_path):

@@ -21,7 +21,7 @@ from coocflow.config import (
     load_toml,
     parse_override,
 )
-from coocflow.errors import ConfigError, RunFolderError
+from coocflow.errors import CoocflowError, ConfigError, RunFolderError
 from coocflow.experiments import EXPERIMENTS, get_experiment
 from coocflow.storage import atomic_write_json, atomic_write_text
 from coocflow.storage.folders import RunFolder, StudyFolder, read_json_object
@@ -80,7 +80,10 @@ def resolve_config(target: str | Path | Config, overrides: Sequence[str] | Mappi
             if not is_known_key(key):
                 raise _unknown_key(key)
     else:
-        parsed = dict(parse_override(text) for text in overrides)
+        try:
+            parsed = dict(parse_override(text) for text in overrides)
+        except ConfigError as err:
+            raise _as_own_setting(err, config, overrides) from None
     if parsed:
         base = config
         config = config.replace(parsed)
@@ -102,6 +105,26 @@ def resolve_config(target: str | Path | Config, overrides: Sequence[str] | Mappi
             n_seeds = list(range(config.seed, config.seed + n_seeds))
         config = config.replace({"seeds": list(n_seeds)})
     return _checked(config)
+
+
+def _as_own_setting(err: ConfigError, config: Config, overrides: Sequence[str]) -> ConfigError:
+    """An unknown bare key (`--set scale=2`) that names a setting of the config's System: the error says
+    `settings.scale` (the built-in keys' did-you-mean cannot know a System's own names); else `err`."""
+    import dataclasses
+
+    from coocflow.systems.registry import system_class  # lazy: a System's file is imported only here
+
+    bare = [text.split("=", 1)[0].strip() for text in overrides if "=" in text]
+    try:
+        settings = system_class(config.system).Settings
+    except CoocflowError:
+        return err
+    names = {f.name for f in dataclasses.fields(settings)} if settings is not None else set()
+    for key in bare:
+        if "." not in key and key in names and repr(key) in str(err):
+            return ConfigError(f"unknown config key {key!r}: did you mean 'settings.{key}' (or system.{key}), a setting "
+                               f"of {config.system}?")
+    return err
 
 
 def _checked(config: Config) -> Config:
