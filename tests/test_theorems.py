@@ -338,6 +338,14 @@ def test_verify_says_which_seeds_diverged_before_its_verdicts(tmp_path):
                          "--no-figures").returncode == 2
     judged = coocflow_here("verify", out)
     assert judged.returncode == 0, judged.stderr
+    import coocflow
+
+    verdict = coocflow.verify(out)  # the Python API's tables, as for eq. (1)'s runs
+    table = verdict.table().to_pydict()
+    assert table["claim"] == ["D1", "D2", "D3", "D4"] and table["verdict"][3] == "not applicable"
+    assert [sum(table[f"seed runs: {v}"][i] for v in ("pass", "fail", "fail outside premises", "vacuous", "inconclusive",
+                                                       "not applicable", "no verdict")) for i in range(4)] == [2, 2, 2, 0]
+    assert verdict.pass_rates()["D3"]["of"] == 2
     assert f"{out}: 2 of 2 seeds diverged (seed 0: loss non-finite at t=" in " ".join(judged.stdout.split())
     assert "their claims are judged on what they observed before" in " ".join(judged.stdout.split())
 

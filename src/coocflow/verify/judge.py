@@ -290,6 +290,23 @@ class TheoremVerdict:
         return {verdict: sum(c.verdict == verdict for c in self.claims) for verdict in VERDICTS
                 if any(c.verdict == verdict for c in self.claims)}
 
+    def pass_rates(self) -> dict[str, dict]:
+        """For every claim judged seed by seed: on how many seed runs it got each verdict (its `tally`), of
+        how many, and its evidence class (what eq. (1)'s `pass_rates` gives for its checks)."""
+        return {c.id: {**c.tally, "of": sum(c.tally.values()), "evidence": c.evidence} for c in self.claims if c.tally}
+
+    def table(self):
+        """One row per claim (pyarrow Table: `.to_pandas()`, Polars, DuckDB): its id, statement, evidence,
+        verdict and sentence, and on how many seed runs each verdict (`seed_verdict`'s; 0 for rates and
+        statements)."""
+        import pyarrow as pa  # lazy: defers pyarrow, 0.3 s
+
+        seed_verdicts = ("pass", "fail", "fail outside premises", "vacuous", "inconclusive", "not applicable", "no verdict")
+        return pa.Table.from_pylist([{"claim": c.id, "statement": c.statement, "evidence": c.evidence, "verdict": c.verdict,
+                                      "sentence": c.sentence, **{f"seed runs: {verdict}": c.tally.get(verdict, 0)
+                                                                 for verdict in seed_verdicts}}
+                                     for c in self.claims])
+
     def findings(self) -> list[str]:
         """Claims the data refute where their premises hold (statements and identities)."""
         return [c.id for c in self.claims if c.verdict == "fail" and c.evidence in ("statement", "identity")]
