@@ -14,6 +14,7 @@ from __future__ import annotations
 import dataclasses
 import difflib
 import math
+import numbers
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable, Mapping, Union
@@ -389,7 +390,8 @@ def _rate_problems(claim: "Rate"):
             close = suggest_key(key)
             yield (f"claim {claim.id} is a rate along {key}, which is not a config key"
                    + (f"; did you mean {close}?" if close else "; see `coocflow keys` (a System's own: settings.KEY)"))
-    bad = [value for value in claim.design if not (isinstance(value, (int, float)) and math.isfinite(value) and value > 0)]
+    bad = [value for value in claim.design
+           if isinstance(value, bool) or not (isinstance(value, numbers.Real) and math.isfinite(value) and value > 0)]
     if bad:
         yield (f"claim {claim.id}: its design's values are where the rate is fit in log scale, so each must be positive "
                f"and finite (got {bad[0]!r})")
