@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import difflib
 import json
 import shutil
@@ -110,8 +111,6 @@ def resolve_config(target: str | Path | Config, overrides: Sequence[str] | Mappi
 def _as_own_setting(err: ConfigError, config: Config, overrides: Sequence[str]) -> ConfigError:
     """An unknown bare key (`--set scale=2`) that names a setting of the config's System: the error says
     `settings.scale` (the built-in keys' did-you-mean cannot know a System's own names); else `err`."""
-    import dataclasses
-
     from coocflow.systems.registry import system_class  # lazy: a System's file is imported only here
 
     bare = [text.split("=", 1)[0].strip() for text in overrides if "=" in text]
