@@ -140,9 +140,9 @@ def run(experiment_or_config: str | Path | Config = "paper", *, seeds: int | Seq
     """Train and write a run folder (default `runs/NAME-TIMESTAMP`, like `coocflow run`), then
     load it; see `coocflow.run` for the arguments. A study's name (deep, markov, ...) runs the
     study, as `coocflow run NAME` does (`api.execute`), and returns a `Study`. A run estimated to
-    take over `estimate.LONG_RUN_SECONDS` says so on stderr before it starts. The folder is locked
-    and checkpointed while it trains, so an interrupted run continues with
-    `coocflow run --resume FOLDER`."""
+    take over `estimate.LONG_RUN_SECONDS` (by its System's cost model, where it has one) says so on
+    stderr before it starts. The folder is locked and checkpointed while it trains, so an
+    interrupted run continues with `coocflow run --resume FOLDER`."""
     if isinstance(overrides, str):
         overrides = [overrides]
     resolved = resolve_config(experiment_or_config, overrides or (), seed, seeds)
@@ -150,7 +150,7 @@ def run(experiment_or_config: str | Path | Config = "paper", *, seeds: int | Seq
     refuse_existing_out(folder, force)
     if study_of(resolved) is None:
         cost = estimate(resolved)
-        if cost.long:  # said before the work starts, as `coocflow run` does
+        if cost is not None and cost.long:  # said before the work starts, as `coocflow run` does
             print(f"{resolved.name}: {cost.sentence()}", file=sys.stderr, flush=True)
     execute(resolved, folder, force=force, figures=figures)
     return load(folder)

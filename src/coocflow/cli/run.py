@@ -191,9 +191,9 @@ def _train_and_write(target: Optional[str], set_: list[str], seed: Optional[int]
     console.print(describe(config))
 
     cost = estimate(config)
-    if cost.long:
+    if cost is not None and cost.long:
         console.print(f"[yellow]{escape(cost.sentence())}[/]", highlight=False)
-    confirm_long_work(cost.seconds, f"training {config.name}", yes)
+    confirm_long_work(cost.seconds if cost is not None else 0.0, f"training {config.name}", yes)
     columns = (TextColumn("{task.description:<9}"), BarColumn(), TextColumn("{task.percentage:>5.1f}%"),
                TimeElapsedColumn(), TextColumn("eta"), TimeRemainingColumn())
     import coocflow.storage.checkpoint  # noqa: F401  (the interrupt message reads it, and may not import)  # lazy: defers JAX, 1-3.6 s

@@ -70,10 +70,10 @@ def sweep(
     counts = {"done": done_before, "failed": sum(state == "failed" for state in before.values()) if not retry_failed else 0,
               "running": 0, "traced": 0}
     errors_seen = []
-    from coocflow.estimate import estimate  # lazy: defers the config model, with the sweep's own imports
+    from coocflow.estimate import total_seconds  # lazy: defers the config model, with the sweep's own imports
 
     pending = {job["id"] for job in todo}
-    confirm_long_work(sum(estimate(job.config).seconds for job in parsed.jobs if job.id in pending) / max(1, workers),
+    confirm_long_work(total_seconds(job.config for job in parsed.jobs if job.id in pending) / max(1, workers),
                       f"the {len(todo)} pending jobs of {parsed.name}", yes)
     columns = (TextColumn("{task.description}"), BarColumn(), TextColumn("{task.completed}/{task.total} jobs"),
                TimeElapsedColumn(), TextColumn("eta"), TimeRemainingColumn())

@@ -149,7 +149,7 @@ def _verify_scaling(target, set_, seed, seeds, out, force, axis, values, strict,
     (`verify.scaling.design_for`: eq. (1)'s widths, else one run per value of a config key), its runs
     trained, reused or resumed here or on Ray (`api.run_scaling`), then judged and shown."""
     from coocflow.api import resolve_config, run_scaling  # lazy: defers pyarrow, 0.3 s
-    from coocflow.estimate import estimate  # lazy: defers the config model
+    from coocflow.estimate import total_seconds  # lazy: defers the config model
     from coocflow.report import write_report  # lazy: defers pyarrow, 0.3 s
     from coocflow.storage.folders import RunFolder  # lazy: defers pyarrow, 0.3 s
     from coocflow.verify.scaling import ScalingRequest, design_for  # lazy: defers JAX, 1-3.6 s
@@ -171,7 +171,7 @@ def _verify_scaling(target, set_, seed, seeds, out, force, axis, values, strict,
     plan = design.plan(theorem, request)
     out = _scaling_out(out, plan.base.name, plan.axis, force)
     planned = design.runs(plan, out)
-    confirm_long_work(sum(estimate(run.config).seconds for run in planned if not RunFolder(run.folder).complete),
+    confirm_long_work(total_seconds(run.config for run in planned if not RunFolder(run.folder).complete),
                       f"training the {plan.kind}'s runs in {out}", yes)
     columns = (TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn())
     resume = again_command(out)

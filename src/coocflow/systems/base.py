@@ -26,6 +26,7 @@ import optax
 
 from coocflow.config import Config, build_table
 from coocflow.errors import ConfigError
+from coocflow.systems.cost import RunCost
 
 FULL_BATCH_METHODS = ("gd", "momentum", "adam", "adamw", "flow")
 """What a system trains with unless it says otherwise: every full-batch Optax method and the flow
@@ -157,6 +158,14 @@ class AbstractSystem(eqx.Module):
     def theorem(cls) -> Any:
         """The theorem the System declares (a `coocflow.verify.Theorem`), which `coocflow verify`
         judges on its runs; None (the default): it declares none (docs/theorems.md)."""
+        return None
+
+    @classmethod
+    def cost(cls, config: Config) -> RunCost | None:
+        """What a run of this System at `config` is expected to cost (a `coocflow.systems.cost.RunCost`:
+        seconds and bytes on this kind of machine), which `coocflow run` prints when it is long and asks
+        about past 30 minutes, and a sweep adds up over its jobs; None (the default): no cost model, so
+        nothing is estimated and nothing asked."""
         return None
 
     @classmethod

@@ -20,6 +20,7 @@ from coocflow.data.cooccurrence import COMMON, MU1, MU2, make_test_set, make_tra
 from coocflow.errors import ConfigError
 from coocflow.model.deep import DeepTransformer, deep_loss, forward, init_deep_transformer
 from coocflow.systems.base import AbstractSystem
+from coocflow.systems.cost import RunCost, weight_space_cost
 
 
 class Evaluated(eqx.Module):
@@ -134,6 +135,11 @@ class DeepSystem(AbstractSystem):
     name: ClassVar[str] = "deep"
     methods: ClassVar[tuple[str, ...]] = ("gd", "momentum", "adam", "adamw", "flow")
     key_stream: ClassVar[int] = 3
+
+    @classmethod
+    def cost(cls, config: Config) -> RunCost:
+        """A rough guide: eq. (1)'s weight-space model over the same widths (`coocflow.systems.cost`)."""
+        return weight_space_cost(config)
 
     @classmethod
     def from_config(cls, config: Config) -> "DeepSystem":

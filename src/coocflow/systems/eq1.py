@@ -41,6 +41,7 @@ from coocflow.model.gram_init import (
 from coocflow.model.state import State
 from coocflow.observables import OBSERVABLES, Problem, observe
 from coocflow.systems.base import PROGRAM_INPUTS, AbstractSystem, FirstHit
+from coocflow.systems.cost import RunCost, eq1_cost
 
 WATCHED = ("loss", "u_norm2", "A_mu1_mu2", "V_mu1_mu1")
 """Quantities whose first non-finite value marks a seed of eq. (1) as diverged (loss and weight scales)."""
@@ -206,6 +207,12 @@ class Eq1System(AbstractSystem):
                                       observe=ObserveConfig(), verify=VerifyConfig())
         return cls(section, config.train.trainable, float(config.model.m) ** -config.verify.loss_exponent,
                    config.verify.sandwich_c, config.paper_t1)
+
+    @classmethod
+    def cost(cls, config: Config) -> RunCost:
+        """eq. (1)'s measured cost model (`coocflow.systems.cost`), with the Gram space's time for a
+        weight-space run it follows exactly."""
+        return eq1_cost(config)
 
     @classmethod
     def program_inputs(cls, config: Config) -> tuple[str, ...]:

@@ -32,6 +32,7 @@ from coocflow.data.markov import (
 from coocflow.errors import ConfigError
 from coocflow.model import init_model
 from coocflow.systems.base import AbstractSystem
+from coocflow.systems.cost import RunCost, weight_space_cost
 
 
 class MarkovTransformer(eqx.Module):
@@ -195,6 +196,11 @@ class MarkovSystem(AbstractSystem):
     Settings: ClassVar[type] = MarkovSettings
     methods: ClassVar[tuple[str, ...]] = ("gd", "adam", "flow")
     loss_name: ClassVar[str] = "train_loss"
+
+    @classmethod
+    def cost(cls, config: Config) -> RunCost:
+        """A rough guide: eq. (1)'s weight-space model over the same widths (`coocflow.systems.cost`)."""
+        return weight_space_cost(config)
 
     @classmethod
     def from_config(cls, config: Config) -> "MarkovSystem":
