@@ -237,7 +237,7 @@ def test_a_system_declared_in_a_test_runs_through_every_command_with_its_theorem
     printed = cli("verify", str(run))
     verdicts = {c["id"]: c["verdict"] for c in json.loads((run / "verify.json").read_text())["claims"]}
     assert verdicts == {"D1": "pass", "D2": "pass", "D3": "pass", "D4": "not applicable"}, printed
-    assert "--scaling settings.k" in printed
+    assert "--scaling settings.k" in printed and "different code" not in printed
     full = " ".join(cli("verify", str(run), "--full").split())  # any terminal width
     measured = [(label, value) for claim in json.loads((run / "verify.json").read_text())["claims"]
                 for label, values in claim["values"].items() if isinstance(values, dict)
@@ -262,6 +262,9 @@ def test_a_system_declared_in_a_test_runs_through_every_command_with_its_theorem
     refused = CliRunner().invoke(app, ["run", "--resume", str(tmp_path / "cut")])
     assert refused.exit_code != 0 and "changed since this run was recorded" in str(refused.exception)
     cli("run", "--resume", str(tmp_path / "cut"), "--accept-changed-code", "--no-figures")
+    noted = " ".join(cli("verify", str(run)).split())  # a run of the code before the edit: judged, with a note
+    assert f"note: the run was trained with different code of its System than today's ({source}: sha256 " in noted
+    assert {c["id"]: c["verdict"] for c in json.loads((run / "verify.json").read_text())["claims"]} == verdicts
 
     scaling = tmp_path / "scaling"
     import ray  # noqa: F401  (in the test extras)

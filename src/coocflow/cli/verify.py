@@ -85,6 +85,7 @@ def verify(
         _refuse_without_theorem(runs.system, str(folder))
         if runs.axis is None and runs.varying:
             say(f"the jobs differ in {', '.join(runs.varying)}: rates need one numeric key to be judged along")
+        _note_changed_code(runs.folders)
         _show(verify_folders(runs.folders, runs.axis, runs.values, str(folder), folder), full, strict)
         return
     if folder.is_dir() and kind_of(folder) is TheoremSweepFolder:  # `verify --scaling KEY`'s folder: judged again
@@ -95,6 +96,7 @@ def verify(
         if not folders:
             raise CoocflowError(f"verify {folder}: its verify.json names no run; run the `verify --scaling` that made it again")
         _refuse_without_theorem(RunFolder.open(folders[0]).system(), str(folder))
+        _note_changed_code(folders)
         _show(verify_folders(folders, record.get("axis"), [float(run["value"]) for run in record["runs"]], str(folder),
                              folder), full, strict)
         return
@@ -103,6 +105,7 @@ def verify(
                        "then verify the new folder)",
                        (("--set", set_), ("--seed", seed), ("--seeds", seeds), ("--out", out), ("--force", force)))
         _refuse_without_theorem(RunFolder.open(folder).system(), str(folder))
+        _note_changed_code([folder])
     else:
         from coocflow.api import resolve_config  # lazy: defers pyarrow, 0.3 s
 
@@ -110,6 +113,34 @@ def verify(
         check_reads(_refuse_without_theorem(config.system, target), config)
         folder = _train_and_write(target, set_, seed, seeds, out, force, yes=yes)
     _show(verify_folders([folder], target=str(folder)), full, strict)
+
+
+def _note_changed_code(folders: list[Path]) -> None:
+    """One line when runs were trained with System code other than today's: `verify` judges them with
+    today's declarations (judging old runs under an edited theorem is a use), where resuming, reusing or
+    re-checking them is refused; the line says which file changed and how."""
+    from coocflow.api import recorded_code  # lazy: defers pyarrow, 0.3 s
+    from coocflow.storage.folders import RunFolder  # lazy: defers pyarrow, 0.3 s
+    from coocflow.systems.registry import code_change, system_code  # lazy: defers JAX, 1-3.6 s
+
+    now: dict[str, dict] = {}
+    changes = []
+    for path in folders:
+        run = RunFolder(Path(path))
+        if not run.complete:
+            continue  # verify_folders says what the folder lacks
+        system = run.system()
+        try:
+            now.setdefault(system, system_code(system))
+        except CoocflowError:
+            continue  # the System cannot be loaded: verify says so in its own line
+        change = code_change(recorded_code(run), now[system])
+        if change:
+            changes.append(change)
+    if changes:
+        runs = ("the run was trained with different code of its System" if len(folders) == 1
+                else f"{len(changes)} of {len(folders)} runs were trained with different code of their System")
+        say(f"note: {runs} than today's ({changes[0]}); today's theorem judges what that code made", "yellow")
 
 
 def _refuse_without_theorem(system: str, target: str):
