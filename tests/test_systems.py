@@ -466,3 +466,21 @@ def test_every_built_in_system_declares_its_traits_and_they_import_without_jax()
     code = "import sys, coocflow.systems.traits, coocflow.listing, coocflow.compare; print('jax' in sys.modules)"
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert done.stdout.strip() == "False"
+
+
+def test_a_system_file_imports_a_module_beside_it(tmp_path, monkeypatch):
+    """`python file.py` can import what lies beside the file; a System's file could not (`No module named
+    'helper'`, from the directory a user ran `coocflow` in)."""
+    from coocflow.systems.registry import system_class
+
+    (tmp_path / "decay_helper.py").write_text("RATE = 0.5\n")
+    (tmp_path / "task.py").write_text(
+        "import decay_helper\nimport jax.numpy as jnp\nfrom coocflow.systems import AbstractSystem\n\n"
+        "class Task(AbstractSystem):\n    rate = decay_helper.RATE\n"
+        "    @classmethod\n    def from_config(cls, config):\n        return cls()\n"
+        "    def init(self, key):\n        return jnp.ones(2)\n    def data(self, seed):\n        return 0.0, 0.0\n"
+        "    def loss(self, params, train):\n        return jnp.sum(params**2)\n"
+        "    def observe(self, params, initial, train, test):\n        return {'loss': self.loss(params, train)}\n")
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setattr("sys.path", [p for p in __import__("sys").path if p not in ("", ".")])  # not the cwd
+    assert system_class("task.py:Task").rate == 0.5

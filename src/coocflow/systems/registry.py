@@ -25,10 +25,14 @@ BUILT_IN: dict[str, type[AbstractSystem]] = {"eq1": Eq1System, "deep": DeepSyste
 
 def _module_from_file(path: Path):
     """The module of a system file, imported once per resolved path (later loads reuse it, so
-    its classes stay the same objects and compiled programs are reused)."""
+    its classes stay the same objects and compiled programs are reused). Its folder goes first on
+    `sys.path`, as `python file.py` puts it, so the file may import modules beside it."""
     name = "coocflow_user_" + "".join(ch if ch.isalnum() else "_" for ch in str(path.resolve()))
     if name in sys.modules:
         return sys.modules[name]
+    folder = str(path.resolve().parent)
+    if folder not in sys.path:
+        sys.path.insert(0, folder)
     spec = importlib.util.spec_from_file_location(name, path)
     module = importlib.util.module_from_spec(spec)
     sys.modules[name] = module
