@@ -87,6 +87,7 @@ class InContextRegression(AbstractSystem):
     scale: float = eqx.field(static=True)
 
     name: ClassVar[str] = "icl-regression"
+    listed_keys: ClassVar[tuple[str, ...]] = ("data.n",)  # it reads data.n too: `coocflow ls` shows it
     Settings: ClassVar[type] = ICLSettings
 
     @classmethod

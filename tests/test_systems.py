@@ -484,3 +484,19 @@ def test_a_system_file_imports_a_module_beside_it(tmp_path, monkeypatch):
     monkeypatch.chdir(tmp_path)
     monkeypatch.setattr("sys.path", [p for p in __import__("sys").path if p not in ("", ".")])  # not the cwd
     assert system_class("task.py:Task").rate == 0.5
+
+
+def test_ls_shows_a_systems_settings_and_only_the_built_in_keys_it_says_it_reads():
+    """`coocflow ls` listed every System with its own settings as `n=60` (data.n's default), read or not."""
+    import dataclasses
+
+    from coocflow.config import Config
+    from coocflow.listing import config_line
+
+    config = json.loads(json.dumps(dataclasses.asdict(Config()), default=list))
+    regression = {**config, "system": "reg.py:Regression", "settings": {"top": 4.0}}
+    assert config_line(regression).startswith("Regression top=4 gd lr=")
+    assert config_line(regression, ["data.n"]).startswith("Regression n=60 top=4 gd lr=")
+    assert config_line({**regression, "settings": {"n": 3}}, ["data.n"]).startswith("Regression data.n=60 n=3 ")
+    assert config_line({**config, "system": "deep"}).startswith("deep n=60 L=5 d=64 ")
+    assert config_line(config).startswith("n=60 L=5 d=64 m=128 m1=256 gd lr=")

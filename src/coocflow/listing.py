@@ -65,23 +65,25 @@ def _short(value) -> str:
     return f"{value:g}" if isinstance(value, float) else str(value)
 
 
-def config_line(config: dict) -> str:
-    """n, L, d, widths, method and seeds of a config dict, in one short line."""
+def config_line(config: dict, listed: list[str] | None = None) -> str:
+    """The shape, method and seeds of a config dict, in one short line: eq. (1)'s n, L, d and widths;
+    another System's name, the built-in keys it reads (`listed`: its manifest's `listed_keys`) and its
+    own settings (the data's n, L, d for a System that names neither)."""
     try:
-        data, train, lr = config["data"], config["train"], config["optimizer"]["lr"]
+        train, lr = config["train"], config["optimizer"]["lr"]
         seeds = config.get("seeds") or [config.get("seed", 0)]
         how = (f"flow to t={train['t_end'] or lr * train['steps']:g}" if train["method"] == "flow"
                else f"{train['method']} lr={lr:g} x{train['steps']}")
         system = config.get("system", "eq1")
-        keys = traits_of(system).listing_keys
-        if not keys:  # a System that reads its own settings: named, with them
-            own = config.get("settings") or {}
-            shape = (" ".join(f"{key}={_short(value)}" for key, value in own.items()) if own
-                     else f"L={data['L']} d={data['d']}")
-            return f"{system.rsplit(':', 1)[-1]} n={data['n']} {shape} {how} seeds={len(seeds)}"
+        own = config.get("settings") or {}
+        built_in = traits_of(system).listing_keys
+        keys = built_in or tuple(listed or ()) or (() if own else ("data.n", "data.L", "data.d"))
         flat = {f"{section}.{key}": value for section in ("data", "model") for key, value in config[section].items()}
-        return " ".join(f"{key.split('.')[1]}={flat[key]}" for key in keys) + f" {how} seeds={len(seeds)}"
-    except (KeyError, TypeError):
+        shape = [f"{key if key.split('.')[1] in own else key.split('.')[1]}={_short(flat[key])}"
+                 for key in keys if key in flat] + [f"{key}={_short(value)}" for key, value in own.items()]
+        name = [] if built_in else [system.rsplit(":", 1)[-1]]
+        return " ".join([*name, *shape, how, f"seeds={len(seeds)}"])
+    except (KeyError, TypeError, IndexError):
         return "?"
 
 
@@ -139,11 +141,12 @@ def describe_folder(folder: Path) -> Entry | None:
     mtime = manifest_path.stat().st_mtime
     if "study" in manifest:
         return Entry(folder.name, "study", str(manifest.get("status", "completed")), config_line(config), "-", "-", _age(now - mtime), mtime)
+    line = config_line(config, manifest.get("listed_keys"))
     final = manifest.get("final") or {}
     t1 = manifest.get("T1")
     if t1 is None and manifest.get("T1_spread"):
         t1 = manifest["T1_spread"].get("median")
-    return Entry(folder.name, "run", str(manifest.get("status", "?")), config_line(config), _number(t1),
+    return Entry(folder.name, "run", str(manifest.get("status", "?")), line, _number(t1),
                  _number(final.get("loss")), _age(now - mtime), mtime)
 
 

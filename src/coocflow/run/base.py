@@ -177,7 +177,9 @@ class TrainedRun:
         statuses = set(training.status)
         return {
             "format_version": FORMAT_VERSION, "name": config.name, "system": config.system,
-            "loss_name": self.system.loss_name, "config_hash": config_hash(config), "seed": self.seeds[0],
+            "loss_name": self.system.loss_name, **({"listed_keys": list(self.system.listed_keys)}
+                                                   if self.system.listed_keys else {}),
+            "config_hash": config_hash(config), "seed": self.seeds[0],
             "seeds": list(self.seeds), "dtype": config.dtype, "method": config.train.method,
             "time_convention": TIME_CONVENTIONS["flow" if config.is_flow else "discrete"],
             "created": dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds"),

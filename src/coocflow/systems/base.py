@@ -141,6 +141,10 @@ class AbstractSystem(eqx.Module):
     loss_name: ClassVar[str] = "loss"
     """The observable that is the training loss: a seed whose value of it (or of its weights' norm)
     turns non-finite has diverged there."""
+    listed_keys: ClassVar[tuple[str, ...]] = ()
+    """The built-in config keys (dotted, `data.n`) this System reads besides its own `[settings]`, which
+    `coocflow ls` shows beside them (each run's manifest records them, so the listing imports nothing);
+    empty: its settings alone (the data's n, L, d for a System without settings)."""
     run_type: ClassVar[str] = "coocflow.run.base:TrainedRun"
     """The `coocflow.run.TrainedRun` class of this System's runs, as 'package.module:ClassName' or
     'path/to/file.py:ClassName': what its run folder holds and how its figures are drawn (the generic

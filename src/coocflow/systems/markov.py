@@ -193,6 +193,7 @@ class MarkovSystem(AbstractSystem):
     alpha: float = eqx.field(static=True, default=DIRICHLET_ALPHA)
 
     name: ClassVar[str] = "markov"
+    listed_keys: ClassVar[tuple[str, ...]] = ("data.n", "data.L", "data.d")
     Settings: ClassVar[type] = MarkovSettings
     methods: ClassVar[tuple[str, ...]] = ("gd", "adam", "flow")
     loss_name: ClassVar[str] = "train_loss"
