@@ -1,11 +1,13 @@
 """Before a long run, an estimate of its time and memory, and the Gram space where it follows the
 run exactly (`run paper --set model.m=1e6` used to sit at its header for a minute)."""
 
+import pytest
 from typer.testing import CliRunner
 
 from coocflow import estimate as cost
 from coocflow.api import resolve_config
 from coocflow.cli import app
+from coocflow.errors import ConfigError
 
 from conftest import TINY
 
@@ -84,6 +86,12 @@ def test_a_system_without_a_cost_model_is_not_estimated_by_another_ones(tmp_path
     done = CliRunner().invoke(app, [*args[:-3], "--out", str(tmp_path / "again"), "--no-figures"])
     assert done.exit_code == 0, done.output
     assert "estimated 2.0 h and 1 GiB" in done.output and "no terminal to ask, so it starts" in done.output
+    monkeypatch.setattr(system_class(long_saxe.system), "cost", classmethod(lambda cls, config: 1 / 0))
+    done = CliRunner().invoke(app, [*args[:-3], "--out", str(tmp_path / "third"), "--no-figures"])
+    assert done.exit_code != 0 and "SaxeNetwork.cost raised ZeroDivisionError" in str(done.exception)
+    monkeypatch.setattr(system_class(long_saxe.system), "cost", classmethod(lambda cls, config: 3600.0))
+    with pytest.raises(ConfigError, match="SaxeNetwork.cost returned float; return a coocflow.systems.cost.RunCost"):
+        cost.estimate(long_saxe)
 
 
 def test_the_built_in_systems_are_estimated_without_importing_them_as_their_cost_says():

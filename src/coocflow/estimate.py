@@ -16,7 +16,8 @@ from dataclasses import dataclass
 from typing import Iterable
 
 from coocflow.config import Config
-from coocflow.systems.cost import BUILT_IN_COSTS
+from coocflow.errors import ConfigError
+from coocflow.systems.cost import BUILT_IN_COSTS, RunCost
 
 LONG_RUN_SECONDS = 60.0
 """A run estimated to take longer than this gets its estimate printed before it starts."""
@@ -61,11 +62,20 @@ def estimate(config: Config) -> Estimate | None:
     """The cost `config`'s System expects of this run (`AbstractSystem.cost`); None where the System has
     no cost model."""
     cost_of = BUILT_IN_COSTS.get(config.system)
-    if cost_of is None:
+    if cost_of is not None:
+        cost = cost_of(config)
+    else:
         from coocflow.systems.registry import system_class  # lazy: imports JAX, which a built-in's estimate needs not
 
-        cost_of = system_class(config.system).cost
-    cost = cost_of(config)
+        cls = system_class(config.system)
+        try:
+            cost = cls.cost(config)
+        except Exception as err:  # a user's own code: one line, not a traceback
+            raise ConfigError(f"system: {cls.__name__}.cost raised {type(err).__name__}: {err}; fix it, or drop "
+                              "cost (no estimate)") from None
+        if cost is not None and not isinstance(cost, RunCost):
+            raise ConfigError(f"system: {cls.__name__}.cost returned {type(cost).__name__}; return a "
+                              "coocflow.systems.cost.RunCost(seconds, bytes) or None")
     return None if cost is None else Estimate(cost.seconds, cost.bytes, cost.faster_seconds, cost.faster)
 
 
