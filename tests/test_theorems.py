@@ -763,3 +763,22 @@ def test_a_check_stated_with_probability_and_premises_measured_on_each_seed():
         Theorem(name="x", claims=(), premises=(Premise("X", ""),))
     with pytest.raises(ConfigError, match="premise R relaxes 'Y', which the theorem does not declare"):
         Theorem(name="x", claims=(), premises=(Premise("R", "", holds=lambda s, c: True, kind="relaxed", relaxes="Y"),))
+
+
+def test_an_unmeasured_claim_says_which_quantity_has_no_finite_value(tmp_path):
+    """A claim with no verdict on a seed said "an event it reads did not happen" even where its event happened
+    and a computed quantity was infinite; it now names each quantity and why."""
+    from conftest import coocflow_here
+
+    source = tmp_path / "decay.py"
+    source.write_text(DECAY.replace("Computed(lambda run: math.log(2) / run.system.k)",
+                                    "Computed(lambda run: math.inf if run.system.k == 1.0 else math.log(2) / run.system.k)"))
+    toml = tmp_path / "decay.toml"
+    toml.write_text(DECAY_TOML.format(source=source))
+    for name, t_end in (("long", "20.0"), ("short", "0.1")):
+        assert coocflow_here("run", toml, "--set", f"train.t_end={t_end}", "--out", tmp_path / name,
+                             "--no-figures").returncode == 0
+    said = " ".join(coocflow_here("verify", tmp_path / "long").stdout.split())
+    assert "incon. D1" in said and "(t_exact: infinite)" in said and "event it reads did not happen" not in said.split("D2")[0]
+    said = " ".join(coocflow_here("verify", tmp_path / "short").stdout.split())
+    assert "(t_quarter: no value, an event it reads did not happen or its function gave none; t_exact: infinite)" in said

@@ -632,10 +632,20 @@ def _claim_sentence(claim: Claim, verdict: str, where: list, total: int) -> str:
     if verdict == "not applicable":
         return f"does not arise on any of the {total} seed runs, e.g. {label} seed {seed}: {numbers}"
     if verdict == "inconclusive":
-        why = "it cannot tell there" if isinstance(claim, Check) else "an event it reads did not happen"
+        why = "it cannot tell there" if isinstance(claim, Check) else _why_unmeasured(values)
         return f"cannot be measured on {len(where)} of {total} seed runs ({why}), e.g. {label} seed {seed}: {numbers}"
     outside = f" where premise(s) {', '.join(unmet)} are not met" if unmet else ""
     return f"fails on {len(where)} of {total} seed runs{outside}, e.g. {label} seed {seed}: {numbers}"
+
+
+def _why_unmeasured(values: dict) -> str:
+    """Why a declared claim has no verdict on a seed: the quantities it reads that are not finite there,
+    NaN where an event it reads did not happen (or a function gave none), inf where a value is infinite."""
+    nan = [k for k, v in values.items() if isinstance(v, float) and math.isnan(v)]
+    inf = [k for k, v in values.items() if isinstance(v, float) and math.isinf(v)]
+    parts = ([f"{', '.join(nan)}: no value, an event it reads did not happen or its function gave none"] if nan else []) + (
+        [f"{', '.join(inf)}: infinite"] if inf else [])
+    return "; ".join(parts) or "an event it reads did not happen"
 
 
 def _numbers_text(claim: Claim, values: dict) -> str:

@@ -63,7 +63,8 @@ DECLARED_LEGEND = {
     "fail*": "fails only where a premise it needs is not met: not a finding",
     "unstat.": "holds under an unstated condition: fails only on runs outside a condition its proof needs and "
                "its source does not state, holds on those that meet it",
-    "incon.": "inconclusive: an event it reads did not happen, or a rate's interval straddles its band",
+    "incon.": "inconclusive: a quantity it reads has no finite value (an event that did not happen), or a rate's "
+              "interval straddles its band",
     "vac.": "vacuous: a bound beaten by over 1e3x, or a limit the run starts at: neither pass nor fail",
     "n/a": "not applicable: a rate, judged over a sweep along its key (--scaling KEY)",
     "-": "a diagnostic: shown, never judged",
