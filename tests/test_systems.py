@@ -500,3 +500,19 @@ def test_ls_shows_a_systems_settings_and_only_the_built_in_keys_it_says_it_reads
     assert config_line({**regression, "settings": {"n": 3}}, ["data.n"]).startswith("Regression data.n=60 n=3 ")
     assert config_line({**config, "system": "deep"}).startswith("deep n=60 L=5 d=64 ")
     assert config_line(config).startswith("n=60 L=5 d=64 m=128 m1=256 gd lr=")
+
+
+def test_a_mistyped_listed_key_is_refused_in_one_line(tmp_path, monkeypatch):
+    from coocflow.errors import ConfigError
+    from coocflow.systems.registry import system_class
+
+    (tmp_path / "listed.py").write_text(
+        "from coocflow.systems import AbstractSystem\n\n"
+        "class Listed(AbstractSystem):\n    listed_keys = ('data.nn',)\n"
+        "    @classmethod\n    def from_config(cls, config):\n        return cls()\n"
+        "    def init(self, key):\n        return 0.0\n    def data(self, seed):\n        return 0.0, 0.0\n"
+        "    def loss(self, params, train):\n        return params\n"
+        "    def observe(self, params, initial, train, test):\n        return {'loss': params}\n")
+    monkeypatch.chdir(tmp_path)
+    with pytest.raises(ConfigError, match=r"Listed.listed_keys names 'data.nn', not a data or model key; did you mean data.n\?"):
+        system_class("listed.py:Listed")

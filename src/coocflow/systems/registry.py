@@ -12,7 +12,7 @@ from importlib import metadata
 from pathlib import Path
 from typing import Any, get_type_hints
 
-from coocflow.config import Config, type_text
+from coocflow.config import Config, all_keys, suggest_key, type_text
 from coocflow.errors import ConfigError
 from coocflow.systems.base import AbstractSystem
 from coocflow.systems.deep import DeepSystem
@@ -72,6 +72,13 @@ def system_class(spec: str) -> type[AbstractSystem]:
     if not (isinstance(found, type) and issubclass(found, AbstractSystem)):
         raise ConfigError(f"system: {where} has no AbstractSystem subclass named {class_name!r}; name the class "
                           "that subclasses coocflow.systems.AbstractSystem")
+    listable = [key for key in all_keys() if key.split(".")[0] in ("data", "model")]
+    for key in found.listed_keys:
+        if key not in listable:
+            close = suggest_key(key)
+            hint = f"did you mean {close}? " if close in listable else ""
+            raise ConfigError(f"system: {class_name}.listed_keys names {key!r}, not a data or model key; {hint}"
+                              "list the built-in keys it reads (coocflow keys)")
     return found
 
 
