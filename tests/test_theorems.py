@@ -782,3 +782,14 @@ def test_an_unmeasured_claim_says_which_quantity_has_no_finite_value(tmp_path):
     assert "incon. D1" in said and "(t_exact: infinite)" in said and "event it reads did not happen" not in said.split("D2")[0]
     said = " ".join(coocflow_here("verify", tmp_path / "short").stdout.split())
     assert "(t_quarter: no value, an event it reads did not happen or its function gave none; t_exact: infinite)" in said
+    # the same infinity from NumPy warns: one line naming the file, not Python's two (the source echoed)
+    warns = tmp_path / "decay_np.py"
+    warns.write_text(DECAY.replace("Computed(lambda run: math.log(2) / run.system.k)",
+                                   "Computed(lambda run: math.log(2) / (np.float64(run.system.k) - 1.0))")
+                     .replace("import math\n", "import math\n\nimport numpy as np\n"))
+    (tmp_path / "decay_np.toml").write_text(DECAY_TOML.format(source=warns))
+    assert coocflow_here("run", tmp_path / "decay_np.toml", "--out", tmp_path / "np", "--no-figures").returncode == 0
+    judged = coocflow_here("verify", tmp_path / "np")
+    said = " ".join(judged.stdout.split())
+    assert "note: decay_np.py:" in said and "warned while judging: RuntimeWarning: divide by zero" in said, said
+    assert "RuntimeWarning" not in judged.stderr and "(t_exact: infinite)" in said

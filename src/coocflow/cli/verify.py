@@ -4,8 +4,10 @@ from __future__ import annotations
 
 import os
 import shutil
+import sys
+import warnings
 from pathlib import Path
-from typing import Optional
+from typing import Any, Callable, Optional
 
 import typer
 import typer.core
@@ -86,7 +88,7 @@ def verify(
         if runs.axis is None and runs.varying:
             say(f"the jobs differ in {', '.join(runs.varying)}: rates need one numeric key to be judged along")
         _note_changed_code(runs.folders)
-        _show(verify_folders(runs.folders, runs.axis, runs.values, str(folder), folder), full, strict)
+        _show(_judged(lambda: verify_folders(runs.folders, runs.axis, runs.values, str(folder), folder)), full, strict)
         return
     if folder.is_dir() and kind_of(folder) is TheoremSweepFolder:  # `verify --scaling KEY`'s folder: judged again
         _refuse_unused(f"{folder}, an existing sweep", (("--set", set_), ("--seed", seed), ("--seeds", seeds),
@@ -97,8 +99,8 @@ def verify(
             raise CoocflowError(f"verify {folder}: its verify.json names no run; run the `verify --scaling` that made it again")
         _refuse_without_theorem(RunFolder.open(folders[0]).system(), str(folder))
         _note_changed_code(folders)
-        _show(verify_folders(folders, record.get("axis"), [float(run["value"]) for run in record["runs"]], str(folder),
-                             folder), full, strict)
+        _show(_judged(lambda: verify_folders(folders, record.get("axis"), [float(run["value"]) for run in record["runs"]],
+                                             str(folder), folder)), full, strict)
         return
     if folder.is_dir():
         _refuse_unused(f"{folder}, an existing run (to change it, `coocflow run {folder} --set ...` "
@@ -112,7 +114,7 @@ def verify(
         config = resolve_config(target, set_, seed, seeds)
         check_reads(_refuse_without_theorem(config.system, target), config)
         folder = _train_and_write(target, set_, seed, seeds, out, force, yes=yes)
-    _show(verify_folders([folder], target=str(folder)), full, strict)
+    _show(_judged(lambda: verify_folders([folder], target=str(folder))), full, strict)
 
 
 def _note_changed_code(folders: list[Path]) -> None:
@@ -148,6 +150,24 @@ def _refuse_without_theorem(system: str, target: str):
     from coocflow.verify.folders import declared_theorem  # lazy: defers JAX, 1-3.6 s
 
     return declared_theorem(system, target)
+
+
+def _judged(judge: Callable[[], Any]) -> Any:
+    """`judge()`, with each warning raised in a user's own file (a theorem's functions, a System's
+    observables: a NumPy division by zero, say) said once, in one line naming the file and line, instead
+    of Python's two lines (the line's source echoed); other warnings go on as before."""
+    library = (str(Path(__file__).resolve().parents[1]), sys.prefix, sys.base_prefix, "<")
+    try:
+        with warnings.catch_warnings(record=True) as caught:
+            warnings.simplefilter("default")  # once per place, as Python shows them
+            return judge()
+    finally:  # outside the catching: a warning passed on is not caught again
+        for warning in caught:
+            if str(warning.filename).startswith(library):
+                warnings.warn_explicit(warning.message, warning.category, warning.filename, warning.lineno)
+            else:
+                say(f"note: {Path(warning.filename).name}:{warning.lineno} warned while judging: "
+                    f"{warning.category.__name__}: {warning.message}", "yellow")
 
 
 def _show(report, full: bool, strict: bool) -> None:
@@ -221,8 +241,8 @@ def _verify_scaling(target, set_, seed, seeds, out, force, axis, values, strict,
             if missing:
                 _train_on_ray(missing, out, ray, workers, bar, task, plan.title, plan.unit)
 
-        done = run_scaling(theorem, design, plan, out, str(target), accept_changed_code, progress,
-                           on_ray if ray else None)
+        done = _judged(lambda: run_scaling(theorem, design, plan, out, str(target), accept_changed_code, progress,
+                                           on_ray if ray else None))
     interrupts.set_message(None)
     page = write_report(out)
     _emit(done.report.printed(full))
