@@ -144,3 +144,37 @@ def test_a_flow_seed_is_the_same_alone_and_in_an_ensemble():
 
 def test_flow_uses_jax_float64():
     assert jax.config.jax_enable_x64
+
+
+def test_a_flat_state_gives_back_the_parameters_and_solves_as_the_pytree_does():
+    """`FlatState` (the flow's chunk and the locator solve one vector): the parameters come back exactly,
+    leaf types and shapes kept, and a Dopri8 solve of the vector takes the pytree solve's steps to the
+    same numbers (the stages combine the same numbers, one vector instead of leaf by leaf)."""
+    from coocflow.flow.ode import FlatState
+    from coocflow.model.gram import grams_from_weights
+    from coocflow.systems.eq1 import Eq1System
+
+    config = flow_config()
+    system, train_set = Eq1System.from_config(config), build_problem(config, 1).train
+    for params in (build_model(config, 1), grams_from_weights(build_model(config, 1))):
+        moving, fixed = system.split(params)
+        flat = FlatState(moving)
+        assert flat.y.ndim == 1 and flat.y.size == sum(leaf.size for leaf in jax.tree.leaves(moving))
+        back = flat.tree(flat.y)
+        assert jax.tree.structure(back) == jax.tree.structure(moving)
+        for a, b in zip(jax.tree.leaves(back), jax.tree.leaves(moving)):
+            assert a.dtype == b.dtype and a.shape == b.shape and np.array_equal(a, b)
+
+        def velocity(y):
+            return system.velocity(None, y, fixed, train_set)
+
+        def solve(y0, term, norm):
+            return diffrax.diffeqsolve(diffrax.ODETerm(term), diffrax.Dopri8(), 0.0, 2.0, None, y0,
+                                       stepsize_controller=diffrax.PIDController(rtol=1e-8, atol=1e-10, norm=norm),
+                                       saveat=diffrax.SaveAt(t1=True))
+
+        tree = solve(moving, lambda t, y, args: velocity(y), system.error_norm)
+        vector = solve(flat.y, flat.field(velocity), flat.norm(system.error_norm))
+        assert int(vector.stats["num_steps"]) == int(tree.stats["num_steps"]) > 3
+        for a, b in zip(jax.tree.leaves(flat.states(vector.ys)), jax.tree.leaves(tree.ys)):
+            np.testing.assert_allclose(a, b, rtol=1e-12, atol=1e-15 * float(np.max(np.abs(b))))

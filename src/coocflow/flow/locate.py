@@ -21,7 +21,7 @@ import optimistix
 from coocflow.config import ObserveConfig
 from coocflow.flow.discrete import TRACE_COUNTS
 from coocflow.flow.events import EventCarry, traced_shapes
-from coocflow.flow.ode import velocity_of
+from coocflow.flow.ode import FlatState, velocity_of
 from coocflow.flow.trajectory import over_seed_groups, seed_groups, take_seeds
 from coocflow.systems.base import FirstHit
 
@@ -95,15 +95,18 @@ def _locate_program(system, solver, observe: Callable, events: tuple[FirstHit, .
 
     def one_pair(y0, t0, t1, which, active, fixed, initial, train, test):
         objective = system.objective(train)
+        flat = FlatState(y0)
 
         def gap(t, y, args, **kwargs):
-            return _event_gaps(system, observe, events, signs, needs, y, fixed, initial, train, test, levels)[which]
+            return _event_gaps(system, observe, events, signs, needs, flat.tree(y), fixed, initial, train, test,
+                               levels)[which]
 
         root = IntervalBisection(rtol=ROOT_RTOL, atol=0.0)
         solution = diffrax.diffeqsolve(
-            diffrax.ODETerm(lambda t, y, args: velocity_of(system, objective, y, fixed, train)), solver.diffrax_solver(),
-            t0, t1, None, y0, saveat=diffrax.SaveAt(t1=True),
-            stepsize_controller=solver.controller(system.error_norm, jnp.where(active, (t1 - t0) / steps, t1 - t0)),
+            diffrax.ODETerm(flat.field(lambda y: velocity_of(system, objective, y, fixed, train))),
+            solver.diffrax_solver(), t0, t1, None, flat.y, saveat=diffrax.SaveAt(t1=True),
+            stepsize_controller=solver.controller(flat.norm(system.error_norm),
+                                                  jnp.where(active, (t1 - t0) / steps, t1 - t0)),
             max_steps=LOCATE_MAX_STEPS, throw=False, event=diffrax.Event(gap, root_finder=root, direction=True))
         return solution.ts[-1], solution.event_mask
 
