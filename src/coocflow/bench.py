@@ -161,7 +161,7 @@ def case_flow(quick: bool) -> dict:
             "detail": f"{config.solver.name} rtol 1e-6 to t={t_end:g}: {evals} gradient evaluations, "
                       f"{result.trajectory.stats['num_steps'][0]} steps; max relative loss error vs "
                       f"rtol 1e-10: {error:.2e}; final loss {result.series['loss'][-1]:.3e}",
-            "error": error}
+            "max_loss_error": error}
 
 
 def matmul_peak() -> float:
@@ -389,13 +389,14 @@ EXTENDED = {"process": case_process, "gram": case_gram, "gram-wide": case_gram_w
 
 
 def run_all(cases: tuple[str, ...] = CASES, quick: bool = False) -> list[dict]:
-    """Each case in a fresh subprocess, so peak memory is per case."""
+    """Each case in a fresh subprocess, so peak memory is per case. A case whose process failed is
+    `{"case": name, "failed": its last line of stderr}`."""
     results = []
     for name in cases:
         done = subprocess.run([sys.executable, "-m", "coocflow.bench", name] + (["--quick"] if quick else []),
                               capture_output=True, text=True)
         if done.returncode != 0:
-            results.append({"case": name, "error": done.stderr.strip().splitlines()[-1] if done.stderr else "failed"})
+            results.append({"case": name, "failed": done.stderr.strip().splitlines()[-1] if done.stderr else "failed"})
             continue
         results.extend(json.loads(done.stdout.strip().splitlines()[-1]))
     return results

@@ -39,8 +39,8 @@ def bench(
         results = run_all(tuple(case) or CASES, quick)
     table = Table("case", "measured", "target", "met", "baseline", "ratio", "peak RSS", "detail")
     for r in results:
-        if "error" in r:
-            table.add_row(r["case"], "[red]failed[/]", "", "", "", "", "", r["error"])
+        if "failed" in r:
+            table.add_row(r["case"], "[red]failed[/]", "", "", "", "", "", r["failed"])
             continue
         rss = "-" if r["peak_rss_mib"] != r["peak_rss_mib"] else f"{r['peak_rss_mib']:.0f} MiB"
         table.add_row(r["case"], f"{r['value']:.3g} {r['unit']}", f"{r['target']:g}", "yes" if r["met"] else "[red]no[/]",
