@@ -2,6 +2,7 @@
 sweeps, compares and reports through the same commands; the worked example under examples/ is the
 proof, and its own invariants and the ODE-vs-GD limit check the generic integrators."""
 
+import hashlib
 import json
 import sys
 from pathlib import Path
@@ -369,6 +370,31 @@ def test_a_changed_system_is_refused_by_resume_check_reproduce_and_sweep(at_root
     refused = CliRunner().invoke(app, ["sweep", str(spec), "--out", str(tmp_path / "sweep"), "--workers", "1"])
     assert isinstance(refused.exception, RunFolderError) and "keep its results" in str(refused.exception)
     cli("sweep", str(spec), "--out", str(tmp_path / "sweep"), "--workers", "1", "--accept-changed-code")
+
+
+def test_a_system_file_edited_in_a_running_process_runs_as_edited_and_records_what_ran(at_root, tmp_path):
+    """In one process (a notebook, `coocflow.cli.invoke`), a System file edited between two runs is
+    executed again: the second run trains the edited code and records its hash (it trained the code
+    first imported while recording the edited file's hash). A file edited while a run trains does not
+    change what the run records: the hash of the source that defined the class it trained."""
+    from coocflow.run import train, write_run
+
+    source = tmp_path / "edited_system.py"
+    source.write_text(EXAMPLE.read_text())
+    config = example_config(**{"system": f"{source}:InContextRegression", "train.steps": 60, "observe.points": 4,
+                               "seeds": [0]})
+    first, _ = run_and_write(config, tmp_path / "first", figures=False)
+    source.write_text(source.read_text().replace("return 0.5 * jnp.mean((predict", "return 2.0 * jnp.mean((predict"))
+    second, _ = run_and_write(config, tmp_path / "second", figures=False)
+    loss = [pq.read_table(folder / "metrics.parquet").column("loss").to_numpy() for folder in (first, second)]
+    np.testing.assert_allclose(loss[1][0], 4 * loss[0][0], rtol=1e-12)  # the same initial state, the edited loss
+    recorded = [json.loads((folder / "manifest.json").read_text())["system_code"]["sha256"] for folder in (first, second)]
+    assert recorded[0] != recorded[1] == hashlib.sha256(source.read_bytes()).hexdigest()
+
+    trained = train(config)
+    source.write_text(source.read_text() + "\n# edited while the run trained\n")
+    written = write_run(trained, tmp_path / "third", figures=False)
+    assert json.loads((written / "manifest.json").read_text())["system_code"]["sha256"] == recorded[1]
 
 
 OWN_RUN = '''

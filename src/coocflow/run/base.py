@@ -35,7 +35,7 @@ from coocflow.storage.checkpoint import RunCheckpoint
 from coocflow.storage.folders import RunFolder
 from coocflow.storage.provenance import provenance
 from coocflow.systems.base import AbstractSystem
-from coocflow.systems.registry import named_object, system_class, system_code, system_of
+from coocflow.systems.registry import BUILT_IN, class_code, named_object, system_class, system_code, system_of
 
 TIME_CONVENTIONS = {
     "flow": "t is the flow time of d(theta)/dt = -grad L, integrated by an adaptive Runge-Kutta solver",
@@ -192,8 +192,13 @@ class TrainedRun:
                       if finished else None),
             "per_seed": per_seed, "solver_stats": training.stats,
             **({"event_settings": training.event_settings} if training.event_settings else {}),
-            "system_code": system_code(config.system), **provenance(),
+            "system_code": self.code(), **provenance(),
         }
+
+    def code(self) -> dict:
+        """The code of the System this run trained with (`systems.registry.class_code`): the source its
+        class was defined by, not the file as it may be now."""
+        return class_code(type(self.system), built_in=self.config.system in BUILT_IN)
 
     def figures_drawn(self, figures: Figures) -> Figures:
         """Of the figures asked for, those this run can draw (all by default)."""

@@ -32,7 +32,6 @@ from coocflow.storage.folders import RunFolder
 from coocflow.storage.provenance import provenance
 from coocflow.storage.run_folder import state_file_arrays
 from coocflow.systems.eq1 import Eq1System, build_model, build_problem, gram_source, initial_state, seed_keys
-from coocflow.systems.registry import system_code
 
 INIT_NOTES = {
     "kaiming": "kaiming: uniform(-c/sqrt(fan_in), c/sqrt(fan_in)), fan-in d for W_Q, W_K, W_V (c = c0) and m for W (c = c1); a uniform on {+1,-1}",
@@ -171,7 +170,7 @@ class Eq1TrainedRun(TrainedRun):
             **summary(self),
             "snapshots": {name: [float(t) if np.isfinite(t) else None for t in np.atleast_1d(arrays["t"])]
                           for name, arrays in snapshots.items()},
-            "system_code": system_code(config.system),
+            "system_code": self.code(),
             **provenance(),
         }
 

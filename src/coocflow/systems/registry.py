@@ -23,11 +23,21 @@ BUILT_IN: dict[str, type[AbstractSystem]] = {"eq1": Eq1System, "deep": DeepSyste
 """The systems coocflow ships: eq. (1) (whose runs are `coocflow.run.eq1.Eq1TrainedRun`s), deep and markov."""
 
 
+SOURCE_HASH = "__coocflow_sha256__"
+"""The attribute of a module loaded from a user's file holding the SHA-256 of the source it executed."""
+
+
 def _module_from_file(path: Path):
-    """The module of a system file, imported once per resolved path (later loads reuse it, so
-    its classes stay the same objects and compiled programs are reused). Its folder goes first on
-    `sys.path`, as `python file.py` puts it, so the file may import modules beside it."""
-    name = "coocflow_user_" + "".join(ch if ch.isalnum() else "_" for ch in str(path.resolve()))
+    """The module of a system file as its source is now, imported once per resolved path and content:
+    later loads of an unchanged file reuse it (its classes stay the same objects and compiled programs
+    are reused), and a file edited since is executed again as a new module, so that a long-lived
+    process (a notebook, `coocflow.cli.invoke`) never runs the old code under the new code's hash. The
+    module records the hash of the very source it executed (`SOURCE_HASH`, which `system_code` reports).
+    Its folder goes first on `sys.path`, as `python file.py` puts it, so the file may import modules
+    beside it (those are Python's ordinary imports, not reloaded)."""
+    source = path.read_bytes()
+    digest = hashlib.sha256(source).hexdigest()
+    name = "coocflow_user_" + "".join(ch if ch.isalnum() else "_" for ch in str(path.resolve())) + "_" + digest[:16]
     if name in sys.modules:
         return sys.modules[name]
     folder = str(path.resolve().parent)
@@ -35,9 +45,10 @@ def _module_from_file(path: Path):
         sys.path.insert(0, folder)
     spec = importlib.util.spec_from_file_location(name, path)
     module = importlib.util.module_from_spec(spec)
+    setattr(module, SOURCE_HASH, digest)
     sys.modules[name] = module
     try:
-        spec.loader.exec_module(module)
+        exec(compile(source, str(path), "exec"), module.__dict__)  # the bytes hashed above, not a second read
     except Exception as err:
         del sys.modules[name]
         raise ConfigError(f"system: {path} failed to import ({type(err).__name__}: {err}); fix the file") from None
@@ -111,9 +122,17 @@ def system_code(spec: str) -> dict:
     """What defines the System `spec` names, to tell when it changed: the file that defines its class
     (a user's file, or the installed module of a built-in or a package's class) and its SHA-256, and
     for a built-in coocflow's version too. A run records it (manifest.json, checkpoint.npz)."""
-    path = Path(inspect.getfile(system_class(spec))).resolve()
-    record = {"file": str(path), "sha256": hashlib.sha256(path.read_bytes()).hexdigest()}
-    if spec in BUILT_IN:
+    return class_code(system_class(spec), built_in=spec in BUILT_IN)
+
+
+def class_code(cls: type, built_in: bool = False) -> dict:
+    """`system_code` of a System's class: for a class from a user's file the hash of the source that
+    defined it (`SOURCE_HASH`), which is what a run of it executed even if the file was edited since;
+    else the hash of its module's file."""
+    path = Path(inspect.getfile(cls)).resolve()
+    executed = getattr(sys.modules.get(cls.__module__), SOURCE_HASH, None)
+    record = {"file": str(path), "sha256": executed or hashlib.sha256(path.read_bytes()).hexdigest()}
+    if built_in:
         record["coocflow"] = metadata.version("coocflow")
     return record
 
