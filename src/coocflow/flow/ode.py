@@ -8,8 +8,9 @@ weights at its own observation times and evaluates the observables on them after
 at once (inside Diffrax's save loop they doubled the chunk's compile time); a run keeps only the
 observables, and of the weights only its snapshots.
 Each seed's solve carries its parameters as one flat vector (`FlatState`), the seeds of a group one
-after another; rtol and atol are traced arrays, so new tolerances do not recompile. Phase 2 is slow (loss ~ 1/t), so the solver's steps grow with t and t = 1e6 costs
-under a thousand gradient evaluations. Dopri8 is the default because at the same rtol (1e-6) it
+after another; rtol and atol are traced arrays, so new tolerances do not recompile. Phase 2 is slow
+(loss ~ 1/t), so the solver's steps grow with t and t = 1e6 costs under a thousand gradient
+evaluations. Dopri8 is the default because at the same rtol (1e-6) it
 reached t = 1e6 with a relative loss error of 6e-8 against Tsit5's 4e-6, in 0.89 s versus 0.65 s.
 """
 
