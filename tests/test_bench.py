@@ -37,6 +37,7 @@ def test_the_table_tells_a_failed_case_from_a_case_that_measures_an_error(monkey
                 "detail": "dopri8", "max_loss_error": 2.6e-8, "error": 2.6e-8}
     failed = {"case": "gd", "failed": "RuntimeError: out of memory"}
     monkeypatch.setattr(bench, "run_all", lambda cases, quick: [measured, failed])
+    monkeypatch.delenv("COLUMNS", raising=False)  # a pipe: every row whole, on one line
     done = coocflow_here("bench", "--case", "flow", "--case", "gd", "--json", tmp_path / "b.json")
     assert done.returncode == 0, done.stderr
     lines = done.stdout.splitlines()
