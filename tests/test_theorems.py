@@ -765,7 +765,7 @@ def test_a_check_stated_with_probability_and_premises_measured_on_each_seed():
         Theorem(name="x", claims=(), premises=(Premise("R", "", holds=lambda s, c: True, kind="relaxed", relaxes="Y"),))
 
 
-def test_an_unmeasured_claim_says_which_quantity_has_no_finite_value(tmp_path):
+def test_an_unmeasured_claim_says_which_quantity_has_no_finite_value(tmp_path, monkeypatch):
     """A claim with no verdict on a seed said "an event it reads did not happen" even where its event happened
     and a computed quantity was infinite; it now names each quantity and why."""
     from conftest import coocflow_here
@@ -793,3 +793,16 @@ def test_an_unmeasured_claim_says_which_quantity_has_no_finite_value(tmp_path):
     said = " ".join(judged.stdout.split())
     assert "note: decay_np.py:" in said and "warned while judging: RuntimeWarning: divide by zero" in said, said
     assert "RuntimeWarning" not in judged.stderr and "(t_exact: infinite)" in said
+    # where Python was asked to make warnings errors (`python -W error`), the warning stays an error: the
+    # quantity's function fails, said in one line, and no note turns it back into a warning
+    import sys
+    import warnings
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        monkeypatch.setattr(sys, "warnoptions", ["error"])
+        monkeypatch.delenv("COLUMNS", raising=False)  # a pipe: the error whole, on one line
+        strict = coocflow_here("verify", tmp_path / "np")
+    assert strict.returncode == 2 and "warned while judging" not in strict.stdout
+    assert "quantity t_exact failed on seed 0 (RuntimeWarning: divide by zero" in strict.stderr
+    assert len(strict.stderr.strip().splitlines()) == 1, strict.stderr

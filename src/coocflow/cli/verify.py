@@ -152,10 +152,13 @@ def _refuse_without_theorem(system: str, target: str):
     return declared_theorem(system, target)
 
 
-def _judged(judge: Callable[[], Any]) -> Any:
+def _judged(judge: Callable[[], Any], doing: str = "judging") -> Any:
     """`judge()`, with each warning raised in a user's own file (a theorem's functions, a System's
-    observables: a NumPy division by zero, say) said once, in one line naming the file and line, instead
-    of Python's two lines (the line's source echoed); other warnings go on as before."""
+    observables: a NumPy division by zero, say) said once, in one line naming the file and line and what
+    was being done (`doing`), instead of Python's two lines (the line's source echoed); other warnings go
+    on as before. Where Python was asked to turn warnings into errors (`-W error`), they stay errors."""
+    if any(option.split(":")[0] == "error" for option in sys.warnoptions):
+        return judge()
     library = (str(Path(__file__).resolve().parents[1]), sys.prefix, sys.base_prefix, "<")
     try:
         with warnings.catch_warnings(record=True) as caught:
@@ -166,7 +169,7 @@ def _judged(judge: Callable[[], Any]) -> Any:
             if str(warning.filename).startswith(library):
                 warnings.warn_explicit(warning.message, warning.category, warning.filename, warning.lineno)
             else:
-                say(f"note: {Path(warning.filename).name}:{warning.lineno} warned while judging: "
+                say(f"note: {Path(warning.filename).name}:{warning.lineno} warned while {doing}: "
                     f"{warning.category.__name__}: {warning.message}", "yellow")
 
 
@@ -242,7 +245,7 @@ def _verify_scaling(target, set_, seed, seeds, out, force, axis, values, strict,
                 _train_on_ray(missing, out, ray, workers, bar, task, plan.title, plan.unit)
 
         done = _judged(lambda: run_scaling(theorem, design, plan, out, str(target), accept_changed_code, progress,
-                                           on_ray if ray else None))
+                                           on_ray if ray else None), doing="training and judging")
     interrupts.set_message(None)
     page = write_report(out)
     _emit(done.report.printed(full))
