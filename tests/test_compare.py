@@ -70,6 +70,12 @@ def test_writes_compare_json_and_png(runs):
     assert record["columns"] == list(DEFAULT_COLUMNS) and list(record["differences"]) == ["optimizer.lr", "name"]
     assert [r["final_loss"] for r in record["results"]] == [r["final_loss"] for r in comparison.results]
     assert not list(comparison.folder.glob(".*.tmp"))
+    from conftest import coocflow_here
+
+    shown = coocflow_here("show", comparison.folder)
+    said = " ".join(shown.stdout.split())
+    assert shown.returncode == 0 and f"{comparison.folder}: a compare folder, completed (2 runs)" in said
+    assert f"coocflow report {comparison.folder}" in said
 
 
 def test_ensemble_uses_the_median_and_the_default_folder(runs, monkeypatch):

@@ -18,7 +18,7 @@ from coocflow.errors import CoocflowError, ConfigError
 from coocflow.sweep import SweepStore, aggregate, default_figures, load_spec, spec_from_dict
 from coocflow.sweep.aggregate import independent_axes
 from coocflow.sweep.execute import pending_jobs, run_in_process
-from conftest import REPO
+from conftest import REPO, coocflow_here
 
 BIN = Path(sys.executable).parent / "coocflow"
 TINY_SET = {"train.steps": 40, "observe.points": 12, "observe.chunks": 2}
@@ -130,6 +130,10 @@ def test_small_grid_end_to_end_then_resume_runs_nothing(tmp_path):
     assert stamps == {p: p.stat().st_mtime_ns for p in (out / "table").rglob("*.parquet")}
     status = CliRunner().invoke(app, ["sweep-status", str(out)])
     assert "2 done, 0 failed, 0 pending" in status.output
+    shown = coocflow_here("show", out)  # what it is and where to look, not a run folder's missing files
+    said = " ".join(shown.stdout.split())
+    assert shown.returncode == 0 and f"{out}: a sweep folder, 2/2 jobs done" in said, shown.stdout + shown.stderr
+    assert f"coocflow sweep-status {out}" in said and f"coocflow report {out}" in said
     other = _spec_file(tmp_path, {"model.m": [4, 16]}, name="other")
     code, output = _sweep(other, "--out", out)
     assert code == 2 and "holds a different sweep" in output

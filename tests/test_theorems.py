@@ -89,6 +89,8 @@ def test_the_icl_theorem_passes_on_its_own_terms_and_its_perturbed_claims_fail(a
     assert {c["id"]: c["verdict"] for c in record["claims"]} == {
         "Z1": "pass", "Z2": "pass", "Z3": "pass", "Z4": "pass", "I1": "pass"}, printed
     assert "power:" in printed
+    shown = " ".join(cli("show", str(out)).split())  # what the folder is and where to look
+    assert f"{out}: a theorem folder, 5/5 claims pass" in shown and f"coocflow verify {out}" in shown
     power = next(c for c in record["claims"] if c["id"] == "Z3")["power"]
     assert power["fails_wrong"] >= 0.8 and power["passes_true"] >= 0.8, power  # the conventional power floor
     theorem = theorem_of("examples/icl_theorem.py:PopulationICL")

@@ -12,7 +12,7 @@ from rich.console import Console
 from rich.measure import Measurement
 from rich.table import Column, Table
 
-from coocflow.cli.app import app, console, line_width, print_whole
+from coocflow.cli.app import app, console, line_width, print_whole, say
 from coocflow.cli.run import _print_summary
 from coocflow.config import Config, all_keys
 from coocflow.docs import HELP, toml_template
@@ -22,8 +22,10 @@ from coocflow.experiments import EXPERIMENTS
 
 @app.command()
 def show(run_dir: Optional[Path] = typer.Argument(None, metavar="[RUN_DIR]",
-                                                 help="a run folder (default: the newest run under runs/)")) -> None:
-    """Print a run's configuration, T1, final loss and key observables.
+                                                 help="a run folder, or a sweep, width sweep, theorem sweep or "
+                                                      "comparison (default: the newest run under runs/)")) -> None:
+    """Print a run's configuration, T1, final loss and key observables; of another folder coocflow
+    writes, what it is, how far it got and where its results are.
 
     Example: coocflow show runs/paper
     """
@@ -32,8 +34,11 @@ def show(run_dir: Optional[Path] = typer.Argument(None, metavar="[RUN_DIR]",
 
         run_dir = newest_run()
         console.print(f"newest run: {run_dir}")
-    from coocflow.storage.folders import StudyFolder  # lazy: defers pyarrow, 0.3 s
+    from coocflow.storage.folders import RunFolder, StudyFolder, kind_of  # lazy: defers pyarrow, 0.3 s
 
+    if kind_of(run_dir) not in (None, RunFolder, StudyFolder):
+        _print_other_folder(Path(run_dir))
+        return
     study = StudyFolder(run_dir)
     if study.manifest_file.is_file() and study.summary_file.is_file():
         record = study.manifest()
@@ -44,6 +49,29 @@ def show(run_dir: Optional[Path] = typer.Argument(None, metavar="[RUN_DIR]",
                           soft_wrap=True, highlight=False)
             return
     _print_summary(run_dir)
+
+
+def _print_other_folder(folder: Path) -> None:
+    """`show` of a sweep, width or theorem sweep, or comparison folder: its `ls` line (what it is, how far it
+    got) and where its results are, with the commands that read it, instead of a run folder's missing files."""
+    from coocflow.listing import describe_folder  # lazy: defers pyarrow, 0.3 s
+    from coocflow.storage.folders import ComparisonFolder, ScalingFolder, SweepFolder, TheoremSweepFolder, kind_of
+
+    entry = describe_folder(folder)
+    kind = kind_of(folder)
+    say(f"{folder}: a {entry.kind} folder, {entry.status} ({entry.config})")
+    if kind is SweepFolder:
+        where = (f"its jobs: `coocflow sweep-status {folder}`; its tables: {folder / 'table'} (Parquet: summary, one "
+                 f"row a run; metrics, one file a job); one job's run: `coocflow show {SweepFolder(folder).jobs}/JOB`")
+    elif kind in (ScalingFolder, TheoremSweepFolder):
+        record = kind(folder)
+        again = (f"`coocflow verify {folder}`" if kind is TheoremSweepFolder else
+                 f"the `coocflow verify CONFIG --scaling AXIS --out {folder}` that made it (its finished runs are reused)")
+        where = (f"its verdicts: {record.markdown_file} (every number: {record.record_file.name}); its runs: "
+                 f"{record.runs}; judged again: {again}")
+    else:
+        where = f"its record: {ComparisonFolder(folder).record_file}"
+    say(f"{where}; its page: `coocflow report {folder}`", indent=2)
 
 
 @app.command("ls")
