@@ -205,7 +205,9 @@ def test_the_command_reuses_the_sweep_and_prints_the_claims(sweep):
     assert manifest.stat().st_mtime_ns == before
     assert sorted(p.name for p in (out / "runs").iterdir()) == ["both-512", "both-640"], "no run trained here"
     shown = subprocess.run([str(cli), "show", str(out)], capture_output=True, text=True)
-    assert shown.returncode == 2 and "a width sweep, not a run folder" in shown.stderr and "coocflow report" in shown.stderr
+    said = " ".join(shown.stdout.split())  # what the folder is and where its results are, not a refusal
+    assert shown.returncode == 0 and f"{out}: a scaling folder, " in said and f"coocflow report {out}" in said
+    assert f"its verdicts: {out / 'scaling.md'}" in said and f"--out {out}" in said
     assert (out / "report.html").stat().st_size > 100000
     from coocflow.listing import describe_folder
 
