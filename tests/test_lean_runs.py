@@ -68,3 +68,25 @@ def test_verify_and_a_checked_sweep_refuse_a_lean_run_in_one_line(tmp_path):
         load_spec(spec)
     spec.write_text("checks = false\n" + spec.read_text())
     assert len(load_spec(spec).jobs) == 2
+
+
+def test_verify_refuses_a_lean_sweep_after_reading_one_folder(tmp_path, monkeypatch):
+    """A sweep of lean runs is refused in one line once its first job is read: a claim is measured on that
+    job's first seed before the other jobs are read (a 10-job sweep of 1000 seeds a job had read them all,
+    45 s and 1.8 GB, before the same line)."""
+    from conftest import coocflow_here
+
+    from coocflow.verify import judge
+
+    spec = tmp_path / "spec.toml"
+    spec.write_text('name = "t"\nbase = "tiny"\nchecks = false\n[set]\n"observe.only" = ["loss"]\n'
+                    '"train.steps" = 40\n"observe.points" = 8\n[grid]\n"model.m" = [8, 16, 32]\n')
+    assert coocflow_here("sweep", spec, "--out", tmp_path / "sweep", "--workers", 1).returncode == 0
+    read = []
+    seed_runs = judge.seed_runs
+    monkeypatch.setattr(judge, "seed_runs", lambda folder, *args: read.append(folder) or seed_runs(folder, *args))
+    monkeypatch.delenv("COLUMNS", raising=False)
+    done = coocflow_here("verify", tmp_path / "sweep")
+    lines = done.stderr.strip().splitlines()
+    assert done.returncode == 2 and len(lines) == 1 and "which the run did not record (observe.only)" in lines[0]
+    assert len(read) == 1, read
