@@ -30,7 +30,9 @@ from coocflow.experiments import EXPERIMENTS
 
 @app.command()
 def verify(
-    target: str = typer.Argument(..., metavar="TARGET", help="a run folder, an experiment name, or a config .toml (run first)"),
+    target: str = typer.Argument(..., metavar="TARGET",
+                                 help="a run folder, a sweep folder (every job judged), a folder `verify --scaling KEY` "
+                                      "made (judged again), an experiment name, or a config .toml (run first)"),
     set_: list[str] = typer.Option([], "--set", metavar="KEY=VALUE", help="override a config key when running first"),
     seed: Optional[int] = typer.Option(None, "--seed", metavar="N", help="seed when running first"),
     seeds: Optional[int] = typer.Option(None, "--seeds", metavar="N", help="run N seeds first and report pass rates"),
