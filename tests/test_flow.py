@@ -178,3 +178,8 @@ def test_a_flat_state_gives_back_the_parameters_and_solves_as_the_pytree_does():
         assert int(vector.stats["num_steps"]) == int(tree.stats["num_steps"]) > 3
         for a, b in zip(jax.tree.leaves(flat.states(vector.ys)), jax.tree.leaves(tree.ys)):
             np.testing.assert_allclose(a, b, rtol=1e-12, atol=1e-15 * float(np.max(np.abs(b))))
+    # parameters of two dtypes (float32 Grams beside the float64 widths) stay the pytree they are
+    grams32 = jax.tree.map(lambda leaf: leaf.astype(np.float32) if leaf.ndim else leaf,
+                           grams_from_weights(build_model(config, 1)))
+    mixed = FlatState(grams32)
+    assert not mixed.flat and mixed.y is grams32 and mixed.tree(mixed.y) is grams32

@@ -69,5 +69,9 @@ def test_what_the_gram_space_cannot_follow_is_refused():
         _config("gram", **{"train.method": "adam"})
     with pytest.raises(ConfigError, match="init.gram_from: applies with model.space=gram"):
         _config("weights", **{"init.gram_from": "sampled"})
+    # a float32 Gram state beside its float64 widths: Diffrax failed inside its stage buffers (a traceback)
+    with pytest.raises(ConfigError, match="^dtype: float32 is not solved by the flow in the Gram space"):
+        _config("gram", **{"dtype": "float32", "train.method": "flow", "train.t_end": 1.0})
+    assert _config("gram", **{"dtype": "float32", "train.method": "gd"}).dtype == "float32"
     with pytest.raises(ConfigError, match="use init.scheme=theory"):
         train(_config("gram", **{"model.m": 1_000_000, "model.m1": 1_000_000}))

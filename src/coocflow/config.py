@@ -657,6 +657,10 @@ def validate(c: Config) -> None:
         _need(c.train.method in GRAM_METHODS,
               f"train.method: {c.train.method} is not expressible in the Gram space (only a gradient step and the "
               f"flow keep the Grams closed); use train.method=gd or flow, or model.space=weights")
+        _need(c.dtype == "float64" or c.train.method != "flow",
+              f"dtype: {c.dtype} is not solved by the flow in the Gram space (its widths m and m1 are float64 leaves "
+              "of the state, which Diffrax cannot carry beside float32 Grams); use dtype=float64, train.method=gd, "
+              "or model.space=weights")
     else:
         _need(c.init.gram_from == "auto", "init.gram_from: applies with model.space=gram; drop it or set model.space=gram")
         _need(not c.model.neurons, "model.neurons: applies with model.space=gram (weight space always has the neurons); "

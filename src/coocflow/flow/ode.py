@@ -88,24 +88,29 @@ class FlatState:
     arithmetic, are the step. Measured on 2 cores, a bare Dopri8 solve of the T1 table's Gram state (d =
     16, one seed after another): 228 us a step as a pytree, 137 us as one vector (the vector field itself
     is 87 us of it), the same numbers. The vector field, the error norm and the saved states see the
-    parameters as the system's own pytree."""
+    parameters as the system's own pytree. Parameters of more than one dtype stay a pytree (`flat` is
+    False): one vector would hold them all in the widest dtype, and the solver's arithmetic would no
+    longer be the run's."""
 
     def __init__(self, params: Any):
-        self.y, self._unravel = ravel_pytree(params)
+        self.flat = len({jnp.result_type(leaf) for leaf in jax.tree.leaves(params)}) == 1
+        self.y, self._unravel = ravel_pytree(params) if self.flat else (params, lambda y: y)
 
-    def tree(self, y: jax.Array) -> Any:
+    def tree(self, y: Any) -> Any:
         """The parameters of a flat vector."""
         return self._unravel(y)
 
-    def states(self, ys: jax.Array) -> Any:
+    def states(self, ys: Any) -> Any:
         """The parameters of flat vectors stacked on a leading axis (the saved states), stacked likewise."""
-        return jax.vmap(self._unravel)(ys)
+        return jax.vmap(self._unravel)(ys) if self.flat else ys
 
     def field(self, velocity: Callable[[Any], Any]) -> Callable:
         """A Diffrax term function on flat vectors from `velocity(params) -> d(params)/dt`."""
+        if not self.flat:
+            return lambda t, y, args: velocity(y)
         return lambda t, y, args: ravel_pytree(velocity(self._unravel(y)))[0]
 
-    def norm(self, error_norm: Callable[[Any], jax.Array]) -> Callable[[jax.Array], jax.Array]:
+    def norm(self, error_norm: Callable[[Any], jax.Array]) -> Callable[[Any], jax.Array]:
         """The system's error norm, read on a flat error vector."""
         return lambda error: error_norm(self._unravel(error))
 
