@@ -55,7 +55,13 @@ def _print_other_folder(folder: Path) -> None:
     """`show` of a sweep, width or theorem sweep, or comparison folder: its `ls` line (what it is, how far it
     got) and where its results are, with the commands that read it, instead of a run folder's missing files."""
     from coocflow.listing import describe_folder  # lazy: defers pyarrow, 0.3 s
-    from coocflow.storage.folders import ComparisonFolder, ScalingFolder, SweepFolder, TheoremSweepFolder, kind_of
+    from coocflow.storage.folders import (  # lazy: defers pyarrow, 0.3 s
+        ComparisonFolder,
+        ScalingFolder,
+        SweepFolder,
+        TheoremSweepFolder,
+        kind_of,
+    )
 
     entry = describe_folder(folder)
     kind = kind_of(folder)
